@@ -1,0 +1,40 @@
+import { UsageError, type Command } from "./command.js";
+
+const commands: Command[] = [];
+
+function overview(): string {
+  const width = Math.max(...commands.map((c) => c.name.length), 4);
+  const lines = commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
+  return ["Usage: toolgate <command> [options]", "", "Commands:", ...lines, "", "Run 'toolgate <command> --help' for a command's options."].join("\n");
+}
+
+/** Entry point of the `toolgate` binary. */
+export async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    process.stdout.write(overview() + "\n");
+    process.exitCode = name === undefined ? 2 : 0;
+    return;
+  }
+  const command = commands.find((c) => c.name === name);
+  if (!command) {
+    process.stderr.write(`toolgate: unknown command '${name}'\n\n${overview()}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    process.stdout.write(command.usage + "\n");
+    return;
+  }
+  try {
+    process.exitCode = await command.run(rest);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`toolgate ${name}: ${err.message}\n\n${command.usage}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    process.stderr.write(`toolgate ${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}

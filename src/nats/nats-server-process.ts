@@ -1,0 +1,124 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** Options for a local `nats-server -js` child process. */
+export interface NatsServerOptions {
+  /** JetStream store directory; a fresh temporary one when omitted (and removed on stop). */
+  storeDir?: string;
+  /** Client port; 0 (default) lets the server pick a free one, so suites never collide with :4222. */
+  port?: number;
+  /** Extra command-line arguments, e.g. `["-c", "auth.conf"]`. */
+  args?: string[];
+  /** Executable; defaults to `NATS_SERVER_BIN` or `nats-server` on PATH. */
+  binary?: string;
+  /** How long to wait for "Server is ready". */
+  startTimeoutMs?: number;
+}
+
+/** A running nats-server child process. */
+export interface NatsServerProcess {
+  readonly url: string;
+  readonly port: number;
+  readonly storeDir: string;
+  /** SIGTERM and wait; `removeStore` deletes a temporary store dir too. */
+  stop(opts?: { removeStore?: boolean }): Promise<void>;
+  /** SIGKILL, for fault tests. */
+  kill(): Promise<void>;
+  /** Start again on the same port and store dir (after stop or kill). */
+  restart(): Promise<void>;
+  readonly child: ChildProcess;
+}
+
+const READY = /Server is ready/;
+const LISTEN = /Listening for client connections on [^\s]*:(\d+)/;
+
+export function natsServerBinary(): string {
+  return process.env.NATS_SERVER_BIN ?? "nats-server";
+}
+
+/**
+ * Spawns `nats-server -js` bound to 127.0.0.1 and resolves once it reports ready.
+ * A port of 0 is passed as -1 (random) and the chosen port is read from the server's log.
+ */
+export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServerProcess> {
+  const ownsStore = options.storeDir === undefined;
+  const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), "toolgate-nats-"));
+  const binary = options.binary ?? natsServerBinary();
+  const timeoutMs = options.startTimeoutMs ?? 15_000;
+  let port = options.port ?? 0;
+  let child!: ChildProcess;
+
+  const launch = async (): Promise<void> => {
+    const args = ["-a", "127.0.0.1", "-p", String(port === 0 ? -1 : port), "-js", "-sd", storeDir, ...(options.args ?? [])];
+    child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"] });
+    port = await waitForReady(child, binary, timeoutMs);
+  };
+
+  const waitExit = (signal: NodeJS.Signals): Promise<void> =>
+    new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once("exit", () => resolve());
+      child.kill(signal);
+    });
+
+  await launch();
+  return {
+    get url() {
+      return `nats://127.0.0.1:${port}`;
+    },
+    get port() {
+      return port;
+    },
+    storeDir,
+    get child() {
+      return child;
+    },
+    async stop(opts = {}) {
+      await waitExit("SIGTERM");
+      if (opts.removeStore ?? ownsStore) rmSync(storeDir, { recursive: true, force: true });
+    },
+    async kill() {
+      await waitExit("SIGKILL");
+    },
+    async restart() {
+      await waitExit("SIGTERM");
+      await launch();
+    },
+  };
+}
+
+function waitForReady(child: ChildProcess, binary: string, timeoutMs: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let log = "";
+    let port = 0;
+    const timer = setTimeout(() => fail(new Error(`nats-server did not become ready within ${timeoutMs} ms:\n${log}`)), timeoutMs);
+    const fail = (err: Error) => {
+      clearTimeout(timer);
+      child.kill("SIGKILL");
+      reject(err);
+    };
+    child.once("error", (err: NodeJS.ErrnoException) =>
+      fail(
+        err.code === "ENOENT"
+          ? new Error(`'${binary}' not found: install it (Debian: apt-get install -y nats-server) or set NATS_SERVER_BIN`)
+          : err,
+      ),
+    );
+    child.once("exit", (code) => fail(new Error(`nats-server exited with code ${code} before it was ready:\n${log}`)));
+    child.stderr?.setEncoding("utf8");
+    child.stderr?.on("data", function onData(chunk: string) {
+      if (log.length < 64_000) log += chunk;
+      const listen = LISTEN.exec(log);
+      if (listen) port = Number(listen[1]);
+      if (READY.test(log) && port > 0) {
+        clearTimeout(timer);
+        child.removeAllListeners("exit");
+        child.stderr?.off("data", onData);
+        child.stderr?.resume(); // keep draining so the pipe never blocks the server
+        resolve(port);
+      }
+    });
+  });
+}
