@@ -1,0 +1,186 @@
+import { z } from "zod";
+
+/**
+ * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
+ * ToolRunner SDK both validate with these, so the two sides cannot drift.
+ */
+
+/** An id that is also a safe NATS subject / KV key token. */
+export const Id = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "must be 1-128 characters of A-Z a-z 0-9 _ -");
+
+/** Milliseconds since the epoch. */
+const Millis = z.number().int().nonnegative();
+
+/** A JSON value as decoded; whether it is representable (no NaN, no cycles...) is checked by the budget engine's canonical JSON. */
+const JsonValue = z.unknown();
+
+export const ToolKind = z.enum(["read", "write"]);
+
+/** What an executor sees before it holds a claim: ids only, never arguments or a grant. */
+export const Candidate = z
+  .object({
+    assignment_id: Id,
+    run_id: Id,
+    tool_name: z.string().min(1).max(128),
+    binding_id: Id,
+    /** Bumped each time the assignment returns to the candidates (lease expiry, release, detach). */
+    generation: z.number().int().nonnegative(),
+    created_at: Millis,
+  })
+  .strict();
+export type Candidate = z.infer<typeof Candidate>;
+
+export const ClaimRequest = z
+  .object({
+    assignment_id: Id,
+    executor_id: Id,
+    /** The candidate's generation, so a stale candidate message can never claim a newer round. */
+    generation: z.number().int().nonnegative(),
+  })
+  .strict();
+export type ClaimRequest = z.infer<typeof ClaimRequest>;
+
+/** Everything the executor (and the product's authorize hook) needs, handed out only with the claim. */
+export const Grant = z
+  .object({
+    assignment_id: Id,
+    run_id: Id,
+    session_id: Id,
+    executor_id: Id,
+    tool_name: z.string(),
+    binding_id: Id,
+    tool_kind: ToolKind,
+    arguments: JsonValue,
+    /** sha256 (hex) of the arguments' canonical compact JSON. */
+    argument_digest: z.string().regex(/^[0-9a-f]{64}$/),
+    /** The end user the run acts for. */
+    subject: z.string(),
+    agent: Id,
+    agent_version: Id,
+    toolset: Id,
+    toolset_version: z.string(),
+    operation_key: z.string().min(1).max(256),
+    /** Proof of the claim; every receipt for this assignment must carry it. */
+    claim_token: z.string().min(32).max(128),
+    generation: z.number().int().nonnegative(),
+    /** An unconfirmed claim returns to the candidates after this instant. */
+    lease_expires_at: Millis,
+  })
+  .strict();
+export type Grant = z.infer<typeof Grant>;
+
+export const RefusalCode = z.enum([
+  "already_claimed",
+  "not_found",
+  "stale_generation",
+  "executor_offline",
+  "out_of_scope",
+  "run_terminated",
+  "withdrawn",
+  "too_many_claims",
+  "claim_revoked",
+  "lease_expired",
+  "invalid_token",
+  "malformed",
+]);
+export type RefusalCode = z.infer<typeof RefusalCode>;
+
+export const ClaimReply = z.discriminatedUnion("status", [
+  z.object({ status: z.literal("granted"), grant: Grant }).strict(),
+  z.object({ status: z.literal("refused"), code: RefusalCode, reason: z.string() }).strict(),
+]);
+export type ClaimReply = z.infer<typeof ClaimReply>;
+
+export const ReceiptKind = z.enum(["accepted", "progress", "completed", "failed", "cancelled", "reconciliation_required"]);
+export type ReceiptKind = z.infer<typeof ReceiptKind>;
+
+const ReceiptBase = {
+  /** Chosen by the executor, stable across resends (`Nats-Msg-Id`). */
+  receipt_id: Id,
+  assignment_id: Id,
+  executor_id: Id,
+  claim_token: z.string().max(128),
+  /** True on a resend from the outbox after a restart: verify and resend only, never rerun. */
+  replayed: z.boolean().optional(),
+};
+
+/**
+ * A receipt. The *body* (everything but `claim_token`, `replayed` and `sent_at`) is what must be
+ * identical on a resend of the same `receipt_id`.
+ */
+export const Receipt = z.discriminatedUnion("kind", [
+  z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string() }).strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("progress"), seq: z.number().int().positive(), progress: JsonValue }).strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("completed"), result: JsonValue }).strict(),
+  z
+    .object({ ...ReceiptBase, kind: z.literal("failed"), error: z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict() })
+    .strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("cancelled"), reason: z.string().max(4096) }).strict(),
+  z
+    .object({ ...ReceiptBase, kind: z.literal("reconciliation_required"), error: z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict() })
+    .strict(),
+]);
+export type Receipt = z.infer<typeof Receipt>;
+
+/** Fields that travel with a receipt but are not part of its body. */
+export const RECEIPT_TRANSPORT_FIELDS = ["claim_token", "replayed"] as const;
+
+export const ReceiptStatus = z.enum([
+  /** Stored and applied (for `accepted`: the confirmation, side effects may start). */
+  "recorded",
+  /** Same id, same body as one already stored: acknowledged, nothing changed. */
+  "duplicate",
+  /** Stored for audit; the run (or assignment) is terminated, so nothing changed. */
+  "late_ignored",
+  /** Refused (bad token, conflicting body, illegal transition...); nothing changed. */
+  "rejected",
+  /** Not processed yet (answer to a query only). */
+  "pending",
+]);
+export type ReceiptStatus = z.infer<typeof ReceiptStatus>;
+
+export const ReceiptAnswer = z
+  .object({
+    receipt_id: Id,
+    assignment_id: Id,
+    kind: ReceiptKind,
+    status: ReceiptStatus,
+    code: z.string().optional(),
+    reason: z.string().optional(),
+  })
+  .strict();
+export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
+
+export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id }).strict();
+export type ReceiptQuery = z.infer<typeof ReceiptQuery>;
+
+export const PresenceHeartbeat = z
+  .object({
+    executor_id: Id,
+    scope: Id,
+    /** Bindings this executor serves (all inside its scope). */
+    bindings: z.array(Id).max(1024),
+    /** `detaching`: stop offering new work, release unconfirmed claims. */
+    status: z.enum(["online", "detaching"]),
+    in_flight: z.number().int().nonnegative(),
+  })
+  .strict();
+export type PresenceHeartbeat = z.infer<typeof PresenceHeartbeat>;
+
+export const PresenceReply = z
+  .object({ status: z.enum(["ok", "refused"]), ttl_ms: z.number().int().positive(), reason: z.string().optional() })
+  .strict();
+export type PresenceReply = z.infer<typeof PresenceReply>;
+
+/** Messages to one executor; the five section-4 operations each have their own type. */
+export const ExecutorControl = z.discriminatedUnion("type", [
+  /** The run was cancelled: stop, your later receipts will be late. */
+  z.object({ type: z.literal("run_cancelled"), run_id: Id, assignment_ids: z.array(Id) }).strict(),
+  /** A long-running business task should stop; confirm with `cancelled` or finish with `completed`. */
+  z.object({ type: z.literal("task_cancel_requested"), assignment_id: Id, reason: z.string().max(4096) }).strict(),
+  /** A completed write should be undone by a new compensation operation. */
+  z.object({ type: z.literal("compensation_requested"), assignment_id: Id, compensation_assignment_id: Id }).strict(),
+  /** An operator detached this executor. */
+  z.object({ type: z.literal("detach_requested"), executor_id: Id }).strict(),
+]);
+export type ExecutorControl = z.infer<typeof ExecutorControl>;

@@ -1,0 +1,43 @@
+/**
+ * Every NATS subject of the executor protocol, in one place. Tokens are validated ids
+ * (`[A-Za-z0-9_-]+`), so no subject can be widened by a crafted id.
+ *
+ * The executor *scope* (a product's group of executors) is a subject token wherever an executor
+ * publishes or subscribes, so NATS permissions can confine an executor to its own scope.
+ */
+export const SUBJECT_ROOT = "tg";
+
+export const subjects = {
+  /** Candidate of one assignment (WorkQueue stream; no arguments, no grant). */
+  candidate: (scope: string, bindingId: string) => `tg.cand.${scope}.${bindingId}`,
+  /** Filter of the durable candidate consumer shared by one scope's executors. */
+  candidateFilter: (scope: string) => `tg.cand.${scope}.>`,
+  /** Claim request/reply, served by the gateways' queue group. */
+  claim: (scope: string) => `tg.claim.${scope}`,
+  /** Presence heartbeat request/reply. */
+  presence: (scope: string) => `tg.presence.${scope}`,
+  /** A receipt, published into the receipts stream with `Nats-Msg-Id = receipt_id`. */
+  receipt: (scope: string, assignmentId: string) => `tg.rcpt.${scope}.${assignmentId}`,
+  /** Receipt status look-up (after a lost answer) request/reply. */
+  receiptQuery: (scope: string) => `tg.rq.${scope}`,
+  /** The gateway's answers to one executor (core NATS). */
+  answers: (scope: string, executorId: string) => `tg.ans.${scope}.${executorId}`,
+  /** Control messages addressed to one executor (cancel, task cancel, compensation, detach). */
+  executorControl: (scope: string, executorId: string) => `tg.ctl.${scope}.${executorId}`,
+  /** Events of one run (for SSE clients). */
+  runEvents: (runId: string) => `tg.evt.${runId}`,
+} as const;
+
+/** Queue group shared by all gateway replicas for request/reply subjects. */
+export const GATEWAY_QUEUE = "toolgate-gateway";
+
+/** Header carrying a message's protocol version. */
+export const PROTOCOL_VERSION_HEADER = "Tg-Protocol";
+export const PROTOCOL_VERSION = "1";
+
+const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** True when `value` can stand as one subject token (and one KV key token). */
+export function isSubjectToken(value: string): boolean {
+  return TOKEN.test(value);
+}
