@@ -1,6 +1,7 @@
 import { UsageError, type Command } from "./command.js";
+import { measureCommand } from "./commands/measure.js";
 
-const commands: Command[] = [];
+const commands: Command[] = [measureCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);
