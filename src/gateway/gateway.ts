@@ -39,6 +39,8 @@ export interface Gateway {
   app: FastifyInstance;
   nc: NatsConnection;
   store: ConfigStore;
+  /** Every route served, as declared (auth, schemas, OpenAPI). */
+  routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
   embeddedNats?: NatsServerProcess;
   /** Starts listening on the configured host/port; resolves to the base URL. */
@@ -96,6 +98,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       app,
       nc,
       store,
+      routes,
       embeddedNats,
       async listen() {
         await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });
