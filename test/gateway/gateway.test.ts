@@ -100,7 +100,7 @@ describe("gateway", () => {
 
     const again = await serve({ TOOLGATE_DATA_DIR: dataDir });
     expect(again.logs.join("\n")).toContain("using the local admin key file");
-    expect((await (await fetch(`${again.url}/v1/bindings/binding_example`, { headers: bearer(key) })).json()).executor_scope).toBe("tasks-product");
+    expect(((await (await fetch(`${again.url}/v1/bindings/binding_example`, { headers: bearer(key) })).json()) as { executor_scope: string }).executor_scope).toBe("tasks-product");
     again.child.kill("SIGTERM");
     expect(await again.exited).toBe(0);
   });
