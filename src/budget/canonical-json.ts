@@ -108,12 +108,12 @@ class Utf8JsonWriter {
     spareBuffer = undefined; // taken; a re-entrant measurement (from a getter) allocates its own
   }
 
-  /** The bytes written, in a buffer the caller now owns. */
+  /** The bytes written so far, valid until release(). */
   bytes(): Uint8Array {
     return this.buf.subarray(0, this.pos);
   }
 
-  /** Gives the buffer back for reuse: what bytes() returned is no longer valid. */
+  /** Gives the buffer back for reuse. */
   release(): void {
     if (this.buf.length <= SPARE_BUFFER_CAP) spareBuffer = this.buf;
   }
@@ -327,12 +327,22 @@ function written(value: unknown): Utf8JsonWriter {
   return writer;
 }
 
-/** The canonical compact JSON of a value as UTF-8 bytes. Throws CanonicalJsonError for values JSON cannot carry. */
-export function encodeCanonicalJson(value: unknown): Uint8Array {
-  return written(value).bytes();
+/** Runs `use` on the canonical bytes of a value without copying them; `use` must not keep them. */
+export function withCanonicalJson<T>(value: unknown, use: (bytes: Uint8Array) => T): T {
+  const writer = written(value);
+  try {
+    return use(writer.bytes());
+  } finally {
+    writer.release();
+  }
 }
 
-const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+/** The canonical compact JSON of a value as UTF-8 bytes. Throws CanonicalJsonError for values JSON cannot carry. */
+export function encodeCanonicalJson(value: unknown): Uint8Array {
+  return withCanonicalJson(value, (bytes) => bytes.slice());
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }); // a U+FEFF may start a tail
 
 /** UTF-8 bytes (of canonical JSON, so always well-formed) as a string. */
 export function decodeUtf8(bytes: Uint8Array): string {
@@ -341,20 +351,10 @@ export function decodeUtf8(bytes: Uint8Array): string {
 
 /** The canonical compact JSON text of a value. */
 export function canonicalJson(value: unknown): string {
-  return decodeUtf8(encodeCanonicalJson(value));
+  return withCanonicalJson(value, decodeUtf8);
 }
 
 /** UTF-8 byte length of the canonical compact JSON text: the size the context budget measures. */
 export function compactByteLength(value: unknown): number {
   return withCanonicalJson(value, (bytes) => bytes.length);
-}
-
-/** Runs `use` on the canonical bytes of a value without copying them out; `use` must not keep them. */
-export function withCanonicalJson<T>(value: unknown, use: (bytes: Uint8Array) => T): T {
-  const writer = written(value);
-  try {
-    return use(writer.bytes());
-  } finally {
-    writer.release();
-  }
 }

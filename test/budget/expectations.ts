@@ -35,3 +35,13 @@ export function expectPreviewOf(original: unknown, projected: PreviewResult, bud
     expect(Object.is(valueAt(original, path), value)).toBe(true);
   }
 }
+
+const TEXT_NOTICE = /\n\[toolgate: (\d+) bytes of this text omitted, max_result_context_bytes=\d+\]\n/;
+
+/** A cut text block split back into head, the omitted byte count of its notice, and tail. */
+export function splitCutText(cut: string): { head: string; omitted: number; tail: string } {
+  const match = TEXT_NOTICE.exec(cut);
+  expect(match).not.toBeNull();
+  const at = match?.index ?? 0;
+  return { head: cut.slice(0, at), omitted: Number(match?.[1]), tail: cut.slice(at + (match?.[0].length ?? 0)) };
+}

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { buildContextPreview, compactByteLength, type PreviewResult } from "../../src/budget/index.js";
 import { budget, multimodalResult } from "./arbitraries.js";
-import { expectPreviewOf, expectValidJson } from "./expectations.js";
+import { expectPreviewOf, expectValidJson, splitCutText } from "./expectations.js";
 
 describe("multimodal projection properties", () => {
   it("multimodal: only text blocks are cut, to head + notice + tail, the budgeted part within budget", () => {
@@ -34,11 +34,9 @@ function expectTextCuts(original: readonly Block[], projected: Record<string, un
     if (block.type !== "text") {
       expect(block).toBe(before);
     } else if (block.text !== before.text) {
-      const match = /\n\[toolgate: (\d+) bytes of this text omitted, max_result_context_bytes=\d+\]\n/.exec(block.text as string);
-      const head = block.text?.slice(0, match?.index) ?? "";
-      const tail = block.text?.slice((match?.index ?? 0) + (match?.[0].length ?? 0)) ?? "";
+      const { head, omitted, tail } = splitCutText(block.text as string);
       expect(before.text?.startsWith(head) && before.text.endsWith(tail)).toBe(true);
-      expect(Number(match?.[1])).toBe(Buffer.byteLength(before.text as string) - Buffer.byteLength(head) - Buffer.byteLength(tail));
+      expect(omitted).toBe(Buffer.byteLength(before.text as string) - Buffer.byteLength(head) - Buffer.byteLength(tail));
     }
   });
   expect(compactByteLength({ ...projected, content: content.filter((b) => b.type === "text") })).toBeLessThanOrEqual(max);
