@@ -60,6 +60,12 @@ function charStart(bytes: Uint8Array, i: number): number {
   return i;
 }
 
+/** First UTF-8 character start at or after byte `i`. */
+function nextCharStart(bytes: Uint8Array, i: number): number {
+  while (i < bytes.length && ((bytes[i] as number) & 0xc0) === 0x80) i++;
+  return i;
+}
+
 function previewOf(result: unknown, canonical: Uint8Array, budget: number): PreviewResult {
   const total = canonical.length;
   const notice =
@@ -86,10 +92,4 @@ function previewOf(result: unknown, canonical: Uint8Array, budget: number): Prev
     tail: tailRegion.slice(tail.index),
   };
   return skeleton;
-}
-
-/** First UTF-8 character start at or after byte `i`. */
-function nextCharStart(bytes: Uint8Array, i: number): number {
-  while (i < bytes.length && ((bytes[i] as number) & 0xc0) === 0x80) i++;
-  return i;
 }
