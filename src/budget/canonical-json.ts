@@ -43,7 +43,7 @@ export const isHighSurrogate = (u: number): boolean => u >= 0xd800 && u <= 0xdbf
 export const isLowSurrogate = (u: number): boolean => u >= 0xdc00 && u <= 0xdfff;
 
 /** Compares two strings by Unicode code point, as Python compares `str`. */
-export function compareCodePoints(a: string, b: string): number {
+function compareCodePoints(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
   let i = 0;
   while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
@@ -64,7 +64,7 @@ export function sortKeys(keys: string[]): string[] {
 }
 
 /** Plain objects only: a Date, Map or class instance has no JSON form Python would agree on. */
-export function isPlainObject(v: object): boolean {
+function isPlainObject(v: object): boolean {
   const proto: unknown = Object.getPrototypeOf(v);
   return proto === Object.prototype || proto === null;
 }

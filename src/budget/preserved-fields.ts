@@ -14,7 +14,7 @@
 import { compactByteLength, sortKeys } from "./canonical-json.js";
 
 export const PRESERVED_MAX_DEPTH = 3;
-export const PRESERVED_MAX_STRING_BYTES = 128;
+const PRESERVED_MAX_STRING_BYTES = 128;
 export const STATUS_KEYS: ReadonlySet<string> = new Set([
   "id",
   "status",
