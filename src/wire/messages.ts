@@ -160,7 +160,8 @@ export const ReceiptAnswer = z
   .strict();
 export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
 
-export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id }).strict();
+/** Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated). */
+export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id, kind: ReceiptKind }).strict();
 export type ReceiptQuery = z.infer<typeof ReceiptQuery>;
 
 export const PresenceHeartbeat = z
