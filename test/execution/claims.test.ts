@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { seedSession, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 
 const SCOPE = "race";
@@ -14,7 +14,7 @@ function suite(name: string, leaseMs: number, body: (ctx: () => Ctx) => void): v
     let nats: TestNats;
     beforeAll(async () => {
       nats = await startTestNats();
-      const gw = await startTestGateway(nats.url, { leaseMs, sweepIntervalMs: 50 });
+      const gw = await startExecutionGateway(nats.url, { leaseMs, sweepIntervalMs: 50 });
       const sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "racer", tools: [{ name: "work.do", binding_id: "b-work", tool_kind: "write" }] });
       const conns = await Promise.all([0, 1, 2].map(() => connect({ servers: nats.url })));
       const executors = Array.from({ length: 10 }, (_, i) => new ProtocolExecutor(conns[i % conns.length]!, SCOPE, `exec-${i}`, ["b-work"]));
