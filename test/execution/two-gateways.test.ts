@@ -124,5 +124,5 @@ describe("two gateway processes on the same streams", () => {
     expect(answers.other).toEqual([]);
     expect(answers.resent).toBeGreaterThan(0);
     expect(answers.duplicate).toBe(answers.resent);
-  });
+  }, 150_000);
 });
