@@ -1,6 +1,7 @@
 import { UsageError, type Command } from "./command.js";
+import { streamsCommand } from "./commands/streams.js";
 
-const commands: Command[] = [];
+const commands: Command[] = [streamsCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -1,0 +1,57 @@
+import { parseArgs } from "node:util";
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { UsageError, type Command } from "../command.js";
+import { applyStreams, loadDefinitions, ReplicasSchema, defaultStreamsDir } from "../../streams/index.js";
+
+const usage = `Usage: toolgate streams apply [--dry-run] [--force] [--replicas N] [--server URL] [--dir DIR]
+
+Compares the JetStream streams, consumers and KV buckets declared in streams/ with the server, prints
+one line per object (+ create, ~ update, ! recreate, = unchanged), then applies the changes.
+Changes that may lose data (retention or storage changes, shrunk limits) are refused unless --force.
+
+  --dry-run      print the plan only
+  --force        also apply destructive changes (may delete stored messages)
+  --replicas N   replicas per stream/bucket (default: TOOLGATE_STREAM_REPLICAS or 1; 3 on a cluster)
+  --server URL   NATS server (default: NATS_URL)
+  --dir DIR      definitions directory (default: the package's streams/)`;
+
+export const streamsCommand: Command = {
+  name: "streams",
+  summary: "Apply the declared JetStream streams, consumers and KV buckets (shows a diff first)",
+  usage,
+  async run(argv) {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        "dry-run": { type: "boolean", default: false },
+        force: { type: "boolean", default: false },
+        replicas: { type: "string" },
+        server: { type: "string" },
+        dir: { type: "string" },
+      },
+    });
+    if (positionals.length !== 1 || positionals[0] !== "apply") throw new UsageError("expected the sub-command 'apply'");
+    const server = values.server ?? process.env.NATS_URL;
+    if (!server) throw new UsageError("no NATS server: pass --server URL or set NATS_URL");
+    const replicas = ReplicasSchema.safeParse(values.replicas ?? process.env.TOOLGATE_STREAM_REPLICAS ?? 1);
+    if (!replicas.success) throw new UsageError("--replicas (or TOOLGATE_STREAM_REPLICAS) must be an integer from 1 to 5");
+
+    const defs = loadDefinitions(values.dir ?? defaultStreamsDir);
+    const nc = await connect({ servers: server });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const print = (line: string) => process.stdout.write(line + "\n");
+      const result = await applyStreams(jsm, defs, { replicas: replicas.data, force: values.force, dryRun: values["dry-run"], progress: print });
+      if (result.refused.length > 0) {
+        print(`refused: ${result.refused.length} destructive change(s), nothing applied; re-run with --force after reviewing them`);
+        return 1;
+      }
+      print(result.applied ? "streams: up to date" : "dry run: nothing applied");
+      return 0;
+    } finally {
+      await nc.drain();
+    }
+  },
+};

@@ -1,0 +1,57 @@
+import { z } from "zod";
+
+/**
+ * The project-wide error shape, on every non-2xx response:
+ * `{"error": {"code": "validation_failed", "message": "...", "details": [{path, code, message, allowed?}]}}`.
+ * `code` is machine-readable and stable; `message` says what to do next.
+ */
+export const ErrorDetailSchema = z
+  .object({
+    path: z.string().describe("Where in the request, e.g. tools[0].max_result_context_bytes"),
+    code: z.string(),
+    message: z.string(),
+    allowed: z.string().optional().describe("The allowed values or range, e.g. 1024..32768"),
+  })
+  .meta({ id: "ErrorDetail" });
+
+export const ErrorBodySchema = z
+  .object({
+    error: z.object({
+      code: z.string(),
+      message: z.string(),
+      details: z.array(ErrorDetailSchema).optional(),
+    }),
+  })
+  .meta({ id: "Error" });
+
+export type ErrorDetail = z.infer<typeof ErrorDetailSchema>;
+export type ErrorBody = z.infer<typeof ErrorBodySchema>;
+
+/** Thrown anywhere (routes, stores, the execution path); the HTTP layer renders it as {@link ErrorBody}. */
+export class ApiError extends Error {
+  override readonly name = "ApiError";
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: ErrorDetail[],
+  ) {
+    super(message);
+  }
+
+  toBody(): ErrorBody {
+    return { error: { code: this.code, message: this.message, ...(this.details ? { details: this.details } : {}) } };
+  }
+
+  static validation(details: ErrorDetail[], message = "the request is invalid; see details"): ApiError {
+    return new ApiError(400, "validation_failed", message, details);
+  }
+
+  static notFound(code: string, message: string): ApiError {
+    return new ApiError(404, code, message);
+  }
+
+  static conflict(code: string, message: string): ApiError {
+    return new ApiError(409, code, message);
+  }
+}

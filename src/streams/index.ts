@@ -1,0 +1,4 @@
+export * from "./definitions.js";
+export { loadDefinitions, parseDefinitions, defaultStreamsDir, DefinitionsError } from "./load.js";
+export { planStreams, type PlanEntry, type FieldChange, type ChangeEffect } from "./plan.js";
+export { applyStreams, ensureStreams, describeEntry, StreamsRefusedError, type ApplyOptions, type ApplyResult } from "./apply.js";

@@ -1,0 +1,53 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
+import type { ErrorDetail } from "../http/errors.js";
+import { formatPath } from "./details.js";
+
+/**
+ * Tool input/output schemas are JSON Schema draft 2020-12 (the dialect of OpenAPI 3.1).
+ * `addUsedSchema: false`: two tools may reuse one `$id` without clashing in the shared instance;
+ * compiled validators are cached by ajv per schema object (stored toolsets are cached objects).
+ */
+const ajv = new Ajv2020({ allErrors: true, strict: false, addUsedSchema: false });
+(addFormats as unknown as (a: Ajv2020) => void)(ajv);
+
+/** A JSON pointer `/items/0/id` as path segments, numbers for array indexes. */
+function pointerSegments(pointer: string): (string | number)[] {
+  if (pointer === "") return [];
+  return pointer
+    .slice(1)
+    .split("/")
+    .map((s) => s.replaceAll("~1", "/").replaceAll("~0", "~"))
+    .map((s) => (/^(0|[1-9][0-9]*)$/.test(s) ? Number(s) : s));
+}
+
+/** Compiles `schema`; a schema that is not valid JSON Schema yields details at `at` instead. */
+export function compileJsonSchema(schema: object, at: readonly PropertyKey[]): { validate?: ValidateFunction; details: ErrorDetail[] } {
+  if (!ajv.validateSchema(schema)) {
+    const details = (ajv.errors ?? []).map((e) => ({
+      path: formatPath([...at, ...pointerSegments(e.instancePath)]),
+      code: "invalid_json_schema",
+      message: `not a valid JSON Schema (draft 2020-12): ${e.message ?? e.keyword}`,
+    }));
+    return { details };
+  }
+  try {
+    return { validate: ajv.compile(schema), details: [] };
+  } catch (err) {
+    return { details: [{ path: formatPath(at), code: "invalid_json_schema", message: `JSON Schema does not compile: ${(err as Error).message}` }] };
+  }
+}
+
+function argumentDetail(e: ErrorObject, at: readonly PropertyKey[]): ErrorDetail {
+  const path = [...at, ...pointerSegments(e.instancePath)];
+  const params = e.params as Record<string, unknown>;
+  if (e.keyword === "required") return { path: formatPath([...path, String(params.missingProperty)]), code: "required", message: `${String(params.missingProperty)} is required by the tool's input_schema` };
+  if (e.keyword === "additionalProperties") return { path: formatPath([...path, String(params.additionalProperty)]), code: "additionalProperties", message: "not allowed by the tool's input_schema" };
+  const allowed = Array.isArray(params.allowedValues) ? { allowed: params.allowedValues.map((v) => JSON.stringify(v)).join("|") } : {};
+  return { path: formatPath(path), code: e.keyword, message: `${e.message ?? e.keyword} (input_schema)`, ...allowed };
+}
+
+/** Validates `data` against a compiled schema; each error is a detail under `at` (e.g. `arguments.cursor`). */
+export function schemaDetails(validate: ValidateFunction, data: unknown, at: readonly PropertyKey[]): ErrorDetail[] {
+  return validate(data) ? [] : (validate.errors ?? []).map((e) => argumentDetail(e, at));
+}
