@@ -1,7 +1,8 @@
 import { UsageError, type Command } from "./command.js";
+import { measureCommand } from "./commands/measure.js";
 import { streamsCommand } from "./commands/streams.js";
 
-const commands: Command[] = [streamsCommand];
+const commands: Command[] = [measureCommand, streamsCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

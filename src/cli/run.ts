@@ -1,4 +1,4 @@
-// Runs the CLI from source (`node --import tsx src/cli/run.ts ...`), e.g. to spawn it in tests.
+// Source entry of the CLI for development and tests: `node --import tsx src/cli/run.ts <command> ...`.
 import { main } from "./main.js";
 
 await main(process.argv.slice(2));

@@ -12,7 +12,7 @@ export const ErrorDetailSchema = z
     message: z.string(),
     allowed: z.string().optional().describe("The allowed values or range, e.g. 1024..32768"),
   })
-  .meta({ id: "ErrorDetail" });
+  .meta({ title: "ErrorDetail" });
 
 export const ErrorBodySchema = z
   .object({
@@ -22,7 +22,7 @@ export const ErrorBodySchema = z
       details: z.array(ErrorDetailSchema).optional(),
     }),
   })
-  .meta({ id: "Error" });
+  .meta({ title: "Error" });
 
 export type ErrorDetail = z.infer<typeof ErrorDetailSchema>;
 export type ErrorBody = z.infer<typeof ErrorBodySchema>;

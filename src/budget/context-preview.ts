@@ -1,0 +1,41 @@
+/** The `context_preview` of a receipt: the budgeted form of its result that enters execution history. */
+import { z } from "zod";
+import { maxResultContextBytesSchema } from "./budget.js";
+import { PROJECTION_VERSION, projectResult, resultKindSchema, type ResultKind } from "./projection.js";
+
+export const contextPreviewSchema = z.object({
+  max_result_context_bytes: maxResultContextBytesSchema,
+  /** Compact canonical JSON bytes of the full result. */
+  original_bytes: z.int().nonnegative(),
+  /** Compact canonical JSON bytes of `result` below; above the budget only by non-text multimodal blocks. */
+  retained_bytes: z.int().nonnegative(),
+  truncated: z.boolean(),
+  result: z.json(),
+  /** The projection algorithm that produced `result`; a stored preview is never regenerated. */
+  projection_version: z.int().positive(),
+});
+export type ContextPreview = z.infer<typeof contextPreviewSchema>;
+type JsonValue = ContextPreview["result"];
+
+export interface ContextPreviewOptions {
+  maxResultContextBytes: number;
+  kind?: ResultKind;
+}
+
+/**
+ * Measures a result and forms its projection. Throws a ZodError for a budget outside 1024..32768 or an
+ * unknown kind, and a CanonicalJsonError when the result is no JSON value (NaN, undefined, a cycle, ...).
+ */
+export function buildContextPreview(result: unknown, options: ContextPreviewOptions): ContextPreview {
+  const budget = maxResultContextBytesSchema.parse(options.maxResultContextBytes);
+  const kind = resultKindSchema.parse(options.kind ?? "completed");
+  const projection = projectResult(result, budget, kind);
+  return {
+    max_result_context_bytes: budget,
+    original_bytes: projection.originalBytes,
+    retained_bytes: projection.retainedBytes,
+    truncated: projection.truncated,
+    result: projection.result as JsonValue, // the canonical writer has checked it is JSON
+    projection_version: PROJECTION_VERSION,
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * Head and tail cuts of a string under a byte allowance, where a character costs what it takes written
+ * inside a canonical JSON string literal (see canonical-json.ts): escaping counts. Cuts fall on code point
+ * boundaries only, so a surrogate pair is never split; a lone surrogate is a code point of its own.
+ * Each cut is one linear scan bounded by the allowance (at most 32 KiB), never by the string's length.
+ */
+import { isHighSurrogate, isLowSurrogate } from "./canonical-json.js";
+
+/** Where a cut ends (head) or starts (tail), what it costs escaped, and its UTF-8 length. */
+export interface Cut {
+  readonly index: number;
+  readonly cost: number;
+  readonly utf8: number;
+}
+
+/** Escaped cost of one BMP code unit that is not part of a pair. */
+function unitCost(c: number): number {
+  if (c < 0x20) return c === 0x08 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d ? 2 : 6; // \n or \u00XX
+  if (c < 0x80) return c === 0x22 || c === 0x5c ? 2 : 1;
+  if (c < 0x800) return 2;
+  return c >= 0xd800 && c <= 0xdfff ? 6 : 3; // a lone surrogate is written \udXXX
+}
+
+/** UTF-8 length of one BMP code unit that is not part of a pair (a lone surrogate as U+FFFD, like Buffer). */
+const unitUtf8 = (c: number): number => (c < 0x80 ? 1 : c < 0x800 ? 2 : 3);
+
+/** The longest prefix of `s` whose escaped cost is at most `room`. */
+export function takeHead(s: string, room: number): Cut {
+  return scan(s, room, true, 0);
+}
+
+/** The longest suffix of `s` starting at or after `floor` whose escaped cost is at most `room`. */
+export function takeTail(s: string, room: number, floor = 0): Cut {
+  return scan(s, room, false, floor);
+}
+
+function scan(s: string, room: number, forward: boolean, floor: number): Cut {
+  let i = forward ? 0 : s.length;
+  let cost = 0;
+  let utf8 = 0;
+  while (forward ? i < s.length : i > floor) {
+    const c = s.charCodeAt(forward ? i : i - 1);
+    const pair = forward
+      ? isHighSurrogate(c) && i + 1 < s.length && isLowSurrogate(s.charCodeAt(i + 1))
+      : isLowSurrogate(c) && i - 2 >= floor && isHighSurrogate(s.charCodeAt(i - 2));
+    const k = pair ? 4 : unitCost(c);
+    if (cost + k > room) break;
+    const units = pair ? 2 : 1;
+    i += forward ? units : -units;
+    cost += k;
+    utf8 += pair ? 4 : unitUtf8(c);
+  }
+  return { index: i, cost, utf8 };
+}

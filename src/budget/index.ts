@@ -1,0 +1,12 @@
+export {
+  DEFAULT_RESULT_CONTEXT_BYTES,
+  MAX_RESULT_CONTEXT_BYTES,
+  MIN_RESULT_CONTEXT_BYTES,
+  maxResultContextBytesSchema,
+  resultContextBudgetSchema,
+  type ResultContextBudget,
+} from "./budget.js";
+export { CanonicalJsonError, MAX_NESTING_DEPTH, canonicalJson, compactByteLength, encodeCanonicalJson } from "./canonical-json.js";
+export { buildContextPreview, contextPreviewSchema, type ContextPreview, type ContextPreviewOptions } from "./context-preview.js";
+export { PRESERVED_FIELDS_SHARE, PROJECTION_VERSION, resultKindSchema, type PreviewResult, type ResultKind } from "./projection.js";
+export { STATUS_KEYS, type PreservedValue } from "./preserved-fields.js";

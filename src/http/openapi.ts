@@ -1,0 +1,68 @@
+import { z } from "zod";
+import { ErrorBodySchema } from "./errors.js";
+import type { RouteDef } from "./route.js";
+
+type JsonSchema = Record<string, unknown>;
+
+/**
+ * A zod schema as the JSON Schema (2020-12, the OpenAPI 3.1 dialect) of a request (`input`: fields
+ * with defaults are optional) or a response (`output`). Schemas carry titles, not ids, so each one is
+ * self-contained: the request and response forms of one object differ and must not share a $ref.
+ */
+function jsonSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any" }) as JsonSchema;
+  return rest;
+}
+
+const ERROR_STATUSES: Record<string, string> = {
+  "400": "Invalid request (validation_failed, invalid_json)",
+  "401": "No or unknown API key (unauthenticated)",
+  "403": "permission_denied or agent_out_of_scope",
+  "404": "Not found",
+  "409": "Conflict (e.g. already_published)",
+};
+
+function parameters(schema: z.ZodObject | undefined, where: "path" | "query"): unknown[] {
+  if (!schema) return [];
+  return Object.entries(schema.shape).map(([name, prop]) => ({
+    name,
+    in: where,
+    required: where === "path" || !(prop as z.ZodType).safeParse(undefined).success,
+    schema: jsonSchema(prop as z.ZodType, "input"),
+  }));
+}
+
+/** The OpenAPI 3.1 document of the given routes, generated from the zod schemas that validate them. */
+export function buildOpenApi(routes: readonly RouteDef[], info: { title: string; version: string }): JsonSchema {
+  const errorRef = { $ref: "#/components/schemas/Error" };
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    const isPublic = route.permissions === "public";
+    const errors = Object.fromEntries(
+      Object.entries(ERROR_STATUSES)
+        .filter(([status]) => !isPublic || status === "400" || status === "404")
+        .map(([status, description]) => [status, { description, content: { "application/json": { schema: errorRef } } }]),
+    );
+    (paths[route.path] ??= {})[route.method.toLowerCase()] = {
+      operationId: route.id,
+      summary: route.summary,
+      ...(route.tags ? { tags: route.tags } : {}),
+      security: isPublic ? [] : [{ bearerAuth: [] }],
+      "x-permissions": isPublic ? [] : route.permissions,
+      "x-agent-scoped": route.agentScope !== undefined,
+      parameters: [...parameters(route.params, "path"), ...parameters(route.query, "query")],
+      ...(route.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(route.body, "input") } } } } : {}),
+      responses: {
+        [String(route.status ?? 200)]: { description: "Success", content: { "application/json": { schema: jsonSchema(route.response, "output") } } },
+        ...errors,
+      },
+    };
+  }
+  return {
+    openapi: "3.1.0",
+    info,
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    paths,
+    components: { schemas: { Error: jsonSchema(ErrorBodySchema, "output") }, securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", description: "API key of a configured identity" } } },
+  };
+}

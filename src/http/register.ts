@@ -1,0 +1,64 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { z } from "zod";
+import { zodDetails } from "../validation/details.js";
+import { ApiError, type ErrorDetail } from "./errors.js";
+import type { Identity, IdentityRegistry } from "./identities.js";
+import { fastifyPath, type RouteDef, type RouteRequest } from "./route.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    identity?: Identity;
+  }
+}
+
+function parsePart(schema: z.ZodType | undefined, raw: unknown, where: string, details: ErrorDetail[]): unknown {
+  if (!schema) return undefined;
+  const result = schema.safeParse(raw ?? (where === "body" ? undefined : {}));
+  if (result.success) return result.data;
+  const prefix = where === "body" ? [] : [where];
+  details.push(...zodDetails(result.error, schema, raw, prefix));
+  return undefined;
+}
+
+/**
+ * Order of the checks, so that nothing leaks to a caller who may not see it:
+ * identity (401) and permission (403) before the body is even parsed; then request validation (400);
+ * then the agent scope (403 `agent_out_of_scope`); then the handler.
+ */
+function authorize(route: RouteDef, identities: IdentityRegistry) {
+  return async (request: FastifyRequest): Promise<void> => {
+    if (route.permissions === "public") return;
+    const identity = identities.authenticate(request.headers.authorization);
+    if (!identity) throw new ApiError(401, "unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'");
+    if (!route.permissions.some((p) => identity.permissions.has(p)))
+      throw new ApiError(403, "permission_denied", `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`);
+    request.identity = identity;
+  };
+}
+
+function handle(route: RouteDef) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    const details: ErrorDetail[] = [];
+    const params = parsePart(route.params, request.params, "params", details);
+    const query = parsePart(route.query, request.query, "query", details);
+    const body = parsePart(route.body, request.body, "body", details);
+    if (route.check) details.push(...(await route.check(request.body)));
+    if (details.length > 0) throw ApiError.validation(details);
+
+    const req: RouteRequest<unknown, unknown, unknown> = { params, query, body, identity: request.identity as Identity, log: request.log };
+    if (route.agentScope) {
+      const agent = await route.agentScope(req as never);
+      if (agent !== undefined && !req.identity.inScope(agent))
+        throw new ApiError(403, "agent_out_of_scope", `identity '${req.identity.name}' is not scoped to agent '${agent}'`);
+    }
+    const result = await route.handler(req as never);
+    reply.code(route.status ?? 200);
+    return route.response.parse(result);
+  };
+}
+
+export function registerRoutes(app: FastifyInstance, routes: readonly RouteDef[], identities: IdentityRegistry): void {
+  for (const route of routes) {
+    app.route({ method: route.method, url: fastifyPath(route.path), onRequest: authorize(route, identities), handler: handle(route) });
+  }
+}

@@ -1,0 +1,42 @@
+import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import type { Logger } from "../log/logger.js";
+import { ApiError } from "./errors.js";
+
+/** Maps fastify's own request errors (body parsing, limits) to the project's error codes. */
+function fromFastify(err: FastifyError): ApiError | undefined {
+  switch (err.code) {
+    case "FST_ERR_CTP_INVALID_JSON_BODY":
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return new ApiError(400, "invalid_json", `the body is not valid JSON: ${err.message}`);
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new ApiError(413, "payload_too_large", "the request body is too large; page big data or send a reference");
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new ApiError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
+  }
+  if (err instanceof SyntaxError && err.statusCode === 400) return new ApiError(400, "invalid_json", `the body is not valid JSON: ${err.message}`);
+  return undefined;
+}
+
+export interface HttpAppOptions {
+  logger: Logger;
+  /** Largest accepted request body; fastify's default is 1 MiB. */
+  bodyLimit?: number;
+}
+
+/** A fastify instance with pino logging and the structured error shape on every failure. */
+export function createHttpApp(options: HttpAppOptions): FastifyInstance {
+  const app = Fastify({ loggerInstance: options.logger, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024, disableRequestLogging: false }) as unknown as FastifyInstance;
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const apiError = err instanceof ApiError ? err : fromFastify(err);
+    if (apiError) {
+      if (apiError.status >= 500) request.log.error({ err }, apiError.message);
+      return reply.code(apiError.status).send(apiError.toBody());
+    }
+    request.log.error({ err }, "unhandled error");
+    return reply.code(500).send(new ApiError(500, "internal", "internal error; see the gateway log").toBody());
+  });
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(new ApiError(404, "route_not_found", `no route ${request.method} ${request.url.split("?")[0]}; see /v1/openapi.json`).toBody()),
+  );
+  return app;
+}
