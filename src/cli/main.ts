@@ -1,8 +1,10 @@
 import { UsageError, type Command } from "./command.js";
 import { measureCommand } from "./commands/measure.js";
+import { migrateCommand } from "./commands/migrate.js";
+import { serveCommand } from "./commands/serve.js";
 import { streamsCommand } from "./commands/streams.js";
 
-const commands: Command[] = [measureCommand, streamsCommand];
+const commands: Command[] = [serveCommand, streamsCommand, migrateCommand, measureCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -164,6 +164,24 @@ export class ConfigStore {
     return { agentVersion, toolsetVersion, tool };
   }
 
+  // ---- migration
+
+  /**
+   * Stores an already-identified object under `key` unless that key holds it already: `created`,
+   * `unchanged` (same value: migration ran before), or `differs` (left alone; objects are immutable).
+   */
+  async importValue<T>(key: string, schema: z.ZodType<T>, value: T): Promise<"created" | "unchanged" | "differs"> {
+    const existing = await this.kv.get(key);
+    if (existing && existing.operation === "PUT") return JSON.stringify(schema.parse(existing.json())) === JSON.stringify(value) ? "unchanged" : "differs";
+    try {
+      await this.kv.create(key, encoder.encode(JSON.stringify(value)));
+    } catch (err) {
+      if (isKeyExists(err)) return "differs";
+      throw err;
+    }
+    return "created";
+  }
+
   // ---- storage primitives
 
   private async create(key: string, value: unknown, conflictMessage: string): Promise<void> {

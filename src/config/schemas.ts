@@ -9,7 +9,7 @@ import {
   ToolsetIdSchema,
   ToolsetVersionIdSchema,
 } from "./ids.js";
-import { MaxResultContextBytesSchema } from "./budget-setting.js";
+import { resultContextBudgetSchema } from "../budget/index.js";
 
 /**
  * The configuration objects (PROTOCOL.md sections 1 and 5). Every object is immutable once stored.
@@ -28,7 +28,7 @@ export const BindingSchema = z
     retry_reads_safe: z.boolean().default(false).describe("A read tool may be re-executed after an unknown outcome"),
     description: z.string().max(1024).optional(),
   })
-  .meta({ id: "Binding" });
+  .meta({ title: "Binding" });
 
 export const ToolDefinitionSchema = z
   .strictObject({
@@ -37,16 +37,18 @@ export const ToolDefinitionSchema = z
     binding_id: BindingIdSchema,
     input_schema: JsonSchemaDocument,
     output_schema: JsonSchemaDocument,
-    max_result_context_bytes: MaxResultContextBytesSchema,
+    max_result_context_bytes: resultContextBudgetSchema.shape.max_result_context_bytes.describe(
+      "Byte budget of the result's compact JSON (UTF-8) when it first enters execution history; default 16384",
+    ),
   })
-  .meta({ id: "ToolDefinition" });
+  .meta({ title: "ToolDefinition" });
 
 export const PublishToolsetVersionSchema = z
   .strictObject({
     version: ToolsetVersionIdSchema,
     tools: z.array(ToolDefinitionSchema).min(1).max(256),
   })
-  .meta({ id: "PublishToolsetVersion" });
+  .meta({ title: "PublishToolsetVersion" });
 
 export const ToolsetVersionSchema = z
   .strictObject({
@@ -55,7 +57,7 @@ export const ToolsetVersionSchema = z
     tools: z.array(ToolDefinitionSchema),
     published_at: Timestamp,
   })
-  .meta({ id: "ToolsetVersion" });
+  .meta({ title: "ToolsetVersion" });
 
 const MaxContextTokens = z.number().int().min(1).max(10_000_000).describe("Input window of the agent's model, in tokens");
 
@@ -65,7 +67,7 @@ export const PublishAgentVersionSchema = z
     toolset_version: ToolsetVersionIdSchema,
     max_context_tokens: MaxContextTokens,
   })
-  .meta({ id: "PublishAgentVersion" });
+  .meta({ title: "PublishAgentVersion" });
 
 export const AgentVersionSchema = z
   .strictObject({
@@ -76,7 +78,7 @@ export const AgentVersionSchema = z
     max_context_tokens: MaxContextTokens,
     published_at: Timestamp,
   })
-  .meta({ id: "AgentVersion" });
+  .meta({ title: "AgentVersion" });
 
 const Subject = z.string().min(1).max(256).describe("The end user the session's runs act for");
 
@@ -85,7 +87,7 @@ export const CreateSessionSchema = z
     agent_version: AgentVersionIdSchema,
     subject: Subject,
   })
-  .meta({ id: "CreateSession" });
+  .meta({ title: "CreateSession" });
 
 export const SessionSchema = z
   .strictObject({
@@ -95,7 +97,7 @@ export const SessionSchema = z
     subject: Subject,
     created_at: Timestamp,
   })
-  .meta({ id: "Session" });
+  .meta({ title: "Session" });
 
 export type Binding = z.infer<typeof BindingSchema>;
 export type BindingInput = z.input<typeof BindingSchema>;

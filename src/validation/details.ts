@@ -83,7 +83,7 @@ export function zodDetails(error: z.ZodError, schema: z.ZodType, input: unknown,
       case "too_big":
       case "too_small": {
         const allowed = numericRange(schemaAt(schema, issue.path));
-        details.push({ path: formatPath(path), code: issue.code, message: allowed ? `${issue.message}; allowed ${allowed}` : issue.message, ...(allowed ? { allowed } : {}) });
+        details.push({ path: formatPath(path), code: issue.code, message: issue.message, ...(allowed ? { allowed } : {}) });
         break;
       }
       case "invalid_value":

@@ -24,12 +24,13 @@ function pointerSegments(pointer: string): (string | number)[] {
 /** Compiles `schema`; a schema that is not valid JSON Schema yields details at `at` instead. */
 export function compileJsonSchema(schema: object, at: readonly PropertyKey[]): { validate?: ValidateFunction; details: ErrorDetail[] } {
   if (!ajv.validateSchema(schema)) {
-    const details = (ajv.errors ?? []).map((e) => ({
-      path: formatPath([...at, ...pointerSegments(e.instancePath)]),
-      code: "invalid_json_schema",
-      message: `not a valid JSON Schema (draft 2020-12): ${e.message ?? e.keyword}`,
-    }));
-    return { details };
+    // The meta-schema reports one mistake several ways (enum, type, anyOf): keep the first per place.
+    const byPath = new Map<string, ErrorDetail>();
+    for (const e of ajv.errors ?? []) {
+      const path = formatPath([...at, ...pointerSegments(e.instancePath)]);
+      if (!byPath.has(path)) byPath.set(path, { path, code: "invalid_json_schema", message: `not a valid JSON Schema (draft 2020-12): ${e.message ?? e.keyword}` });
+    }
+    return { details: [...byPath.values()] };
   }
   try {
     return { validate: ajv.compile(schema), details: [] };

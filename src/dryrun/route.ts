@@ -1,0 +1,73 @@
+import { z } from "zod";
+import { buildContextPreview, contextPreviewSchema } from "../budget/index.js";
+import type { ConfigStore } from "../config/config-store.js";
+import { AgentVersionIdSchema, agentOfVersion, ToolNameSchema } from "../config/ids.js";
+import { ApiError } from "../http/errors.js";
+import { defineRoute, type RouteDef } from "../http/route.js";
+import { compileJsonSchema, schemaDetails } from "../validation/json-schema.js";
+
+const MockReceiptSchema = z
+  .strictObject({
+    receipt_id: z.string().min(1).max(256),
+    kind: z.enum(["progress", "completed", "failed", "cancelled", "reconciliation_required", "submission"]),
+    result: z.json().optional().describe("The business result, as the executor would send it"),
+  })
+  .meta({ title: "MockReceipt" });
+
+export const DryRunRequestSchema = z
+  .strictObject({
+    agent_version: AgentVersionIdSchema,
+    tool_name: ToolNameSchema,
+    arguments: z.record(z.string(), z.json()).default({}),
+    mock_receipts: z.array(MockReceiptSchema).max(100).default([]),
+  })
+  .meta({ title: "DryRunRequest" });
+
+export const DryRunResponseSchema = z
+  .strictObject({
+    agent_version: AgentVersionIdSchema,
+    tool_name: ToolNameSchema,
+    toolset: z.string(),
+    toolset_version: z.string(),
+    context_preview: contextPreviewSchema.nullable().describe("What the first completed mock receipt's result looks like in execution history; null without one"),
+    execution_verified: z.literal(false).describe("Always false: a valid schema proves nothing about the real business"),
+  })
+  .meta({ title: "DryRunResponse" });
+
+/**
+ * `POST /v1/tools/dry-run` (PROTOCOL.md section 6): what the model would see of a tool's result.
+ * Reads configuration only; creates no run, calls no model or executor, writes nothing.
+ */
+export function dryRunRoutes(store: ConfigStore): RouteDef[] {
+  return [
+    defineRoute({
+      id: "dryRunTool",
+      method: "POST",
+      path: "/v1/tools/dry-run",
+      summary: "Preview the context a tool result takes (validates arguments, projects the first completed mock receipt)",
+      tags: ["tools"],
+      permissions: ["runtime:read", "configuration:read", "tools:execute"],
+      body: DryRunRequestSchema,
+      agentScope: ({ body }) => agentOfVersion(body.agent_version),
+      response: DryRunResponseSchema,
+      handler: async ({ body }) => {
+        const { toolsetVersion, tool } = await store.resolveAgentTool(body.agent_version, body.tool_name);
+        const { validate, details } = compileJsonSchema(tool.input_schema, ["tool", "input_schema"]);
+        if (!validate) throw new ApiError(500, "invalid_stored_schema", `stored input_schema of '${tool.name}' does not compile: ${details[0]?.message ?? ""}`);
+        const argumentErrors = schemaDetails(validate, body.arguments, ["arguments"]);
+        if (argumentErrors.length > 0) throw ApiError.validation(argumentErrors, `arguments do not match the input_schema of '${tool.name}'`);
+        const completed = body.mock_receipts.find((r) => r.kind === "completed");
+        if (completed && completed.result === undefined)
+          throw ApiError.validation([{ path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" }]);
+        return {
+          agent_version: body.agent_version,
+          tool_name: tool.name,
+          toolset: toolsetVersion.toolset,
+          toolset_version: toolsetVersion.version,
+          context_preview: completed ? buildContextPreview(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed" }) : null,
+          execution_verified: false as const,
+        };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,105 @@
+import { setTimeout } from "node:timers/promises";
+import type { KV } from "@nats-io/kv";
+import type { z } from "zod";
+import { decode, encode } from "../wire/codec.js";
+
+/** A stored value and the KV revision it was read at. */
+export interface Versioned<T> {
+  readonly value: T;
+  readonly revision: number;
+}
+
+/** What a `mutate` decider returns: a new value to write, or no write; `result` is handed back either way. */
+export type Decision<T, R> = { write: T; result: R } | { write?: undefined; result: R };
+
+/** JetStream's "wrong last sequence": another writer got there first (also what `create` of an existing key says). */
+const WRONG_LAST_SEQUENCE = 10071;
+
+export function isRevisionConflict(err: unknown): boolean {
+  return (err as { code?: unknown })?.code === WRONG_LAST_SEQUENCE;
+}
+
+/** Raised when a key stays contended past every retry (never expected; a bug or a storm). */
+export class ContentionError extends Error {
+  override readonly name = "ContentionError";
+}
+
+/**
+ * One KV bucket of msgpack records validated by a zod schema, where every change is a
+ * compare-and-set on the revision the decision was made from. A conflicting write re-reads and
+ * re-decides, so concurrent gateways (and concurrent requests in one) can never lose an update.
+ */
+export class VersionedStore<T> {
+  constructor(
+    private readonly kv: KV,
+    private readonly schema: z.ZodType<T>,
+    private readonly maxAttempts = 64,
+  ) {}
+
+  async get(key: string): Promise<Versioned<T> | null> {
+    const entry = await this.kv.get(key);
+    if (!entry || entry.operation !== "PUT") return null;
+    return { value: decode(this.schema, entry.value), revision: entry.revision };
+  }
+
+  /** Unconditional write, for values with one writer (presence) or where the last writer may win (watches). */
+  put(key: string, value: T): Promise<number> {
+    return this.kv.put(key, encode(value));
+  }
+
+  /** Deletes `key` only if it is still at `revision`; false when someone wrote it since. */
+  async removeAt(key: string, revision: number): Promise<boolean> {
+    try {
+      await this.kv.delete(key, { previousSeq: revision });
+      return true;
+    } catch (err) {
+      if (isRevisionConflict(err)) return false;
+      throw err;
+    }
+  }
+
+  /** Every live key matching `filter` (a KV key pattern). */
+  async keys(filter = ">"): Promise<string[]> {
+    const out: string[] = [];
+    for await (const key of await this.kv.keys(filter)) out.push(key);
+    return out;
+  }
+
+  /** Creates `key` unless it exists; then returns what is there instead. */
+  async create(key: string, value: T): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      try {
+        return { created: true, revision: await this.kv.create(key, encode(value)) };
+      } catch (err) {
+        if (!isRevisionConflict(err)) throw err;
+      }
+      const existing = await this.get(key);
+      if (existing) return { created: false, existing };
+      // A deleted key: `create` succeeds on the next attempt.
+    }
+    throw new ContentionError(`create of ${key} kept conflicting`);
+  }
+
+  /**
+   * Reads `key`, asks `decide` what to do with the current value and writes its answer with a
+   * compare-and-set; on a conflicting revision, reads again and asks again. `decide` must be pure
+   * (it may run several times). Returns null when the key does not exist.
+   */
+  async mutate<R>(key: string, decide: (current: T) => Decision<T, R>): Promise<{ result: R; value: T; written: boolean } | null> {
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const current = await this.get(key);
+      if (!current) return null;
+      const decision = decide(current.value);
+      if (decision.write === undefined) return { result: decision.result, value: current.value, written: false };
+      try {
+        await this.kv.update(key, encode(decision.write), current.revision);
+        return { result: decision.result, value: decision.write, written: true };
+      } catch (err) {
+        if (!isRevisionConflict(err)) throw err;
+      }
+      // Under a storm of writers on one key (many tool calls appended to one run), jitter spreads the retries.
+      if (attempt > 2) await setTimeout(Math.random() * Math.min(attempt, 25));
+    }
+    throw new ContentionError(`update of ${key} kept conflicting`);
+  }
+}

@@ -1,0 +1,33 @@
+import { z } from "zod";
+import { ReplicasSchema } from "../streams/definitions.js";
+
+/** The gateway's environment. Every value is checked at start; a bad one stops it with its name. */
+export const GatewayEnvSchema = z.object({
+  NATS_URL: z.string().min(1).optional().describe("NATS server(s); when unset an embedded nats-server is started"),
+  TOOLGATE_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  TOOLGATE_HTTP_HOST: z.string().min(1).default("127.0.0.1"),
+  TOOLGATE_DATA_DIR: z.string().min(1).default("./.toolgate"),
+  TOOLGATE_IDENTITIES_FILE: z.string().min(1).optional(),
+  TOOLGATE_IDENTITIES: z.string().min(1).optional(),
+  TOOLGATE_STREAM_REPLICAS: ReplicasSchema.default(1),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type GatewayConfig = z.infer<typeof GatewayEnvSchema>;
+
+export class GatewayConfigError extends Error {
+  override readonly name = "GatewayConfigError";
+}
+
+/** Reads the gateway configuration from the environment (unknown variables are ignored). */
+export function gatewayConfigFromEnv(env: Record<string, string | undefined> = process.env): GatewayConfig {
+  const relevant = Object.fromEntries(Object.keys(GatewayEnvSchema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]));
+  const parsed = GatewayEnvSchema.safeParse(relevant);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}=${JSON.stringify(relevant[String(i.path[0])])}: ${i.message}`);
+    throw new GatewayConfigError(`invalid gateway configuration:\n${lines.join("\n")}\nFix the environment variable(s) above; see docs/configuration.md.`);
+  }
+  if (parsed.data.TOOLGATE_IDENTITIES && parsed.data.TOOLGATE_IDENTITIES_FILE)
+    throw new GatewayConfigError("set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE");
+  return parsed.data;
+}

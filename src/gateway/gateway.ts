@@ -1,0 +1,126 @@
+import { join, resolve } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { FastifyInstance } from "fastify";
+import { ConfigStore } from "../config/config-store.js";
+import { configRoutes } from "../config/routes.js";
+import { dryRunRoutes } from "../dryrun/route.js";
+import { IdentityRegistry } from "../http/identities.js";
+import { buildOpenApi } from "../http/openapi.js";
+import { registerRoutes } from "../http/register.js";
+import type { RouteDef } from "../http/route.js";
+import { createHttpApp } from "../http/server.js";
+import { systemRoutes, type Readiness } from "../http/system-routes.js";
+import { createLogger, type Logger } from "../log/logger.js";
+import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
+import { definitionLabel, kvStreamName, loadDefinitions, ensureStreams, type Definition } from "../streams/index.js";
+import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
+import { resolveIdentities } from "./identities-source.js";
+
+/** What route factories get to build their routes on. */
+export interface GatewayContext {
+  nc: NatsConnection;
+  store: ConfigStore;
+  logger: Logger;
+  config: GatewayConfig;
+}
+
+export interface GatewayOptions {
+  /** Configuration; read from the environment when omitted. */
+  config?: GatewayConfig;
+  logger?: Logger;
+  /** Further routes (e.g. the runtime API); they share auth, validation, errors and OpenAPI. */
+  routes?: ((ctx: GatewayContext) => RouteDef[])[];
+  /** Stream definitions; the package's `streams/` by default. */
+  definitions?: Definition[];
+}
+
+export interface Gateway {
+  app: FastifyInstance;
+  nc: NatsConnection;
+  store: ConfigStore;
+  /** The embedded nats-server, when NATS_URL was not given. */
+  embeddedNats?: NatsServerProcess;
+  /** Starts listening on the configured host/port; resolves to the base URL. */
+  listen(): Promise<string>;
+  /** Graceful stop: HTTP first (in-flight requests finish), then NATS drained, then the child. */
+  close(): Promise<void>;
+}
+
+function streamNames(defs: Definition[]): string[] {
+  return defs.flatMap((d) => (d.kind === "stream" ? [d.name] : d.kind === "kv" ? [kvStreamName(d.bucket)] : []));
+}
+
+/**
+ * Composes the service: NATS (given or embedded), streams applied, config store, HTTP routes.
+ * Does not listen until `listen()`, so callers can add fastify plugins or use `app.inject`.
+ */
+export async function createGateway(options: GatewayOptions = {}): Promise<Gateway> {
+  const config = options.config ?? gatewayConfigFromEnv();
+  const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL });
+  const definitions = options.definitions ?? loadDefinitions();
+  const identities = new IdentityRegistry(resolveIdentities(config, logger));
+
+  let embeddedNats: NatsServerProcess | undefined;
+  let servers = config.NATS_URL;
+  if (!servers) {
+    const storeDir = resolve(join(config.TOOLGATE_DATA_DIR, "nats"));
+    embeddedNats = await startNatsServer({ storeDir });
+    servers = embeddedNats.url;
+    logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
+  }
+  const nc = await connect({ servers, name: "toolgate-gateway" });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
+    const store = await ConfigStore.open(nc);
+    const ctx: GatewayContext = { nc, store, logger, config };
+
+    const readiness = async (): Promise<Readiness> => {
+      const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
+      for (const name of streamNames(definitions)) {
+        checks[`stream ${name}`] = await jsm.streams.info(name).then(() => "present", (err: Error) => `missing: ${err.message}`);
+      }
+      return { ready: Object.values(checks).every((c) => c === "connected" || c === "present"), checks };
+    };
+    const routes: RouteDef[] = [];
+    const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
+    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+
+    const app = createHttpApp({ logger });
+    registerRoutes(app, routes, identities);
+    logger.info({ identities: identities.size, routes: routes.length, declared: definitions.map(definitionLabel) }, "gateway ready to listen");
+
+    let closed = false;
+    return {
+      app,
+      nc,
+      store,
+      embeddedNats,
+      async listen() {
+        await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });
+        const address = app.server.address();
+        const port = typeof address === "object" && address ? address.port : config.TOOLGATE_HTTP_PORT;
+        return `http://${config.TOOLGATE_HTTP_HOST}:${port}`;
+      },
+      async close() {
+        if (closed) return;
+        closed = true;
+        await app.close();
+        await nc.drain();
+        await embeddedNats?.stop({ removeStore: false });
+        logger.info("gateway stopped");
+      },
+    };
+  } catch (err) {
+    await nc.close();
+    await embeddedNats?.stop({ removeStore: false });
+    throw err;
+  }
+}
+
+/** The document is built on first request, once every route is registered. */
+function buildOpenApiOnce(build: () => Record<string, unknown>): () => Record<string, unknown> {
+  let doc: Record<string, unknown> | undefined;
+  return () => (doc ??= build());
+}
