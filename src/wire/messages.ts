@@ -56,7 +56,8 @@ export const Grant = z
     /** The end user the run acts for. */
     subject: z.string(),
     agent: Id,
-    agent_version: Id,
+    /** `<agent>.<n>` (config's AgentVersionIdSchema): has a dot, so it is not an `Id` token. */
+    agent_version: z.string().min(1).max(140),
     toolset: Id,
     toolset_version: z.string(),
     operation_key: z.string().min(1).max(256),
