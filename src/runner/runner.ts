@@ -315,8 +315,8 @@ export class ToolRunner {
 
   /**
    * From a grant to `accepted`: check it, ask the product, save the claim with its first receipt,
-   * send. A refusal (digest, arguments, authorize) is saved and sent as `failed` instead of
-   * `accepted`: no handler ever runs for it.
+   * send. A refusal (digest, arguments, authorize) is saved as `accepted` followed by `failed`, in
+   * the `reporting` phase: its `accepted` confirms nothing locally and no handler ever runs for it.
    */
   private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool): Promise<void> {
     if (grant.assignment_id !== candidate.assignment_id || grant.executor_id !== this.executorId || grant.tool_name !== candidate.tool_name || grant.binding_id !== candidate.binding_id) {
@@ -335,9 +335,12 @@ export class ToolRunner {
       }
       const now = Date.now();
       const local: LocalAssignment = { assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: refusal ? "reporting" : "accepting", createdAt: now, updatedAt: now };
-      const first = refusal ? buildReceipt(grant, { kind: "failed", error: refusal }, now) : buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, now);
-      if (refusal) this.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
-      await this.store.createAssignment(local, first);
+      const receipts = [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, now)];
+      if (refusal) {
+        receipts.push(buildReceipt(grant, { kind: "failed", error: refusal }, now));
+        this.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
+      }
+      await this.store.createAssignment(local, receipts);
       this.outbox.kick(grant);
     } catch (err) {
       this.untrack(grant.assignment_id);
@@ -373,7 +376,8 @@ export class ToolRunner {
   // --- answers, handlers, outcomes --------------------------------------------------------------
 
   private async onAnswered(receipt: OutboxReceipt, answer: StoredAnswer): Promise<void> {
-    const change = answerChange(receipt.kind, answer.status);
+    const local = await this.store.getAssignment(receipt.assignmentId);
+    const change = local && local.generation === receipt.generation ? answerChange(receipt.kind, answer.status, local.phase) : undefined;
     await this.store.recordAnswer(receipt.receiptId, answer, change);
     const log = { receipt_id: receipt.receiptId, kind: receipt.kind, status: answer.status, code: answer.code, reason: answer.reason };
     if (answer.status === "rejected") this.logger.warn(log, "receipt rejected by the gateway");

@@ -83,7 +83,7 @@ export class SqliteRunnerStore implements RunnerStore {
     })();
   }
 
-  async createAssignment(assignment: LocalAssignment, firstReceipt: OutboxReceipt): Promise<void> {
+  async createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void> {
     this.db.transaction(() => {
       this.db
         .prepare(
@@ -100,7 +100,7 @@ export class SqliteRunnerStore implements RunnerStore {
           createdAt: assignment.createdAt,
           updatedAt: assignment.updatedAt,
         });
-      this.insertReceipt(firstReceipt);
+      for (const receipt of receipts) this.insertReceipt(receipt);
     })();
   }
 

@@ -18,8 +18,8 @@ import type { Phase } from "./phases.js";
 export interface RunnerStore {
   /** Prepares the store for `executorId`; throws when it already belongs to another executor. */
   open(executorId: string): Promise<void>;
-  /** Saves a new local assignment together with its first outbox receipt. */
-  createAssignment(assignment: LocalAssignment, firstReceipt: OutboxReceipt): Promise<void>;
+  /** Saves a new local assignment together with its first outbox receipts (in order). */
+  createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void>;
   /** Appends a receipt to the outbox (and changes the phase, when given). */
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void>;
   /** Records the gateway's answer to a saved receipt (and changes the phase, when given). */

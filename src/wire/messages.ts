@@ -121,8 +121,9 @@ const ReceiptBase = {
  * answered): `accepted`, `progress` 1..n, one final receipt; after a `reconciliation_required`, one
  * product-confirmed `completed`/`failed`/`cancelled` (the gateway allows
  * `reconciliation_required -> completed|failed|cancelled` for the claim holder).
- * An executor that refuses a grant before any side effect sends `failed` *instead of* `accepted`
- * (gateway: `claimed -> failed`), with one of the codes of `ExecutorRefusalCode`.
+ * An executor that refuses a grant (one of the codes of `ExecutorRefusalCode`) saves `accepted` and
+ * `failed` together and sends them in that order: the assignment goes `claimed -> running -> failed`
+ * through the ordinary table, and no handler runs (the refusal is durable before `accepted` leaves).
  */
 export const Receipt = z.discriminatedUnion("kind", [
   z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string() }).strict(),
@@ -138,7 +139,7 @@ export const Receipt = z.discriminatedUnion("kind", [
 ]);
 export type Receipt = z.infer<typeof Receipt>;
 
-/** Why an executor refused a grant (a `failed` receipt sent in place of `accepted`). */
+/** Why an executor refused a grant (the code of the `failed` receipt that follows its `accepted`). */
 export const ExecutorRefusalCode = z.enum([
   /** The grant's `argument_digest` is not the digest of its `arguments`. */
   "argument_digest_mismatch",
