@@ -23,6 +23,7 @@ describe("ToolRunner against the real gateway", () => {
   const handlerCalls: string[] = [];
   let refuseSubject: string | undefined;
   let tamper = false;
+  const gate = new Gate();
 
   const fast: Partial<ToolRunnerOptions> = { answerTimeoutMs: 500, maxResendIntervalMs: 1_000, requestTimeoutMs: 1_000, pullExpiresMs: 1_000, releaseDelayMs: 100 };
 
@@ -58,6 +59,7 @@ describe("ToolRunner against the real gateway", () => {
         handlerCalls.push(ctx.grant.assignment_id);
         if (ctx.arguments.title === "explode") throw new Error("database connection lost after the insert");
         if (ctx.arguments.title === "duplicate") throw new BusinessFailure("duplicate_title", "a task with this title exists");
+        if (ctx.arguments.title === "slow") await gate.enter(ctx.grant.assignment_id);
         created.push(ctx.grant.operation_key);
         await ctx.progress({ step: "inserted" });
         return { task_id: `task-${created.length}`, title: ctx.arguments.title };
@@ -145,26 +147,27 @@ describe("ToolRunner against the real gateway", () => {
     }
   });
 
-  it("delivers the outbox after the gateway restarts, and after NATS restarts", async () => {
+  it("delivers the outbox after a gateway restart: the receipt saved while no gateway runs is answered later", async () => {
+    const { assignmentId } = await toolCall("tasks.create", { title: "slow" });
+    await until("the handler to start", () => gate.started.has(assignmentId) || undefined);
     await gw.close();
-    const first = await connectlessToolCallAfter(async () => {
-      gw = await startTestGateway(nats.url);
-    });
-    expect((await settled(first)).state).toBe("completed");
-    await nats.restart();
-    const { assignmentId } = await toolCall("tasks.create", { title: "after the NATS restart" });
+    gate.release();
+    await until("the completed receipt to be saved", async () => ((await runner.assignment(assignmentId))?.receipts.some((r) => r.kind === "completed") ? true : undefined));
+    gw = await startTestGateway(nats.url);
     expect((await settled(assignmentId)).state).toBe("completed");
+    const local = await until("local settle", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined));
+    expect(local!.receipts.at(-1)?.answer?.status).toMatch(/^(recorded|duplicate)$/);
   });
 
-  /** A tool call created while the gateway is up, whose receipts the runner must deliver across a gateway restart. */
-  async function connectlessToolCallAfter(restart: () => Promise<void>): Promise<string> {
-    await restart();
-    const { assignmentId } = await toolCall("tasks.read", {});
-    await gw.close();
-    // With no gateway, the runner's receipts wait in its outbox (or its claim waits for one).
-    await restart();
-    return assignmentId;
-  }
+  it("delivers the outbox across a NATS restart", async () => {
+    const { assignmentId } = await toolCall("tasks.create", { title: "slow" });
+    await until("the handler to start", () => gate.started.has(assignmentId) || undefined);
+    await nats.restart();
+    gate.release();
+    const a = await settled(assignmentId);
+    expect(a.state).toBe("completed");
+    expect(created.filter((k) => k === a.operation_key)).toHaveLength(1);
+  });
 });
 
 /** Rewrites the arguments of granted claims while `enabled()`: the digest no longer matches. */
@@ -182,4 +185,17 @@ function tamperingConnection(nc: NatsConnection, enabled: () => boolean): NatsCo
       };
     },
   });
+}
+
+/** Holds handlers until the test releases them. */
+class Gate {
+  readonly started = new Set<string>();
+  private waiting: Array<() => void> = [];
+  enter(id: string): Promise<void> {
+    this.started.add(id);
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+  release(): void {
+    for (const go of this.waiting.splice(0)) go();
+  }
 }
