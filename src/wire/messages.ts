@@ -56,7 +56,7 @@ export const Grant = z
     /** The end user the run acts for. */
     subject: z.string(),
     agent: Id,
-    /** `<agent>.<n>` (config's AgentVersionIdSchema): has a dot, so it is not an `Id` token. */
+    /** `<agent>.<n>` as published (it has a dot, so it is not an Id token). */
     agent_version: z.string().min(1).max(140),
     toolset: Id,
     toolset_version: z.string(),
@@ -116,14 +116,6 @@ const ReceiptBase = {
 /**
  * A receipt. The *body* (everything but `claim_token` and `replayed`) is what must be identical on a
  * resend of the same `receipt_id`; its digest is `receiptBodyDigest` of `src/wire/digest.ts`.
- *
- * Order of one claim's receipts, as the ToolRunner sends them (each only after the previous one was
- * answered): `accepted`, `progress` 1..n, one final receipt; after a `reconciliation_required`, one
- * product-confirmed `completed`/`failed`/`cancelled` (the gateway allows
- * `reconciliation_required -> completed|failed|cancelled` for the claim holder).
- * An executor that refuses a grant (one of the codes of `ExecutorRefusalCode`) saves `accepted` and
- * `failed` together and sends them in that order: the assignment goes `claimed -> running -> failed`
- * through the ordinary table, and no handler runs (the refusal is durable before `accepted` leaves).
  */
 export const Receipt = z.discriminatedUnion("kind", [
   z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string() }).strict(),
@@ -138,21 +130,6 @@ export const Receipt = z.discriminatedUnion("kind", [
     .strict(),
 ]);
 export type Receipt = z.infer<typeof Receipt>;
-
-/** Why an executor refused a grant (the code of the `failed` receipt that follows its `accepted`). */
-export const ExecutorRefusalCode = z.enum([
-  /** The grant's `argument_digest` is not the digest of its `arguments`. */
-  "argument_digest_mismatch",
-  /** The tool's registered argument parser refused the arguments. */
-  "invalid_arguments",
-  /** The grant's `tool_kind` differs from the kind the executor registered for the tool. */
-  "tool_kind_mismatch",
-  /** The product's authorize hook refused. */
-  "authorization_refused",
-  /** The product's authorize hook failed: refused, fail-closed. */
-  "authorization_error",
-]);
-export type ExecutorRefusalCode = z.infer<typeof ExecutorRefusalCode>;
 
 /** Fields that travel with a receipt but are not part of its body. */
 export const RECEIPT_TRANSPORT_FIELDS = ["claim_token", "replayed"] as const;
@@ -184,12 +161,7 @@ export const ReceiptAnswer = z
   .strict();
 export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
 
-/**
- * Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated).
- * The answer's status is the one the receipt got when it was first processed (`recorded`,
- * `late_ignored`, `rejected`), or `pending`: the runner relies on it to learn whether an `accepted`
- * whose resend was de-duplicated had been confirmed, so it never answers `duplicate`.
- */
+/** Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated). */
 export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id, kind: ReceiptKind }).strict();
 export type ReceiptQuery = z.infer<typeof ReceiptQuery>;
 
