@@ -1,68 +1,25 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { jetstreamManager } from "@nats-io/jetstream";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { pino } from "pino";
-import { ConfigStore } from "../../../src/config/config-store.js";
-import { startExecution, type Execution, type ExecutionOptions } from "../../../src/execution/execution.js";
-import { executionRoutes } from "../../../src/execution/routes.js";
-import { createGateway, type Gateway } from "../../../src/gateway/gateway.js";
-import { PERMISSIONS } from "../../../src/http/identities.js";
-import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
+import type { ExecutionOptions } from "../../../src/execution/execution.js";
+import { startTestGateway as startGateway } from "../../helpers/gateway.js";
 
 /** The whole gateway in this process (config plane, execution path, HTTP) on a test NATS server. */
 export interface TestGateway {
   readonly baseUrl: string;
-  readonly apiKey: string;
   /** JSON over HTTP with the admin key; throws on a non-2xx answer. */
   api<T = any>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
   close(): Promise<void>;
 }
 
+/** The shared test gateway with a short lease and sweep, so crash tests do not wait long for an expired claim. */
 export async function startTestGateway(natsUrl: string, options: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
-  const logger = pino({ level: process.env.TEST_GATEWAY_LOG ?? "silent" });
-  const dataDir = mkdtempSync(join(tmpdir(), "toolgate-gw-"));
-  const apiKey = `test-admin-key-${Math.random().toString(36).slice(2)}`;
-  const nc: NatsConnection = await connect({ servers: natsUrl, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
-  const definitions = loadDefinitions();
-  await ensureStreams(await jetstreamManager(nc), definitions, { replicas: 1 });
-  const store = await ConfigStore.open(nc);
-  const execution: Execution = await startExecution({ nc, config: store, definitions, log: logger, options: { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000, ...options } });
-  const gateway: Gateway = await createGateway({
-    config: {
-      NATS_URL: natsUrl,
-      TOOLGATE_HTTP_PORT: 0,
-      TOOLGATE_HTTP_HOST: "127.0.0.1",
-      TOOLGATE_DATA_DIR: dataDir,
-      TOOLGATE_IDENTITIES: JSON.stringify([{ name: "test-admin", key: apiKey, agents: "*", permissions: [...PERMISSIONS] }]),
-      TOOLGATE_STREAM_REPLICAS: 1,
-      LOG_LEVEL: "silent",
-    },
-    logger,
-    definitions,
-    routes: [() => executionRoutes(execution, store)],
-  });
-  const baseUrl = await gateway.listen();
+  const gw = await startGateway(natsUrl, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000, ...options });
   return {
-    baseUrl,
-    apiKey,
+    baseUrl: gw.baseUrl,
     async api(method, path, body) {
-      const res = await fetch(baseUrl + path, {
-        method,
-        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      const json = (await res.json()) as any;
-      if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(json)}`);
-      return json;
+      const res = await gw.http(method, path, body);
+      if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
     },
-    async close() {
-      await execution.stop();
-      await gateway.close();
-      await nc.drain();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
+    close: () => gw.close(),
   };
 }
 
