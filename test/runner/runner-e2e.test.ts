@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BusinessFailure, ToolRunner, type ToolRunnerOptions } from "../../src/runner/index.js";
+import { BusinessFailure, dryRun, DryRunError, ToolRunner, type ToolRunnerOptions } from "../../src/runner/index.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -17,6 +17,7 @@ describe("ToolRunner against the real gateway", () => {
   let nats: TestNats;
   let gw: TestGateway;
   let sessionId: string;
+  let agentVersion: string;
   let dir: string;
   let runner: ToolRunner;
   const created: string[] = [];
@@ -30,7 +31,7 @@ describe("ToolRunner against the real gateway", () => {
   beforeAll(async () => {
     nats = await startTestNats();
     gw = await startTestGateway(nats.url);
-    ({ sessionId } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent" }));
+    ({ sessionId, agentVersion } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent" }));
     dir = mkdtempSync(join(tmpdir(), "toolgate-runner-e2e-"));
     const nc = tamperingConnection(await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 }), () => tamper);
     runner = new ToolRunner({
@@ -145,6 +146,15 @@ describe("ToolRunner against the real gateway", () => {
     } finally {
       tamper = false;
     }
+  });
+
+  it("previews what the model will see of a real result sample with the dry-run client", async () => {
+    const sample = { next_cursor: "page-2", tasks: Array.from({ length: 60 }, (_, i) => ({ id: `t-${i}`, title: `task ${i}` })) };
+    const preview = await dryRun({ baseUrl: gw.baseUrl, apiKey: gw.apiKey }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [{ result: sample }] });
+    expect(preview.execution_verified).toBe(false);
+    expect(preview.context_preview).toMatchObject({ max_result_context_bytes: 1024, truncated: true });
+    expect(preview.context_preview!.retained_bytes).toBeLessThanOrEqual(1024);
+    await expect(dryRun({ baseUrl: gw.baseUrl, apiKey: "wrong-key-0123456789" }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [] })).rejects.toBeInstanceOf(DryRunError);
   });
 
   it("delivers the outbox after a gateway restart: the receipt saved while no gateway runs is answered later", async () => {

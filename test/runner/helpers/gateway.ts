@@ -1,9 +1,10 @@
 import type { ExecutionOptions } from "../../../src/execution/execution.js";
-import { startTestGateway as startGateway } from "../../helpers/gateway.js";
+import { ADMIN_KEY, startTestGateway as startGateway } from "../../helpers/gateway.js";
 
 /** The whole gateway in this process (config plane, execution path, HTTP) on a test NATS server. */
 export interface TestGateway {
   readonly baseUrl: string;
+  readonly apiKey: string;
   /** JSON over HTTP with the admin key; throws on a non-2xx answer. */
   api<T = any>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
   close(): Promise<void>;
@@ -14,6 +15,7 @@ export async function startTestGateway(natsUrl: string, options: Partial<Executi
   const gw = await startGateway(natsUrl, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000, ...options });
   return {
     baseUrl: gw.baseUrl,
+    apiKey: ADMIN_KEY,
     async api(method, path, body) {
       const res = await gw.http(method, path, body);
       if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
