@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { contextPreviewSchema } from "../budget/index.js";
-import { ErrorBodySchema } from "../http/errors.js";
+import { ApiError, ErrorBodySchema } from "../http/errors.js";
 
 /** A result sample to preview: what a handler of this tool really returns. */
 export interface DryRunSample {
@@ -25,22 +25,11 @@ const DryRunResponse = z.looseObject({
 });
 export type DryRunResponse = z.infer<typeof DryRunResponse>;
 
-export class DryRunError extends Error {
-  override readonly name = "DryRunError";
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 /**
  * Asks the gateway's `POST /v1/tools/dry-run` what the model would see of a result, for a product's
  * own tests: feed it real result samples and check that cursors, ids and statuses stay visible.
  * It creates no run and executes nothing. `apiKey` needs the agent's scope and one of
- * `runtime:read`, `configuration:read` or `tools:execute`.
+ * `runtime:read`, `configuration:read` or `tools:execute`. A refusal throws `ApiError` (status, code).
  */
 export async function dryRun(target: { baseUrl: string; apiKey: string }, request: DryRunRequest): Promise<DryRunResponse> {
   const samples = request.mock_receipts.map((s, i) => ({ receipt_id: s.receipt_id ?? `dry-run-${i + 1}`, kind: s.kind ?? "completed", ...("result" in s ? { result: s.result } : {}) }));
@@ -52,9 +41,10 @@ export async function dryRun(target: { baseUrl: string; apiKey: string }, reques
   const body: unknown = await response.json().catch(() => null);
   if (!response.ok) {
     const error = ErrorBodySchema.safeParse(body);
+    // The gateway's own error shape, as the gateway threw it.
     throw error.success
-      ? new DryRunError(response.status, error.data.error.code, error.data.error.message)
-      : new DryRunError(response.status, "http_error", `dry-run answered HTTP ${response.status}`);
+      ? new ApiError(response.status, error.data.error.code, error.data.error.message, error.data.error.details)
+      : new ApiError(response.status, "http_error", `dry-run answered HTTP ${response.status}`);
   }
   return DryRunResponse.parse(body);
 }

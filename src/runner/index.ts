@@ -18,4 +18,5 @@ export { SqliteRunnerStore } from "./sqlite-store.js";
 export { PhaseConflictError, type AssignmentKey, type LocalAssignment, type OutboxReceipt, type PhaseChange, type ReceiptBody, type RunnerStore, type StoredAnswer } from "./store.js";
 export { PHASES, type Phase } from "./phases.js";
 export type { Logger } from "./logger.js";
-export { dryRun, DryRunError, type DryRunRequest, type DryRunResponse, type DryRunSample } from "./dry-run.js";
+export { dryRun, type DryRunRequest, type DryRunResponse, type DryRunSample } from "./dry-run.js";
+export { ApiError } from "../http/errors.js";
