@@ -1,5 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm, type KV } from "@nats-io/kv";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import type { z } from "zod";
+import { VersionedStore } from "./versioned-store.js";
 
 /** The KV buckets of the execution path (declared in `streams/kv.<bucket>.json`). */
 export const EXECUTION_BUCKETS = {
@@ -12,13 +15,15 @@ export const EXECUTION_BUCKETS = {
   presence: "tg_presence",
 } as const;
 
-export type ExecutionBuckets = { [K in keyof typeof EXECUTION_BUCKETS]: KV };
+export type BucketRole = keyof typeof EXECUTION_BUCKETS;
 
-/** Binds to the buckets; they must exist (`toolgate streams apply`, or the gateway at start). */
-export async function openExecutionBuckets(nc: NatsConnection): Promise<ExecutionBuckets> {
+/** Opens bucket stores on one connection; the buckets must exist (`toolgate streams apply`, or the gateway at start). */
+export async function executionStores(nc: NatsConnection): Promise<<T>(role: BucketRole, schema: z.ZodType<T>) => Promise<VersionedStore<T>>> {
   const kvm = new Kvm(nc);
-  const entries = await Promise.all(
-    Object.entries(EXECUTION_BUCKETS).map(async ([role, bucket]) => [role, await kvm.open(bucket, { bindOnly: true })] as const),
-  );
-  return Object.fromEntries(entries) as ExecutionBuckets;
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  return async (role, schema) => {
+    const bucket = EXECUTION_BUCKETS[role];
+    return new VersionedStore(await kvm.open(bucket, { bindOnly: true }), schema, { bucket, js, jsm });
+  };
 }

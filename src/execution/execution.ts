@@ -5,7 +5,7 @@ import type { Logger } from "../log/logger.js";
 import type { Definition } from "../streams/index.js";
 import { ClaimRequest, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
-import { EXECUTION_BUCKETS, openExecutionBuckets } from "./buckets.js";
+import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
 import { CandidateQueue } from "./candidate-queue.js";
 import { ClaimService } from "./claim-service.js";
 import { Dispatcher } from "./dispatcher.js";
@@ -22,7 +22,6 @@ import { AssignmentRecord, PresenceRecord, ProgressEntry, ProjectionRecord, Rece
 import { serveRequests } from "./responder.js";
 import { RunService } from "./runs.js";
 import { ToolCallService } from "./tool-calls.js";
-import { VersionedStore } from "./versioned-store.js";
 import { Watchlist } from "./watchlist.js";
 
 export interface ExecutionOptions {
@@ -90,18 +89,18 @@ export async function startExecution(deps: {
   const options = { ...DEFAULT_EXECUTION_OPTIONS, ...deps.options };
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  const kv = await openExecutionBuckets(nc);
+  const store = await executionStores(nc);
 
-  const runStore = new VersionedStore(kv.runs, RunRecord);
-  const assignmentStore = new VersionedStore(kv.assignments, AssignmentRecord);
-  const watchlist = new Watchlist(new VersionedStore(kv.watch, WatchEntry));
+  const runStore = await store("runs", RunRecord);
+  const assignmentStore = await store("assignments", AssignmentRecord);
+  const watchlist = new Watchlist(await store("watch", WatchEntry));
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates);
-  const presence = new PresenceService(new VersionedStore(kv.presence, PresenceRecord), config, candidates, presenceTtlMs(deps.definitions));
+  const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, presenceTtlMs(deps.definitions));
   const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, options.leaseMs);
-  const index = new ReceiptIndex(new VersionedStore(kv.receiptIndex, ReceiptIndexEntry));
-  const progress = new ProgressStore(new VersionedStore(kv.progress, ProgressEntry));
-  const projections = new ProjectionStore(new VersionedStore(kv.projections, ProjectionRecord), new ReceiptLog(jsm));
+  const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
+  const progress = new ProgressStore(await store("progress", ProgressEntry));
+  const projections = new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(jsm));
   const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, projections, watchlist, log });
 
   const subscriptions: Subscription[] = [

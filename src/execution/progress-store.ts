@@ -17,8 +17,7 @@ export class ProgressStore {
 
   /** All progress of an assignment, by seq. */
   async list(assignmentId: string): Promise<ProgressEntry[]> {
-    const keys = await this.store.keys(`${assignmentId}.*`);
-    const entries = await Promise.all(keys.map(async (k) => (await this.store.get(k))?.value));
-    return entries.filter((e): e is ProgressEntry => e !== undefined).sort((a, b) => a.seq - b.seq);
+    const entries = await this.store.entries(`${assignmentId}.*`);
+    return entries.map((e) => e.value).sort((a, b) => a.seq - b.seq);
   }
 }

@@ -17,7 +17,7 @@ export const RunRecord = z
     run_id: Id,
     session_id: Id,
     agent: Id,
-    agent_version: z.string().min(1).max(140),
+    agent_version: z.string(),
     toolset: Id,
     toolset_version: z.string(),
     subject: z.string(),

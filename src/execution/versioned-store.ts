@@ -1,4 +1,5 @@
 import { setTimeout } from "node:timers/promises";
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import { decode, encode } from "../wire/codec.js";
@@ -29,10 +30,21 @@ export class ContentionError extends Error {
  * compare-and-set on the revision the decision was made from. A conflicting write re-reads and
  * re-decides, so concurrent gateways (and concurrent requests in one) can never lose an update.
  */
+/** What listing a bucket needs besides the KV handle: its name and the JetStream APIs. */
+export interface BucketAccess {
+  readonly bucket: string;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+}
+
+/** Bound on waiting for the last entries of a listing (an entry may expire between counting and reading). */
+const LIST_WAIT_MS = 2_000;
+
 export class VersionedStore<T> {
   constructor(
     private readonly kv: KV,
     private readonly schema: z.ZodType<T>,
+    private readonly access: BucketAccess,
     private readonly maxAttempts = 64,
   ) {}
 
@@ -58,10 +70,25 @@ export class VersionedStore<T> {
     }
   }
 
-  /** Every live key matching `filter` (a KV key pattern). */
-  async keys(filter = ">"): Promise<string[]> {
-    const out: string[] = [];
-    for await (const key of await this.kv.keys(filter)) out.push(key);
+  /**
+   * Every live entry whose key matches `filter`, in one pass. (`kv.keys()` of the client can stall for
+   * its full timeout on a bucket written to concurrently; this counts the subjects first, then reads
+   * exactly that many last-per-subject messages.)
+   */
+  async entries(filter = ">"): Promise<Array<Versioned<T> & { key: string }>> {
+    const prefix = `$KV.${this.access.bucket}.`;
+    const info = await this.access.jsm.streams.info(`KV_${this.access.bucket}`, { subjects_filter: prefix + filter });
+    const count = Object.keys(info.state.subjects ?? {}).length;
+    if (count === 0) return [];
+    const consumer = await this.access.js.consumers.get(`KV_${this.access.bucket}`, { filter_subjects: prefix + filter, deliver_policy: DeliverPolicy.LastPerSubject });
+    const out: Array<Versioned<T> & { key: string }> = [];
+    const batch = await consumer.fetch({ max_messages: count, expires: LIST_WAIT_MS });
+    for await (const m of batch) {
+      const op = m.headers?.get("KV-Operation");
+      if (op !== "DEL" && op !== "PURGE") out.push({ key: m.subject.slice(prefix.length), value: decode(this.schema, m.data), revision: m.seq });
+      if (m.info.pending === 0) break;
+    }
+    await consumer.delete().catch(() => undefined);
     return out;
   }
 

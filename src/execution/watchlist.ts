@@ -28,11 +28,7 @@ export class Watchlist {
 
   /** Watches whose time has come, with the revision each was read at. */
   async due(now: number): Promise<Array<{ entry: WatchEntry; revision: number }>> {
-    const out: Array<{ entry: WatchEntry; revision: number }> = [];
-    for (const key of await this.store.keys()) {
-      const got = await this.store.get(key);
-      if (got && got.value.due_at <= now) out.push({ entry: got.value, revision: got.revision });
-    }
-    return out;
+    const all = await this.store.entries();
+    return all.filter((e) => e.value.due_at <= now).map((e) => ({ entry: e.value, revision: e.revision }));
   }
 }

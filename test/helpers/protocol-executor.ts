@@ -66,10 +66,10 @@ export class ProtocolExecutor {
     return out;
   }
 
-  /** Pulls until a candidate for `assignmentId` arrives (others are acknowledged and dropped). */
-  async pullFor(assignmentId: string, attempts = 100): Promise<Candidate> {
+  /** Pulls until a candidate for `assignmentId` (of at least `generation`) arrives; others are acknowledged and dropped. */
+  async pullFor(assignmentId: string, generation = 0, attempts = 500): Promise<Candidate> {
     for (let i = 0; i < attempts; i++) {
-      const found = (await this.pull(1, 1_000)).find((c) => c.assignment_id === assignmentId);
+      const found = (await this.pull(1, 1_000)).find((c) => c.assignment_id === assignmentId && c.generation >= generation);
       if (found) return found;
     }
     throw new Error(`no candidate for ${assignmentId}`);
