@@ -66,6 +66,11 @@ export const Grant = z
     generation: z.number().int().nonnegative(),
     /** An unconfirmed claim returns to the candidates after this instant. */
     lease_expires_at: Millis,
+    /**
+     * Set on a compensation: the completed write this assignment undoes, with its operation key and
+     * its completed result, so the executor's `compensate` handler knows what to undo.
+     */
+    compensates: z.object({ assignment_id: Id, operation_key: z.string().min(1).max(256), result: JsonValue }).strict().optional(),
   })
   .strict();
 export type Grant = z.infer<typeof Grant>;
@@ -100,8 +105,12 @@ export const ClaimReply = z.discriminatedUnion("status", [
 ]);
 export type ClaimReply = z.infer<typeof ClaimReply>;
 
-export const ReceiptKind = z.enum(["accepted", "progress", "completed", "failed", "cancelled", "reconciliation_required"]);
+/** `refused`: the executor turns the grant down before any side effect (digest, arguments, authorize), instead of `accepted`. */
+export const ReceiptKind = z.enum(["accepted", "refused", "progress", "completed", "failed", "cancelled", "reconciliation_required"]);
 export type ReceiptKind = z.infer<typeof ReceiptKind>;
+
+const ErrorBody = z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict();
+const Reason = z.string().max(4096);
 
 const ReceiptBase = {
   /** Chosen by the executor, stable across resends (`Nats-Msg-Id`). */
@@ -119,17 +128,22 @@ const ReceiptBase = {
  */
 export const Receipt = z.discriminatedUnion("kind", [
   z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string() }).strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("refused"), error: ErrorBody }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("progress"), seq: z.number().int().positive(), progress: JsonValue }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("completed"), result: JsonValue }).strict(),
-  z
-    .object({ ...ReceiptBase, kind: z.literal("failed"), error: z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict() })
-    .strict(),
-  z.object({ ...ReceiptBase, kind: z.literal("cancelled"), reason: z.string().max(4096) }).strict(),
-  z
-    .object({ ...ReceiptBase, kind: z.literal("reconciliation_required"), error: z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict() })
-    .strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("failed"), error: ErrorBody }).strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("cancelled"), reason: Reason }).strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("reconciliation_required"), error: ErrorBody }).strict(),
 ]);
 export type Receipt = z.infer<typeof Receipt>;
+
+const OperatorBase = {
+  receipt_id: Id,
+  assignment_id: Id,
+  /** The HTTP identity that settled it. */
+  operator: z.string().min(1).max(128),
+  at: Millis,
+};
 
 /** Fields that travel with a receipt but are not part of its body. */
 export const RECEIPT_TRANSPORT_FIELDS = ["claim_token", "replayed"] as const;
@@ -183,15 +197,41 @@ export const PresenceReply = z
   .strict();
 export type PresenceReply = z.infer<typeof PresenceReply>;
 
-/** Messages to one executor; the five section-4 operations each have their own type. */
+/**
+ * Messages to one executor on `tg.ctl.<scope>.<executor>`, kept in the `TG_CONTROL` stream so an
+ * executor that was offline catches up. A compensation needs none: it is a new assignment and
+ * arrives as a candidate like any other.
+ */
 export const ExecutorControl = z.discriminatedUnion("type", [
   /** The run was cancelled: stop, your later receipts will be late. */
   z.object({ type: z.literal("run_cancelled"), run_id: Id, assignment_ids: z.array(Id) }).strict(),
   /** A long-running business task should stop; confirm with `cancelled` or finish with `completed`. */
-  z.object({ type: z.literal("task_cancel_requested"), assignment_id: Id, reason: z.string().max(4096) }).strict(),
-  /** A completed write should be undone by a new compensation operation. */
-  z.object({ type: z.literal("compensation_requested"), assignment_id: Id, compensation_assignment_id: Id }).strict(),
-  /** An operator detached this executor. */
+  z.object({ type: z.literal("task_cancel_requested"), assignment_id: Id, reason: Reason }).strict(),
+  /** An operator detached this executor: stop pulling; its confirmed work was settled without it. */
   z.object({ type: z.literal("detach_requested"), executor_id: Id }).strict(),
 ]);
 export type ExecutorControl = z.infer<typeof ExecutorControl>;
+
+/**
+ * What a product may publish to the gateways instead of calling the HTTP API (`tg.ctl.<type>`, kept in
+ * `TG_CONTROL`, consumed by the gateways' shared durable consumer). The outcome shows on the
+ * assignment and in the run's event stream.
+ */
+export const ControlRequest = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("task_cancel"), assignment_id: Id, reason: Reason.optional() }).strict(),
+  z.object({ type: z.literal("compensate"), assignment_id: Id }).strict(),
+]);
+export type ControlRequest = z.infer<typeof ControlRequest>;
+export const CONTROL_REQUEST_TYPES = ["task_cancel", "compensate"] as const satisfies readonly ControlRequest["type"][];
+
+/**
+ * An operator's settlement of a `reconciliation_required` assignment (HTTP, `tools:execute`): no claim
+ * token, so it never travels on an executor's subject; kept in `TG_RECEIPTS` on `tg.oprcpt.<scope>.<assignment>`
+ * beside the executors' receipts (the audit record), with `Nats-Msg-Id = receipt_id`.
+ */
+export const OperatorReceipt = z.discriminatedUnion("kind", [
+  z.object({ ...OperatorBase, kind: z.literal("completed"), result: JsonValue }).strict(),
+  z.object({ ...OperatorBase, kind: z.literal("failed"), error: ErrorBody }).strict(),
+  z.object({ ...OperatorBase, kind: z.literal("cancelled"), reason: Reason }).strict(),
+]);
+export type OperatorReceipt = z.infer<typeof OperatorReceipt>;

@@ -22,14 +22,20 @@ export const subjects = {
   receiptQuery: (scope: string) => `tg.rq.${scope}`,
   /** The gateway's answers to one executor (core NATS). */
   answers: (scope: string, executorId: string) => `tg.ans.${scope}.${executorId}`,
-  /** Control messages addressed to one executor (cancel, task cancel, compensation, detach). */
+  /** Control messages addressed to one executor (run cancelled, task cancel, detach); 4 tokens. */
   executorControl: (scope: string, executorId: string) => `tg.ctl.${scope}.${executorId}`,
+  /** A product's request to the gateways (`task_cancel`, `compensate`); 3 tokens, so it never matches an executor's subject. */
+  controlRequest: (type: string) => `tg.ctl.${type}`,
+  /** Filter of the gateways' consumer of product requests (`*` is one token: executor subjects have two). */
+  controlRequestFilter: "tg.ctl.*",
+  /** An operator's settlement receipt, kept in the receipts stream; no executor publishes here. */
+  operatorReceipt: (scope: string, assignmentId: string) => `tg.oprcpt.${scope}.${assignmentId}`,
   /** Events of one run (for SSE clients). */
   runEvents: (runId: string) => `tg.evt.${runId}`,
 } as const;
 
 /** JetStream streams of the executor protocol (declared in `streams/`). */
-export const STREAMS = { candidates: "TG_CANDIDATES", receipts: "TG_RECEIPTS" } as const;
+export const STREAMS = { candidates: "TG_CANDIDATES", receipts: "TG_RECEIPTS", control: "TG_CONTROL", events: "TG_EVENTS" } as const;
 
 /**
  * Name of the one durable pull consumer of a scope on `TG_CANDIDATES` (filter `candidateFilter(scope)`),
