@@ -22,8 +22,11 @@ export const ASSIGNMENT_EVENTS = [
   "claim",
   "reoffer",
   "expire_lease",
+  "release",
   "accept",
+  "refuse",
   "progress",
+  "request_task_cancel",
   "complete",
   "fail",
   "cancel",
@@ -31,6 +34,8 @@ export const ASSIGNMENT_EVENTS = [
   "withdraw",
   "revoke",
   "abandon",
+  "detach",
+  "retry_read",
 ] as const;
 export type AssignmentEvent = (typeof ASSIGNMENT_EVENTS)[number];
 
@@ -46,8 +51,11 @@ export const ASSIGNMENT_TRANSITIONS: readonly Transition[] = [
   { from: "pending", event: "claim", to: "claimed", why: "an online executor of the binding's scope won the compare-and-set" },
   { from: "pending", event: "reoffer", to: "pending", why: "its candidate was taken but never claimed (the executor vanished): offered again, generation + 1" },
   { from: "claimed", event: "expire_lease", to: "pending", why: "no `accepted` within the lease: back to the candidates, generation + 1" },
+  { from: "claimed", event: "release", to: "pending", why: "its executor detached before `accepted`: back to the candidates for another executor, generation + 1" },
   { from: "claimed", event: "accept", to: "running", why: "`accepted` with the claim token: the explicit confirmation, side effects may start" },
+  { from: "claimed", event: "refuse", to: "failed", why: "`refused` with the claim token: the executor turned the grant down before any side effect (its code: digest, arguments, authorize)" },
   { from: "running", event: "progress", to: "running", why: "`progress` is stored by seq, the state does not move" },
+  { from: "running", event: "request_task_cancel", to: "running", why: "a business-task cancel is recorded and the executor asked; only its `cancelled` (or `completed`) moves the state" },
   { from: "running", event: "complete", to: "completed", why: "`completed`: the projection is computed once and stored" },
   { from: "running", event: "fail", to: "failed", why: "`failed`: a business failure the product confirmed" },
   { from: "running", event: "cancel", to: "cancelled", why: "`cancelled`: the business task stopped, product-confirmed" },
@@ -58,6 +66,8 @@ export const ASSIGNMENT_TRANSITIONS: readonly Transition[] = [
   { from: "pending", event: "withdraw", to: "withdrawn", why: "the run ended: the candidate message is deleted" },
   { from: "claimed", event: "revoke", to: "revoked", why: "the run ended before `accepted`: the claim token is dead" },
   { from: "running", event: "abandon", to: "abandoned", why: "the run ended while confirmed work ran: the executor is told, its later receipts are late" },
+  { from: "running", event: "detach", to: "reconciliation_required", why: "its executor left (detach, presence expired) with confirmed work: the outcome is unknown, never re-run elsewhere; the executor's own final receipt may still settle it" },
+  { from: "running", event: "retry_read", to: "pending", why: "as `detach`, but a read whose binding says `retry_reads_safe`: offered again, generation + 1" },
 ];
 
 /** States nothing leaves. `reconciliation_required` is not one: the product may still settle it. */

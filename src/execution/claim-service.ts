@@ -1,8 +1,10 @@
-import type { ClaimReply, ClaimRequest, RefusalCode } from "../wire/messages.js";
+import type { ClaimReply, ClaimRequest, Grant, RefusalCode } from "../wire/messages.js";
 import { nextAssignmentState, type AssignmentState } from "./assignment-states.js";
 import { newClaimToken } from "./claim-token.js";
 import type { PresenceService } from "./presence.js";
+import type { ReceiptLog } from "./receipt-log.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
+import { runTakesWork } from "./run-states.js";
 import type { VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
@@ -26,6 +28,7 @@ export class ClaimService {
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
+    private readonly receipts: ReceiptLog,
     private readonly leaseMs: number,
     private readonly now: () => number = Date.now,
   ) {}
@@ -39,7 +42,7 @@ export class ClaimService {
     if (a.scope !== scope || !executor.bindings.includes(a.binding_id))
       return refused("out_of_scope", `binding '${a.binding_id}' is not served by executor '${req.executor_id}' of scope '${scope}'`);
     const run = await this.runs.get(a.run_id);
-    if (!run || run.value.state !== "active") return refused("run_terminated", `run '${a.run_id}' has ended`);
+    if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
 
     const { token, sha256 } = newClaimToken();
     const claimedAt = this.now();
@@ -59,6 +62,7 @@ export class ClaimService {
     if (outcome.result) return outcome.result;
 
     const granted = outcome.value;
+    const compensates = granted.compensates === null ? undefined : await this.undoing(granted.compensates);
     return {
       status: "granted",
       grant: {
@@ -80,7 +84,15 @@ export class ClaimService {
         claim_token: token,
         generation: granted.generation,
         lease_expires_at: leaseExpiresAt,
+        ...(compensates ? { compensates } : {}),
       },
     };
+  }
+
+  /** What a compensation's handler needs of the write it undoes: its id, operation key and completed result. */
+  private async undoing(originalId: string): Promise<NonNullable<Grant["compensates"]>> {
+    const original = (await this.assignments.get(originalId))?.value;
+    if (!original?.final || original.state !== "completed") throw new Error(`the original '${originalId}' of a compensation is not a completed assignment`);
+    return { assignment_id: original.assignment_id, operation_key: original.operation_key, result: await this.receipts.completedResult(original.final.stream_seq) };
   }
 }

@@ -28,7 +28,7 @@ export class ProjectionStore {
     if (a.state !== "completed" || !a.final) throw new Error(`assignment ${a.assignment_id} is ${a.state}: only a completed one has a projection`);
     const stored = await this.get(a.assignment_id);
     if (stored) return stored;
-    const full = result !== undefined ? result : await this.resultOf(a.final.stream_seq);
+    const full = result !== undefined ? result : await this.receipts.completedResult(a.final.stream_seq);
     const record: ProjectionRecord = {
       assignment_id: a.assignment_id,
       receipt_id: a.final.receipt_id,
@@ -37,11 +37,5 @@ export class ProjectionStore {
     };
     const res = await this.store.create(a.assignment_id, record);
     return res.created ? record : res.existing.value;
-  }
-
-  private async resultOf(seq: number): Promise<unknown> {
-    const receipt = await this.receipts.read(seq);
-    if (receipt.kind !== "completed") throw new Error(`receipt at sequence ${seq} is ${receipt.kind}, not completed`);
-    return receipt.result;
   }
 }

@@ -4,11 +4,14 @@ import { receiptBodyDigest } from "../wire/digest.js";
 import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../wire/messages.js";
 import { nextAssignmentState, type AssignmentEvent } from "./assignment-states.js";
 import { claimTokenMatches } from "./claim-token.js";
+import type { RunEventLog } from "./event-log.js";
 import type { ProgressStore } from "./progress-store.js";
+import { progressEvent } from "./run-events.js";
 import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
 import { storedAnswer } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
+import { runTakesWork } from "./run-states.js";
 import type { VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
@@ -24,6 +27,7 @@ export interface ReceiptInput {
 
 const EVENT_BY_KIND: Readonly<Record<ReceiptKind, AssignmentEvent>> = {
   accepted: "accept",
+  refused: "refuse",
   progress: "progress",
   completed: "complete",
   failed: "fail",
@@ -48,8 +52,11 @@ export class ReceiptProcessor {
       assignments: VersionedStore<AssignmentRecord>;
       index: ReceiptIndex;
       progress: ProgressStore;
+      events: RunEventLog;
       projections: ProjectionStore;
       watchlist: Watchlist;
+      /** How long after `accepted` (and then every so long) a sweeper checks that the executor is still present. */
+      holderCheckMs: number;
       log: Logger;
       now?: () => number;
     },
@@ -116,7 +123,7 @@ export class ReceiptProcessor {
   private async apply(a: AssignmentRecord, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
     const r = input.receipt;
     if (alreadyApplied(a, r.receipt_id)) return this.reapply(a, r, digest);
-    if (!run || run.state !== "active") {
+    if (!runTakesWork(a, run)) {
       // The executor must not start work for an ended run; anything else it sends is kept for audit only.
       if (r.kind === "accepted") return rejected("run_terminated", `run '${a.run_id}' has ended: do not start`);
       return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
@@ -139,7 +146,8 @@ export class ReceiptProcessor {
       return { write: next, result: RECORDED };
     });
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
-    if (res.written && r.kind === "accepted") await this.deps.watchlist.release(a.assignment_id, claim.lease_expires_at);
+    // Confirmed work has no lease; it is watched for its executor's presence instead (detach on expiry).
+    if (res.written && r.kind === "accepted") await this.deps.watchlist.watch(a.assignment_id, this.now() + this.deps.holderCheckMs);
     if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") await this.deps.projections.ensure(res.value, r.result);
     return res.result;
   }
@@ -157,8 +165,10 @@ export class ReceiptProcessor {
       if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
       return { status: "late_ignored", reason: `the assignment is already ${a.state}; the progress is stored in the stream only` };
     }
-    const stored = await this.deps.progress.record({ assignment_id: a.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: this.now() });
+    const entry = { assignment_id: a.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: this.now() };
+    const stored = await this.deps.progress.record(entry);
     if (stored === "conflict") return rejected("progress_conflict", `progress seq ${r.seq} was already reported by another receipt`);
+    if (stored === "created") this.deps.events.publish(progressEvent(a.run_id, entry));
     return RECORDED;
   }
 }
@@ -187,6 +197,8 @@ function refusalFrom(a: AssignmentRecord, kind: ReceiptKind): Verdict {
 
 function outcomeOf(r: Receipt): Outcome {
   switch (r.kind) {
+    case "refused":
+      return { kind: "failed", error: r.error };
     case "failed":
     case "reconciliation_required":
       return { kind: r.kind, error: r.error };

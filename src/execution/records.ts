@@ -89,6 +89,14 @@ export const AssignmentRecord = z
     accepted: AppliedReceipt.nullable(),
     final: AppliedReceipt.nullable(),
     outcome: Outcome.nullable(),
+    /** A business-task cancel was asked for (recorded once; only the executor's receipt ends the task). */
+    task_cancel: z.object({ requested_at: Millis, reason: z.string() }).strict().nullable().default(null),
+    /** On a compensation: the completed write it undoes. A compensation lives outside its run's lifecycle. */
+    compensates: Id.nullable().default(null),
+    /** On a compensated write: its compensation (set once; the original's receipt and projection stay as they are). */
+    compensated_by: Id.nullable().default(null),
+    /** Who settled a `reconciliation_required` assignment over HTTP (its `final` is then the operator receipt). */
+    settled_by: z.object({ operator: z.string(), at: Millis }).strict().nullable().default(null),
     created_at: Millis,
     updated_at: Millis,
   })
@@ -124,7 +132,8 @@ export const PresenceRecord = z
     executor_id: Id,
     scope: Id,
     bindings: z.array(Id),
-    status: z.enum(["online", "detaching"]),
+    /** `detached`: an operator detached it; its heartbeats are refused until this record lapses. */
+    status: z.enum(["online", "detaching", "detached"]),
     in_flight: z.number().int().nonnegative(),
     seen_at: Millis,
   })

@@ -24,3 +24,11 @@ export function renderRunTable(): string {
   const rows = (Object.entries(RUN_TRANSITIONS) as [RunEvent, { from: RunState; to: RunState }][]).map(([event, t]) => `| \`${t.from}\` | \`${event}\` | \`${t.to}\` |`);
   return ["| from | event | to |", "| --- | --- | --- |", ...rows, "", "Terminal: `completed`, `cancelled`."].join("\n");
 }
+
+/**
+ * Whether work on `assignment` may still be claimed and reported: while its run is active, and
+ * always for a compensation (its own operation, asked for after the fact, often after the run ended).
+ */
+export function runTakesWork(assignment: { compensates: string | null }, run: { state: RunState } | null): boolean {
+  return assignment.compensates !== null || run?.state === "active";
+}

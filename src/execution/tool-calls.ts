@@ -71,6 +71,10 @@ export class ToolCallService {
       accepted: null,
       final: null,
       outcome: null,
+      task_cancel: null,
+      compensates: null,
+      compensated_by: null,
+      settled_by: null,
       created_at: now,
       updated_at: now,
     };
