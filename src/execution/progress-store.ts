@@ -10,9 +10,11 @@ import type { VersionedStore } from "./versioned-store.js";
 export class ProgressStore {
   constructor(private readonly store: VersionedStore<ProgressEntry>) {}
 
-  async record(entry: ProgressEntry): Promise<"stored" | "conflict"> {
+  /** `created` the first time, `stored` when the same receipt stored it before, `conflict` for another receipt's seq. */
+  async record(entry: ProgressEntry): Promise<"created" | "stored" | "conflict"> {
     const res = await this.store.create(`${entry.assignment_id}.${entry.seq}`, entry);
-    return res.created || res.existing.value.receipt_id === entry.receipt_id ? "stored" : "conflict";
+    if (res.created) return "created";
+    return res.existing.value.receipt_id === entry.receipt_id ? "stored" : "conflict";
   }
 
   /** All progress of an assignment, by seq. */

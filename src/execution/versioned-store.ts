@@ -40,13 +40,26 @@ export interface BucketAccess {
 /** Bound on waiting for the last entries of a listing (an entry may expire between counting and reading). */
 const LIST_WAIT_MS = 2_000;
 
+/** Told of every value `create` or `mutate` wrote, after the write (never of `put`). */
+export type WriteListener<T> = (key: string, before: T | null, after: T) => void;
+
 export class VersionedStore<T> {
+  private readonly listeners: WriteListener<T>[] = [];
+
   constructor(
     private readonly kv: KV,
     private readonly schema: z.ZodType<T>,
     private readonly access: BucketAccess,
     private readonly maxAttempts = 64,
   ) {}
+
+  /**
+   * Registers a listener for every compare-and-set write. Events derived here cannot be forgotten
+   * by a write site; listeners must not throw (they are called synchronously after the write).
+   */
+  observe(listener: WriteListener<T>): void {
+    this.listeners.push(listener);
+  }
 
   async get(key: string): Promise<Versioned<T> | null> {
     const entry = await this.kv.get(key);
@@ -96,7 +109,9 @@ export class VersionedStore<T> {
   async create(key: string, value: T): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       try {
-        return { created: true, revision: await this.kv.create(key, encode(value)) };
+        const revision = await this.kv.create(key, encode(value));
+        for (const listener of this.listeners) listener(key, null, value);
+        return { created: true, revision };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;
       }
@@ -120,6 +135,7 @@ export class VersionedStore<T> {
       if (decision.write === undefined) return { result: decision.result, value: current.value, written: false };
       try {
         await this.kv.update(key, encode(decision.write), current.revision);
+        for (const listener of this.listeners) listener(key, current.value, decision.write);
         return { result: decision.result, value: decision.write, written: true };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;
