@@ -1,12 +1,10 @@
-import type { NatsConnection } from "@nats-io/transport-node";
 import type { Session } from "../config/schemas.js";
 import { ApiError } from "../http/errors.js";
 import type { Logger } from "../log/logger.js";
-import { encode } from "../wire/codec.js";
 import type { ExecutorControl } from "../wire/messages.js";
-import { subjects } from "../wire/subjects.js";
 import { RUN_END_EVENTS, nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
+import type { ControlChannel } from "./control-channel.js";
 import { newRunId } from "./ids.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
 import { nextRunState, runEventTarget, type RunEvent } from "./run-states.js";
@@ -32,7 +30,7 @@ export class RunService {
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly candidates: CandidateQueue,
     private readonly sessions: SessionLookup,
-    private readonly nc: NatsConnection,
+    private readonly control: ControlChannel,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
   ) {}
@@ -99,7 +97,7 @@ export class RunService {
     await Promise.all(Array.from({ length: Math.min(END_CONCURRENCY, queue.length) }, worker));
     for (const { scope, executorId, ids } of told.values()) {
       const control: ExecutorControl = { type: "run_cancelled", run_id: run.run_id, assignment_ids: ids };
-      this.nc.publish(subjects.executorControl(scope, executorId), encode(control));
+      await this.control.tell(scope, executorId, control, `run_cancelled.${run.run_id}.${scope}.${executorId}.${ids.length}`);
     }
     this.log.info({ run_id: run.run_id, state: run.state, assignments: run.assignment_ids.length, executors_told: told.size }, "run ended");
   }
