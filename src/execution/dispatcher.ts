@@ -27,12 +27,15 @@ export class Dispatcher {
     if (!current || current.value.state !== "pending") return current?.value ?? null;
     const a = current.value;
 
-    const listing = await this.runs.mutate(a.run_id, (run) => {
-      if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
-      if (run.state !== "active") return { result: "run_ended" as const };
-      return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
-    });
-    if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
+    // A compensation is not one of the model's tool calls: it hangs off its original, not the run's list.
+    if (a.compensates === null) {
+      const listing = await this.runs.mutate(a.run_id, (run) => {
+        if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
+        if (run.state !== "active") return { result: "run_ended" as const };
+        return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
+      });
+      if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
+    }
     if (a.candidate_seq !== null) return a;
 
     // Watched before it can be taken: should the executor that takes it vanish without claiming, a sweeper offers it again.

@@ -8,9 +8,16 @@ import { subjects } from "../wire/subjects.js";
 import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
 import { CandidateQueue } from "./candidate-queue.js";
 import { ClaimService } from "./claim-service.js";
+import { CompensationService } from "./compensation.js";
+import { ControlChannel } from "./control-channel.js";
+import { ControlRequestConsumer } from "./control-requests.js";
+import { ExecutorDetacher } from "./detach.js";
 import { Dispatcher } from "./dispatcher.js";
+import { RunEventLog } from "./event-log.js";
 import { HistoryReader } from "./history.js";
 import { LeaseSweeper } from "./lease-sweeper.js";
+import { OperatorDetach } from "./operator-detach.js";
+import { OperatorSettlement } from "./operator-settle.js";
 import { PresenceService } from "./presence.js";
 import { ProgressStore } from "./progress-store.js";
 import { ProjectionStore } from "./projection-store.js";
@@ -20,7 +27,9 @@ import { ReceiptLog } from "./receipt-log.js";
 import { ReceiptProcessor } from "./receipt-processor.js";
 import { AssignmentRecord, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./records.js";
 import { serveRequests } from "./responder.js";
+import { assignmentEvents, runEvents } from "./run-events.js";
 import { RunService } from "./runs.js";
+import { TaskCancelService } from "./task-cancel.js";
 import { ToolCallService } from "./tool-calls.js";
 import { Watchlist } from "./watchlist.js";
 
@@ -39,6 +48,8 @@ export interface ExecutionOptions {
   receiptConcurrency: number;
   /** Replica count of the per-scope consumers made at run time. */
   replicas: number;
+  /** SSE heartbeat comment interval of the run event stream. */
+  eventHeartbeatMs: number;
 }
 
 export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
@@ -49,6 +60,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   reofferAfterMs: 60_000,
   receiptConcurrency: 64,
   replicas: 1,
+  eventHeartbeatMs: 15_000,
 };
 
 /** What the execution path reads from the configuration plane (ConfigStore provides all of it). */
@@ -61,9 +73,15 @@ export interface ConfigReader {
 
 /** The running execution path of one gateway process. */
 export interface Execution {
+  readonly options: ExecutionOptions;
   readonly runs: RunService;
   readonly toolCalls: ToolCallService;
   readonly history: HistoryReader;
+  readonly events: RunEventLog;
+  readonly taskCancel: TaskCancelService;
+  readonly compensation: CompensationService;
+  readonly settlement: OperatorSettlement;
+  readonly detach: OperatorDetach;
   readonly sweeper: LeaseSweeper;
   /** Unsubscribes, stops the consumer and the sweeper; in-flight work finishes or is redelivered. */
   stop(): Promise<void>;
@@ -78,7 +96,8 @@ function presenceTtlMs(definitions: readonly Definition[]): number {
 
 /**
  * Wires the execution path on one NATS connection and starts its NATS side: the claim, presence and
- * receipt-query responders (gateway queue group), the shared receipt consumer and the lease sweeper.
+ * receipt-query responders (gateway queue group), the shared receipt and control-request consumers
+ * and the lease sweeper. Every run and assignment write is told on the run's event stream.
  * The streams and buckets must exist (applied from `streams/` beforehand).
  */
 export async function startExecution(deps: {
@@ -94,17 +113,25 @@ export async function startExecution(deps: {
   const jsm = await jetstreamManager(nc);
   const store = await executionStores(nc);
 
+  const events = new RunEventLog(js, log);
   const runStore = await store("runs", RunRecord);
+  runStore.observe((_key, before, after) => runEvents(before, after).forEach((e) => events.publish(e)));
   const assignmentStore = await store("assignments", AssignmentRecord);
+  assignmentStore.observe((_key, before, after) => assignmentEvents(before, after).forEach((e) => events.publish(e)));
+  const control = new ControlChannel(js);
   const watchlist = new Watchlist(await store("watch", WatchEntry));
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs);
-  const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, presenceTtlMs(deps.definitions));
-  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, options.leaseMs);
+  const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);
+  const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, detacher, presenceTtlMs(deps.definitions));
+  const receiptLog = new ReceiptLog(jsm);
+  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, receiptLog, options.leaseMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
   const progress = new ProgressStore(await store("progress", ProgressEntry));
-  const projections = new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(jsm));
-  const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, projections, watchlist, log });
+  const projections = new ProjectionStore(await store("projections", ProjectionRecord), receiptLog);
+  const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, events, projections, watchlist, holderCheckMs: presence.ttlMs, log });
+  const taskCancel = new TaskCancelService(assignmentStore, control);
+  const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
   const subscriptions: Subscription[] = [
     serveRequests(nc, {
@@ -125,17 +152,26 @@ export async function startExecution(deps: {
   ];
   const consumer = new ReceiptConsumer(nc, js, processor, log, options.receiptConcurrency);
   await consumer.start();
-  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, log, options.sweepIntervalMs);
+  const requests = new ControlRequestConsumer(js, taskCancel, compensation, log);
+  await requests.start();
+  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, presence, detacher, log, options.sweepIntervalMs);
   sweeper.start();
 
   return {
-    runs: new RunService(runStore, assignmentStore, candidates, config, nc, log),
+    options,
+    runs: new RunService(runStore, assignmentStore, candidates, config, control, log),
     toolCalls: new ToolCallService(runStore, assignmentStore, config, dispatcher, watchlist, options.dispatchGraceMs),
     history: new HistoryReader(assignmentStore, projections, progress),
+    events,
+    taskCancel,
+    compensation,
+    settlement: new OperatorSettlement(runStore, assignmentStore, js, projections),
+    detach: new OperatorDetach(presence, detacher, control),
     sweeper,
     async stop() {
       for (const sub of subscriptions) sub.unsubscribe();
       await sweeper.stop();
+      await requests.stop();
       await consumer.stop();
     },
   };

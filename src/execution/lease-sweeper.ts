@@ -1,18 +1,18 @@
 import type { Logger } from "../log/logger.js";
 import { nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
+import type { ExecutorDetacher } from "./detach.js";
 import type { Dispatcher } from "./dispatcher.js";
+import type { PresenceService } from "./presence.js";
 import type { AssignmentRecord } from "./records.js";
+import { requeued } from "./requeue.js";
 import type { VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
-/** Earlier claims kept per assignment (to tell a stale token from a forged one). */
-const PAST_CLAIMS_KEPT = 16;
-
 /**
  * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
- * past their lease (back to the candidates with generation + 1) and finishes creations a crash left
- * undispatched. There is no timer per assignment that dies with its process, and concurrent sweepers
+ * past their lease (back to the candidates with generation + 1), finishes creations a crash left
+ * undispatched, and detaches confirmed work whose executor's presence lapsed. There is no timer per assignment that dies with its process, and concurrent sweepers
  * are safe: each step is a compare-and-set or idempotent.
  */
 export class LeaseSweeper {
@@ -24,6 +24,8 @@ export class LeaseSweeper {
     private readonly watchlist: Watchlist,
     private readonly dispatcher: Dispatcher,
     private readonly candidates: CandidateQueue,
+    private readonly presence: PresenceService,
+    private readonly detacher: ExecutorDetacher,
     private readonly log: Logger,
     private readonly intervalMs: number,
     private readonly now: () => number = Date.now,
@@ -54,10 +56,8 @@ export class LeaseSweeper {
   /** Brings one watched assignment forward; true when it needs no more watching. */
   private async settle(assignmentId: string): Promise<boolean> {
     const expired = await this.assignments.mutate(assignmentId, (a) => {
-      if (a.state !== "claimed" || !a.claim || a.claim.lease_expires_at > this.now()) return { result: false };
-      const to = nextAssignmentState(a.state, "expire_lease")!;
-      const past_claims = [...a.past_claims, a.claim].slice(-PAST_CLAIMS_KEPT);
-      return { write: { ...a, state: to, generation: a.generation + 1, claim: null, past_claims, candidate_seq: null, updated_at: this.now() }, result: true };
+      const next = a.claim && a.claim.lease_expires_at <= this.now() ? requeued(a, "expire_lease", this.now()) : undefined;
+      return next ? { write: next, result: true } : { result: false };
     });
     if (!expired) return true;
     if (expired.result) this.log.info({ assignment_id: assignmentId, generation: expired.value.generation }, "unconfirmed claim expired; back to the candidates");
@@ -67,8 +67,21 @@ export class LeaseSweeper {
       await this.watchlist.watch(assignmentId, a.claim!.lease_expires_at);
       return false;
     }
+    if (a.state === "running") return this.checkHolder(a);
     if (a.state === "pending" && a.candidate_seq !== null && !expired.result) return this.reofferIfTaken(a);
     if (a.state === "pending") await this.dispatcher.dispatch(assignmentId);
+    return true;
+  }
+
+  /** Confirmed work whose executor is still present is looked at again later; otherwise it is detached. */
+  private async checkHolder(a: AssignmentRecord): Promise<boolean> {
+    const holder = a.claim!.executor_id;
+    if (await this.presence.present(a.scope, holder)) {
+      await this.watchlist.watch(a.assignment_id, this.now() + this.presence.ttlMs);
+      return false;
+    }
+    const outcome = await this.detacher.detachOne(a, holder, "gone");
+    if (outcome) this.log.warn({ assignment_id: a.assignment_id, executor_id: holder, outcome }, "executor presence lapsed with confirmed work; detached");
     return true;
   }
 

@@ -26,6 +26,11 @@ export class Watchlist {
     if (got && got.value.due_at === dueAt) await this.store.removeAt(assignmentId, got.revision);
   }
 
+  /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
+  async watchedIds(): Promise<string[]> {
+    return (await this.store.entries()).map((e) => e.value.assignment_id);
+  }
+
   /** Watches whose time has come, with the revision each was read at. */
   async due(now: number): Promise<Array<{ entry: WatchEntry; revision: number }>> {
     const all = await this.store.entries();
