@@ -16,6 +16,8 @@ export interface HistoryEntry {
   context_preview: ContextPreview | null;
   /** Error or reason of a failed, cancelled or reconciliation_required call (not budgeted: protocol-protected). */
   outcome: Exclude<Outcome, { kind: "completed" }> | null;
+  /** The compensation that undoes this completed write (its own assignment); the projection above stays as it was. */
+  compensated_by: string | null;
   created_at: number;
 }
 
@@ -32,6 +34,10 @@ export interface AssignmentView extends HistoryEntry {
   accepted_receipt_id: string | null;
   final_receipt_id: string | null;
   progress: Array<Pick<ProgressEntry, "seq" | "progress" | "at">>;
+  /** On a compensation: the completed write it undoes. */
+  compensates: string | null;
+  task_cancel: AssignmentRecord["task_cancel"];
+  settled_by: AssignmentRecord["settled_by"];
   updated_at: number;
 }
 
@@ -68,6 +74,9 @@ export class HistoryReader {
       accepted_receipt_id: a.accepted?.receipt_id ?? null,
       final_receipt_id: a.final?.receipt_id ?? null,
       progress: progress.map(({ seq, progress: p, at }) => ({ seq, progress: p, at })),
+      compensates: a.compensates,
+      task_cancel: a.task_cancel,
+      settled_by: a.settled_by,
       updated_at: a.updated_at,
     };
   }
@@ -98,6 +107,7 @@ export class HistoryReader {
       state: a.state,
       context_preview: projection?.context_preview ?? null,
       outcome: a.outcome && a.outcome.kind !== "completed" ? a.outcome : null,
+      compensated_by: a.compensated_by,
       created_at: a.created_at,
     };
   }

@@ -39,6 +39,7 @@ const historyEntryShape = {
   state: z.enum(ASSIGNMENT_STATES),
   context_preview: contextPreviewSchema.nullable().describe("The stored projection of the first completed receipt, computed once"),
   outcome: OutcomeSchema.nullable(),
+  compensated_by: Id.nullable().describe("The compensation undoing this completed write; this entry's projection stays as it was"),
   created_at: Millis,
 };
 const HistoryEntrySchema = z.object(historyEntryShape).meta({ id: "HistoryEntry" });
@@ -57,6 +58,9 @@ const AssignmentSchema = z
     accepted_receipt_id: Id.nullable(),
     final_receipt_id: Id.nullable(),
     progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: Millis })),
+    compensates: Id.nullable().describe("On a compensation: the completed write it undoes"),
+    task_cancel: z.object({ requested_at: Millis, reason: z.string() }).nullable().describe("A business-task cancel was requested; the executor's receipt decides the outcome"),
+    settled_by: z.object({ operator: z.string(), at: Millis }).nullable().describe("The operator who settled it from reconciliation_required"),
     updated_at: Millis,
   })
   .meta({ id: "Assignment" });
@@ -70,11 +74,12 @@ const CreateToolCallSchema = z
   })
   .meta({ id: "CreateToolCall" });
 
-const RunParams = z.object({ run_id: Id });
+export { AssignmentSchema, RunSchema };
+export const RunParams = z.object({ run_id: Id });
 
-/** The runtime API of the execution path. Every route is scoped to the agent of the run it touches. */
-export function executionRoutes(execution: Execution, sessions: { getSession(id: string): Promise<{ agent: string } | null> }): RouteDef[] {
-  const runAgent = async (runId: string): Promise<string | undefined> => {
+/** The agent of a run (the agent scope of every runtime route), undefined when there is no such run. */
+export function runAgentOf(execution: Execution): (runId: string) => Promise<string | undefined> {
+  return async (runId) => {
     try {
       return (await execution.runs.get(runId)).agent;
     } catch (err) {
@@ -82,6 +87,21 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       throw err;
     }
   };
+}
+
+/** The agent scope of an assignment route: its run's agent. */
+export function assignmentAgentOf(execution: Execution): (assignmentId: string) => Promise<string | undefined> {
+  const runAgent = runAgentOf(execution);
+  return async (assignmentId) => {
+    const runId = await execution.history.runIdOf(assignmentId);
+    return runId === undefined ? undefined : runAgent(runId);
+  };
+}
+
+/** The runtime API of the execution path. Every route is scoped to the agent of the run it touches. */
+export function executionRoutes(execution: Execution, sessions: { getSession(id: string): Promise<{ agent: string } | null> }): RouteDef[] {
+  const runAgent = runAgentOf(execution);
+  const assignmentAgent = assignmentAgentOf(execution);
   return [
     defineRoute({
       id: "createRun",
@@ -134,10 +154,7 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       permissions: ["runtime:read"],
       params: z.object({ assignment_id: Id }),
       response: AssignmentSchema,
-      agentScope: async ({ params }) => {
-        const runId = await execution.history.runIdOf(params.assignment_id);
-        return runId === undefined ? undefined : runAgent(runId);
-      },
+      agentScope: ({ params }) => assignmentAgent(params.assignment_id),
       handler: ({ params }) => execution.history.assignment(params.assignment_id),
     }),
     defineRoute({

@@ -6,6 +6,7 @@ import { ConfigStore } from "../config/config-store.js";
 import { configRoutes } from "../config/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
 import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
+import { operationRoutes } from "../execution/operation-routes.js";
 import { executionRoutes } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
@@ -100,7 +101,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     };
     const routes: RouteDef[] = [];
     const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
-    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...operationRoutes(execution), ...(options.routes ?? []).flatMap((f) => f(ctx)));
 
     const app = createHttpApp({ logger });
     registerRoutes(app, routes, identities);

@@ -53,7 +53,10 @@ export function buildOpenApi(routes: readonly RouteDef[], info: { title: string;
       parameters: [...parameters(route.params, "path"), ...parameters(route.query, "query")],
       ...(route.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(route.body, "input") } } } } : {}),
       responses: {
-        [String(route.status ?? 200)]: { description: "Success", content: { "application/json": { schema: jsonSchema(route.response, "output") } } },
+        [String(route.status ?? 200)]: {
+          description: route.stream === "sse" ? "Server-Sent Events; each event's data is this schema" : "Success",
+          content: { [route.stream === "sse" ? "text/event-stream" : "application/json"]: { schema: jsonSchema(route.response, "output") } },
+        },
         ...errors,
       },
     };

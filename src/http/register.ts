@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import { zodDetails } from "../validation/details.js";
 import { ApiError, type ErrorDetail } from "./errors.js";
+import { EventStream, sendEventStream } from "./event-stream.js";
 import type { Identity, IdentityRegistry } from "./identities.js";
 import { fastifyPath, type RouteDef, type RouteRequest } from "./route.js";
 
@@ -45,13 +46,17 @@ function handle(route: RouteDef) {
     if (route.check) details.push(...(await route.check(request.body)));
     if (details.length > 0) throw ApiError.validation(details);
 
-    const req: RouteRequest<unknown, unknown, unknown> = { params, query, body, identity: request.identity as Identity, log: request.log };
+    const gone = new AbortController();
+    reply.raw.once("close", () => gone.abort());
+    const req: RouteRequest<unknown, unknown, unknown> = { params, query, body, identity: request.identity as Identity, headers: request.headers, signal: gone.signal, log: request.log };
     if (route.agentScope) {
       const agent = await route.agentScope(req as never);
       if (agent !== undefined && !req.identity.inScope(agent))
         throw new ApiError(403, "agent_out_of_scope", `identity '${req.identity.name}' is not scoped to agent '${agent}'`);
     }
     const result = await route.handler(req as never);
+    if ((route.stream === "sse") !== result instanceof EventStream) throw new Error(`route ${route.id}: the handler's result does not match its declared response type`);
+    if (result instanceof EventStream) return sendEventStream(reply, result, route.response);
     reply.code(route.status ?? 200);
     return route.response.parse(result);
   };

@@ -1,6 +1,8 @@
+import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
 import { z } from "zod";
 import type { ErrorDetail } from "./errors.js";
+import type { EventStream } from "./event-stream.js";
 import type { Identity, Permission } from "./identities.js";
 
 type Obj = z.ZodObject;
@@ -12,6 +14,9 @@ export interface RouteRequest<P, Q, B> {
   query: Q;
   body: B;
   identity: Identity;
+  headers: IncomingHttpHeaders;
+  /** Aborts when the client goes away (what ends an event stream). */
+  signal: AbortSignal;
   log: FastifyBaseLogger;
 }
 
@@ -30,7 +35,10 @@ export interface RouteDef<P extends Obj | undefined = Obj | undefined, Q extends
   params?: P;
   query?: Q;
   body?: B;
+  /** The response body; for `stream: "sse"` the data of one event. */
   response: R;
+  /** `sse`: the handler returns an `EventStream`, served as `text/event-stream`. */
+  stream?: "sse";
   /** Success status, 200 unless given (201 for creations). */
   status?: number;
   /** The caller needs any one of these; `public` routes need no identity at all. */
@@ -43,7 +51,7 @@ export interface RouteDef<P extends Obj | undefined = Obj | undefined, Q extends
   agentScope?: (req: RouteRequest<Infer<P>, Infer<Q>, Infer<B>>) => string | undefined | Promise<string | undefined>;
   /** Rules beyond the body schema, run on the raw body so they are reported with the schema's errors. */
   check?: (rawBody: unknown) => Promise<ErrorDetail[]>;
-  handler: (req: RouteRequest<Infer<P>, Infer<Q>, Infer<B>>) => Promise<z.input<R>>;
+  handler: (req: RouteRequest<Infer<P>, Infer<Q>, Infer<B>>) => Promise<z.input<R> | EventStream>;
 }
 
 /** Identity function that makes TypeScript infer a route's schema types for its handler. */
