@@ -9,6 +9,7 @@ export {
   type Authorize,
   type AuthorizeDecision,
   type AuthorizeRequest,
+  type CompensationContext,
   type ReconcileOutcome,
   type ToolContext,
   type ToolDefinition,

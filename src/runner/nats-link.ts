@@ -1,5 +1,5 @@
 import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { jetstream, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
+import { DeliverPolicy, jetstream, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { decode, encode, MalformedMessageError } from "../wire/codec.js";
 import {
@@ -25,10 +25,6 @@ export interface CandidateDelivery {
   release(delayMs: number): void;
 }
 
-export interface LinkHandlers {
-  answer(answer: ReceiptAnswer): void;
-  control(message: ExecutorControl): void;
-}
 
 /**
  * The runner's side of the wire contract (`src/wire/`): every subject it touches and every message it
@@ -38,6 +34,7 @@ export class NatsLink {
   private readonly js: JetStreamClient;
   private readonly subscriptions: Subscription[] = [];
   private fetch: ConsumerMessages | undefined;
+  private control: { consumer: { delete(): Promise<boolean> }; messages: ConsumerMessages } | undefined;
 
   private constructor(
     readonly nc: NatsConnection,
@@ -65,10 +62,33 @@ export class NatsLink {
     return new NatsLink(nc, !given, scope, executorId, requestTimeoutMs, logger);
   }
 
-  /** Subscribes to this executor's answers and control messages. */
-  listen(handlers: LinkHandlers): void {
-    this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswer, handlers.answer);
-    this.subscribe(subjects.executorControl(this.scope, this.executorId), ExecutorControl, handlers.control);
+  /** Subscribes to this executor's receipt answers. */
+  listen(answer: (answer: ReceiptAnswer) => void): void {
+    this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswer, answer);
+  }
+
+  /**
+   * Follows this executor's control messages in `TG_CONTROL` from `since` on (an ordered consumer: in
+   * order, no gaps, resumed across reconnects), so a message sent while it was away is not lost.
+   * `sentAt` is the server's time of the message.
+   */
+  async followControl(since: Date, handle: (message: ExecutorControl, sentAt: number) => void): Promise<void> {
+    const consumer = await this.js.consumers.get(STREAMS.control, {
+      filter_subjects: subjects.executorControl(this.scope, this.executorId),
+      deliver_policy: DeliverPolicy.StartTime,
+      opt_start_time: since.toISOString(),
+    });
+    const messages = await consumer.consume();
+    this.control = { consumer, messages };
+    void (async () => {
+      for await (const m of messages) {
+        try {
+          handle(decode(ExecutorControl, m.data), Math.floor(m.info.timestampNanos / 1e6));
+        } catch (err) {
+          this.logger.warn({ err, subject: m.subject }, "control message dropped");
+        }
+      }
+    })();
   }
 
   heartbeat(message: PresenceHeartbeat): Promise<PresenceReply> {
@@ -124,6 +144,11 @@ export class NatsLink {
 
   async close(): Promise<void> {
     this.stopPulling();
+    if (this.control) {
+      await this.control.messages.close();
+      // Ordered consumers outlive their reader by minutes unless deleted.
+      await this.control.consumer.delete().catch(() => undefined);
+    }
     for (const sub of this.subscriptions) sub.unsubscribe();
     if (this.ownsConnection && !this.nc.isClosed()) await this.nc.drain();
   }

@@ -5,7 +5,7 @@ import type { ReceiptKind, ReceiptStatus } from "../wire/messages.js";
  *
  *   (grant) ──▶ accepting ──confirm──▶ confirmed ──start──▶ running ──report──▶ reporting ──settle──▶ settled
  *      │            └──refuse──▶ refused       └──report──────────────────────────▲   └──await──▶ awaiting_reconciliation
- *      └── refusal (digest, arguments, authorize): accepted + failed saved ──▶ reporting   └──reconcile──┘
+ *      └── refusal (digest, arguments, authorize): `refused` saved ──▶ reporting            └──reconcile──┘
  *
  * `running` is written *before* the handler is called: after a crash, `confirmed` proves the
  * handler never started (safe to start it), `running` means side effects may exist.
@@ -58,11 +58,9 @@ export function transition(from: Phase, event: PhaseEvent): { from: Phase; to: P
  * A rejected final receipt settles too: resending the same body cannot change the verdict, and the
  * answer stays on the receipt in the store for the operator.
  */
-export function answerChange(kind: ReceiptKind, status: Exclude<ReceiptStatus, "pending">, phase: Phase): { from: Phase; to: Phase } | undefined {
+export function answerChange(kind: ReceiptKind, status: Exclude<ReceiptStatus, "pending">): { from: Phase; to: Phase } | undefined {
   switch (kind) {
     case "accepted":
-      // A refused grant is saved `reporting` with `accepted` and `failed`: its `accepted` moves nothing.
-      if (phase === "reporting") return undefined;
       // Only an explicit `recorded` allows side effects (the outbox resolves a `duplicate` first).
       return transition("accepting", status === "recorded" ? "confirm" : "refuse");
     case "progress":

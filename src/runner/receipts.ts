@@ -10,7 +10,11 @@ export type FinalReport =
   | { kind: "reconciliation_required"; error: { code: string; message: string } };
 
 /** What one receipt carries besides its envelope. */
-export type ReceiptContent = { kind: "accepted"; operation_key: string } | { kind: "progress"; seq: number; progress: unknown } | FinalReport;
+export type ReceiptContent =
+  | { kind: "accepted"; operation_key: string }
+  | { kind: "refused"; error: { code: string; message: string } }
+  | { kind: "progress"; seq: number; progress: unknown }
+  | FinalReport;
 
 const MAX_ID = 128;
 const CODE_MAX = 128;
@@ -49,6 +53,7 @@ export function wireReceipt(saved: OutboxReceipt, claimToken: string, replayed: 
 
 function bounded(content: ReceiptContent): ReceiptContent {
   switch (content.kind) {
+    case "refused":
     case "failed":
     case "reconciliation_required":
       return { kind: content.kind, error: { code: clip(content.error.code, CODE_MAX), message: clip(content.error.message, TEXT_MAX) } };

@@ -64,6 +64,11 @@ interface ActiveClaim {
   handler?: Promise<void>;
 }
 
+/** Control messages are read from a little before the oldest open claim (clocks of executor and server differ). */
+const CONTROL_CATCH_UP_SLACK_MS = 60_000;
+/** How far the server's clock (a control message's time) may be behind this process's. */
+const CLOCK_SKEW_MS = 5_000;
+
 /** A claim refusal worth another try later (the candidate goes back to the scope). */
 const RETRYABLE_CLAIM_REFUSALS: ReadonlySet<RefusalCode> = new Set(["executor_offline", "too_many_claims"]);
 
@@ -87,6 +92,7 @@ export class ToolRunner {
   private link!: NatsLink;
   private outbox!: Outbox;
   private loops: Promise<void>[] = [];
+  private startedAt = 0;
 
   constructor(private readonly options: ToolRunnerOptions) {
     Id.parse(options.executorId);
@@ -107,6 +113,7 @@ export class ToolRunner {
     if (this.tools.has(name)) throw new Error(`tool '${name}' is already registered`);
     Id.parse(definition.bindingId);
     if (definition.kind !== "read" && definition.kind !== "write") throw new Error(`tool '${name}': kind must be "read" or "write"`);
+    if (definition.compensate && definition.kind !== "write") throw new Error(`tool '${name}': only a write tool has something to compensate`);
     this.tools.set(name, { ...(definition as ToolDefinition<unknown>), name });
     return this;
   }
@@ -123,9 +130,13 @@ export class ToolRunner {
     const { natsUrl, nc, scope, executorId } = this.options;
     this.link = await NatsLink.open({ ...(natsUrl ? { natsUrl } : {}), ...(nc ? { nc } : {}), scope, executorId, requestTimeoutMs: this.timing.requestTimeoutMs, logger: this.logger });
     this.outbox = new Outbox(this.store, this.link, this.timing, this.logger, (receipt, answer) => this.onAnswered(receipt, answer));
-    this.link.listen({ answer: (a) => this.outbox.handleAnswer(a), control: (c) => this.onControl(c) });
+    this.link.listen((a) => this.outbox.handleAnswer(a));
     await this.heartbeat();
-    await this.recover();
+    const open = await this.store.listOpen();
+    await this.recover(open);
+    // From the oldest claim still open: what was sent while this executor was away reaches it now.
+    this.startedAt = Date.now();
+    await this.link.followControl(new Date(Math.min(this.startedAt, ...open.map((a) => a.createdAt)) - CONTROL_CATCH_UP_SLACK_MS), (c, sentAt) => this.onControl(c, sentAt));
     this.loops = [this.presenceLoop(), this.pullLoop()];
     this.logger.info({ executor_id: executorId, scope, tools: [...this.tools.keys()] }, "tool runner started");
   }
@@ -215,8 +226,8 @@ export class ToolRunner {
    * started its handler, so it starts now; `running` may have side effects: a write is reported
    * `reconciliation_required`, never rerun; a read (no side effects by contract) runs again.
    */
-  private async recover(): Promise<void> {
-    for (const local of await this.store.listOpen()) {
+  private async recover(open: readonly LocalAssignment[]): Promise<void> {
+    for (const local of open) {
       if (local.phase === "awaiting_reconciliation") continue;
       const receipts = await this.store.listReceipts(local);
       this.outbox.markReplays(receipts);
@@ -315,8 +326,8 @@ export class ToolRunner {
 
   /**
    * From a grant to `accepted`: check it, ask the product, save the claim with its first receipt,
-   * send. A refusal (digest, arguments, authorize) is saved as `accepted` followed by `failed`, in
-   * the `reporting` phase: its `accepted` confirms nothing locally and no handler ever runs for it.
+   * send. A refusal (digest, arguments, authorize, no compensate handler) is saved as a `refused`
+   * receipt instead, in the `reporting` phase: no `accepted` is ever sent and no handler ever runs.
    */
   private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool): Promise<void> {
     if (grant.assignment_id !== candidate.assignment_id || grant.executor_id !== this.executorId || grant.tool_name !== candidate.tool_name || grant.binding_id !== candidate.binding_id) {
@@ -335,12 +346,9 @@ export class ToolRunner {
       }
       const now = Date.now();
       const local: LocalAssignment = { assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: refusal ? "reporting" : "accepting", createdAt: now, updatedAt: now };
-      const receipts = [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, now)];
-      if (refusal) {
-        receipts.push(buildReceipt(grant, { kind: "failed", error: refusal }, now));
-        this.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
-      }
-      await this.store.createAssignment(local, receipts);
+      const first = refusal ? buildReceipt(grant, { kind: "refused", error: refusal }, now) : buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, now);
+      if (refusal) this.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
+      await this.store.createAssignment(local, [first]);
       this.outbox.kick(grant);
     } catch (err) {
       this.untrack(grant.assignment_id);
@@ -351,6 +359,7 @@ export class ToolRunner {
   /** Why a grant must be refused, or undefined when it may be accepted. */
   private async vet(grant: Grant, tool: RegisteredTool): Promise<{ code: string; message: string } | undefined> {
     if (grant.tool_kind !== tool.kind) return { code: "tool_kind_mismatch", message: `the grant says ${grant.tool_kind}, the executor registered ${tool.kind}` };
+    if (grant.compensates && !tool.compensate) return { code: "compensation_unsupported", message: `tool '${tool.name}' has no compensate handler in this executor` };
     let digest: string | undefined;
     try {
       digest = argumentDigest(grant.arguments);
@@ -377,13 +386,14 @@ export class ToolRunner {
 
   private async onAnswered(receipt: OutboxReceipt, answer: StoredAnswer): Promise<void> {
     const local = await this.store.getAssignment(receipt.assignmentId);
-    const change = local && local.generation === receipt.generation ? answerChange(receipt.kind, answer.status, local.phase) : undefined;
+    const change = local && local.generation === receipt.generation ? answerChange(receipt.kind, answer.status) : undefined;
     await this.store.recordAnswer(receipt.receiptId, answer, change);
     const log = { receipt_id: receipt.receiptId, kind: receipt.kind, status: answer.status, code: answer.code, reason: answer.reason };
     if (answer.status === "rejected") this.logger.warn(log, "receipt rejected by the gateway");
     else this.logger.debug(log, "receipt answered");
     const claim = this.active.get(receipt.assignmentId);
-    if (answer.status === "late_ignored") claim?.abort.abort(new CancelRequested("run_cancelled", "the run is terminated"));
+    // Whatever the answer, learning that the run ended stops the handler (a missed control message included).
+    if (answer.code === "run_terminated") claim?.abort.abort(new CancelRequested("run_cancelled", "the run is terminated"));
     if (!claim || !change) return;
     if (change.to === "confirmed") await this.startHandler(claim.grant, "confirmed", []);
     else if (change.to !== "reporting") this.untrack(receipt.assignmentId);
@@ -414,9 +424,11 @@ export class ToolRunner {
   }
 
   private async runHandler(grant: Grant, tool: RegisteredTool, args: unknown, signal: AbortSignal, progress: ProgressReporter): Promise<void> {
-    const [outcome] = await Promise.allSettled([
-      (async () => tool.handler({ arguments: args, grant: toolGrant(grant), signal, progress: (data) => progress.report(data) }))(),
-    ]);
+    const ctx = { arguments: args, grant: toolGrant(grant), signal, progress: (data: unknown) => progress.report(data) };
+    const { compensates } = grant;
+    // A compensation runs the tool's `compensate` (vetted before `accepted`), never its handler.
+    const run = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
+    const [outcome] = await Promise.allSettled([(async () => run())()]);
     await progress.close();
     await this.report(grant, finalReceipt(grant, reportOf(outcome!), Date.now()), "running");
   }
@@ -435,7 +447,7 @@ export class ToolRunner {
     }
   }
 
-  private onControl(message: ExecutorControl): void {
+  private onControl(message: ExecutorControl, sentAt: number): void {
     this.logger.info({ control: message }, "control message");
     switch (message.type) {
       case "run_cancelled":
@@ -445,10 +457,8 @@ export class ToolRunner {
         this.active.get(message.assignment_id)?.abort.abort(new CancelRequested("task_cancel_requested", message.reason));
         return;
       case "detach_requested":
-        if (message.executor_id === this.executorId) void this.detach();
-        return;
-      case "compensation_requested":
-        // A compensation is its own assignment with its own grant; it arrives as a candidate.
+        // Addressed to the process that was running then: a restart is a fresh attach, not a replay of it.
+        if (message.executor_id === this.executorId && sentAt >= this.startedAt - CLOCK_SKEW_MS) void this.detach();
         return;
     }
   }

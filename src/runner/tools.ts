@@ -21,6 +21,12 @@ export interface ToolContext<A = unknown> {
   progress(data: unknown): Promise<void>;
 }
 
+/** What a write tool's `compensate` handler gets: the assignment of the compensation, and what it undoes. */
+export interface CompensationContext<A = unknown> extends ToolContext<A> {
+  /** The completed write to undo: its assignment id, operation key and completed result. */
+  readonly compensates: NonNullable<Grant["compensates"]>;
+}
+
 export interface ToolDefinition<A = unknown> {
   /** Must match the tool's kind in the grant; a mismatch is refused before anything runs. */
   kind: "read" | "write";
@@ -32,6 +38,12 @@ export interface ToolDefinition<A = unknown> {
    * For a write tool, use `ctx.grant.operation_key` as the idempotency key in your own system.
    */
   handler(ctx: ToolContext<A>): unknown;
+  /**
+   * Write tools: undoes a completed call (a compensation, its own assignment with the operation key
+   * `<original>/compensate`). Same outcome model as `handler`; the arguments are the original's.
+   * Without it, compensations of this tool are refused (`compensation_unsupported`).
+   */
+  compensate?(ctx: CompensationContext<A>): unknown;
   /** Parses the arguments before `authorize` (a zod schema fits); a throw refuses with `invalid_arguments`. */
   arguments?: { parse(value: unknown): A };
 }

@@ -57,11 +57,12 @@ describe("local assignment phases", () => {
   });
 
   it("confirms only on an explicit recorded answer to accepted", () => {
-    expect(answerChange("accepted", "recorded", "accepting")?.to).toBe("confirmed");
-    for (const status of ["duplicate", "late_ignored", "rejected"] as const) expect(answerChange("accepted", status, "accepting")?.to).toBe("refused");
-    expect(answerChange("progress", "rejected", "running")).toBeUndefined();
-    expect(answerChange("reconciliation_required", "recorded", "reporting")?.to).toBe("awaiting_reconciliation");
-    expect(answerChange("reconciliation_required", "late_ignored", "reporting")?.to).toBe("settled");
-    expect(answerChange("completed", "rejected", "reporting")?.to).toBe("settled");
+    expect(answerChange("accepted", "recorded")?.to).toBe("confirmed");
+    for (const status of ["duplicate", "late_ignored", "rejected"] as const) expect(answerChange("accepted", status)?.to).toBe("refused");
+    expect(answerChange("progress", "rejected")).toBeUndefined();
+    expect(answerChange("reconciliation_required", "recorded")?.to).toBe("awaiting_reconciliation");
+    expect(answerChange("reconciliation_required", "late_ignored")?.to).toBe("settled");
+    expect(answerChange("completed", "rejected")?.to).toBe("settled");
+    expect(answerChange("refused", "recorded")?.to).toBe("settled");
   });
 });

@@ -88,6 +88,14 @@ describe("ToolRunner against the real gateway", () => {
       return states.has(a.state) ? a : undefined;
     });
 
+  /** A refusal is one `refused` receipt (`claimed --refuse--> failed`): no `accepted` ever left the executor. */
+  async function expectRefusedWithoutAccepted(assignmentId: string, a: { accepted_receipt_id: string | null; final_receipt_id: string | null }): Promise<void> {
+    expect(a.accepted_receipt_id).toBeNull();
+    expect(a.final_receipt_id).toBe(`${assignmentId}_g0_refused`);
+    const local = await until("local settle", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined));
+    expect(local!.receipts.map((r) => [r.kind, r.answer?.status])).toEqual([["refused", "recorded"]]);
+  }
+
   it("runs a read tool end to end: grant, accepted, ordered progress, completed, projection in history", async () => {
     const { runId, assignmentId } = await toolCall("tasks.read", { cursor: "page-1" });
     const a = await settled(assignmentId);
@@ -133,6 +141,7 @@ describe("ToolRunner against the real gateway", () => {
     expect(a.state).toBe("failed");
     expect(a.outcome.error.code).toBe("authorization_refused");
     expect(handlerCalls).not.toContain(assignmentId);
+    await expectRefusedWithoutAccepted(assignmentId, a);
   });
 
   it("refuses tampered arguments (digest mismatch) before authorize and the handler", async () => {
@@ -143,6 +152,7 @@ describe("ToolRunner against the real gateway", () => {
       expect(a.state).toBe("failed");
       expect(a.outcome.error.code).toBe("argument_digest_mismatch");
       expect(handlerCalls).not.toContain(assignmentId);
+      await expectRefusedWithoutAccepted(assignmentId, a);
     } finally {
       tamper = false;
     }
