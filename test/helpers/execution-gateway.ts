@@ -1,6 +1,7 @@
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
+import { loadDefinitions, type Definition } from "../../src/streams/index.js";
 import { ADMIN_KEY, admin, startTestGateway } from "./gateway.js";
 
 export { ADMIN_KEY };
@@ -15,8 +16,9 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
-  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution });
+export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, definitions?: Definition[]): Promise<TestGateway> {
+  const identities = [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read" as const, "runtime:write" as const] }];
+  const gateway = await startTestGateway(natsUrl, identities, { execution, ...(definitions ? { definitions } : {}) });
   const baseUrl = await gateway.listen();
   return {
     gateway,
@@ -64,4 +66,9 @@ export async function seedSession(store: ConfigStore, opts: { scope: string; age
   const agentVersion = await store.publishAgentVersion(opts.agent, { toolset, toolset_version: version, max_context_tokens: 100_000 });
   const session = await store.createSession({ agent_version: agentVersion.agent_version, subject: opts.subject ?? "user-1" });
   return session.session_id;
+}
+
+/** The package's `streams/` with a shorter presence TTL, so presence expiry is observable in a test. */
+export function definitionsWithPresenceTtl(ttlMs: number): Definition[] {
+  return loadDefinitions().map((d) => (d.kind === "kv" && d.bucket === "tg_presence" ? { ...d, ttl_ms: ttlMs } : d));
 }

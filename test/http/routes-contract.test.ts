@@ -7,6 +7,8 @@ import { dryRunRoutes } from "../../src/dryrun/route.js";
 import { systemRoutes } from "../../src/http/system-routes.js";
 import type { Execution } from "../../src/execution/execution.js";
 import { executionRoutes } from "../../src/execution/routes.js";
+import { operationRoutes } from "../../src/execution/operation-routes.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -23,7 +25,7 @@ interface Sample {
 }
 let sessionId = "";
 /** Runtime ids made in beforeAll: a run with a tool call, and one run each to complete and to cancel. */
-const rt = { run: "", assignment: "", toComplete: "", toCancel: "" };
+const rt = { run: "", assignment: "", toComplete: "", toCancel: "", running: "", completedWrite: "", unknownOutcome: "" };
 const samples: Record<string, () => Sample> = {
   healthz: () => ({}),
   readyz: () => ({}),
@@ -47,6 +49,11 @@ const samples: Record<string, () => Sample> = {
   getRunHistory: () => ({ params: { run_id: rt.run } }),
   completeRun: () => ({ params: { run_id: rt.toComplete } }),
   cancelRun: () => ({ params: { run_id: rt.toCancel } }),
+  getRunEvents: () => ({ params: { run_id: rt.run }, query: { after: "0" } }),
+  cancelTask: () => ({ params: { assignment_id: rt.running }, body: { reason: "the user changed their mind" } }),
+  compensate: () => ({ params: { assignment_id: rt.completedWrite } }),
+  reconcileAssignment: () => ({ params: { assignment_id: rt.unknownOutcome }, body: { outcome: "completed", result: { found: true } } }),
+  detachExecutor: () => ({ params: { executor_id: "exec-gone" }, body: { scope: "tasks-product" } }),
   dryRunTool: () => ({ body: { agent_version: "bot.1", tool_name: "tasks.read", arguments: { cursor: "c" }, mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { ok: true } }] } }),
 };
 
@@ -61,6 +68,7 @@ const declared: RouteDef[] = [
   ...configRoutes({} as ConfigStore),
   ...dryRunRoutes({} as ConfigStore),
   ...executionRoutes({} as Execution, {} as ConfigStore),
+  ...operationRoutes({} as Execution),
 ];
 const lacking = (route: RouteDef): IdentityConfig => ({
   name: `lacks-${route.id}`,
@@ -74,9 +82,17 @@ const scoped: IdentityConfig = { name: "bot-only", key: "bot-only-key-0123456789
 describe("route contract: auth matrix and OpenAPI", () => {
   let nats: TestNats;
   let gw: Gateway;
-  const send = (route: RouteDef, headers: Record<string, string> = {}) => {
+  let baseUrl: string;
+  let executor: ProtocolExecutor;
+  const send = async (route: RouteDef, headers: Record<string, string> = {}): Promise<{ statusCode: number; body: string; json(): any }> => {
     const sample = samples[route.id]!();
-    return gw.app.inject({ method: route.method, url: url(route, sample), headers, ...(sample.body !== undefined ? { payload: sample.body as object } : {}) });
+    if (route.stream !== "sse") return gw.app.inject({ method: route.method, url: url(route, sample), headers, ...(sample.body !== undefined ? { payload: sample.body as object } : {}) });
+    // An event stream never ends by itself: take its status and leave.
+    const leave = new AbortController();
+    const res = await fetch(baseUrl + url(route, sample), { headers, signal: leave.signal });
+    const body = res.ok ? "" : await res.text();
+    leave.abort();
+    return { statusCode: res.status, body, json: () => JSON.parse(body) };
   };
 
   beforeAll(async () => {
@@ -90,8 +106,36 @@ describe("route contract: auth matrix and OpenAPI", () => {
     const newRun = async () => (await gw.app.inject({ method: "POST", url: `/v1/sessions/${sessionId}/runs`, headers: h })).json().run_id as string;
     [rt.run, rt.toComplete, rt.toCancel] = [await newRun(), await newRun(), await newRun()];
     rt.assignment = (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.run}/tool-calls`, headers: h, payload: { tool_name: "tasks.read", arguments: {} } })).json().assignment.assignment_id;
+    baseUrl = await gw.listen();
+    await seedOperationTargets(h);
   });
+
+  /** A running read, a completed write and a write of unknown outcome, driven over the wire by a protocol executor. */
+  async function seedOperationTargets(h: Record<string, string>): Promise<void> {
+    await gw.app.inject({ method: "POST", url: "/v1/bindings", headers: h, payload: { binding_id: "binding_write", executor_scope: "tasks-product", tool_kind: "write" } });
+    const write = { ...tasksRead, name: "tasks.create", binding_id: "binding_write", description: "Create a task" };
+    await gw.app.inject({ method: "POST", url: "/v1/toolsets/ops/versions", headers: h, payload: { version: "v1", tools: [tasksRead, write] } });
+    const agentVersion = (await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "ops", toolset_version: "v1", max_context_tokens: 1000 } })).json().agent_version;
+    const session = (await gw.app.inject({ method: "POST", url: "/v1/sessions", headers: h, payload: { agent_version: agentVersion, subject: "u" } })).json().session_id;
+    const run = (await gw.app.inject({ method: "POST", url: `/v1/sessions/${session}/runs`, headers: h })).json().run_id;
+    executor = new ProtocolExecutor(gw.nc, "tasks-product", "exec-contract", ["binding_example", "binding_write"]);
+    await executor.heartbeat();
+    const drive = async (tool: string, final?: Parameters<ProtocolExecutor["receipt"]>[1]): Promise<string> => {
+      const id = (await gw.app.inject({ method: "POST", url: `/v1/runs/${run}/tool-calls`, headers: h, payload: { tool_name: tool, arguments: {} } })).json().assignment.assignment_id;
+      const candidate = await executor.pullFor(id);
+      const reply = await executor.claim(id, candidate.generation);
+      if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+      await executor.send(executor.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }));
+      if (final) await executor.send(executor.receipt(reply.grant, final));
+      return id;
+    };
+    rt.running = await drive("tasks.read");
+    rt.completedWrite = await drive("tasks.create", { kind: "completed", result: { task_id: "t-1" } });
+    rt.unknownOutcome = await drive("tasks.create", { kind: "reconciliation_required", error: { code: "handler_error", message: "lost" } });
+  }
+
   afterAll(async () => {
+    executor?.close();
     await gw?.close();
     await nats?.stop();
   });

@@ -1,0 +1,98 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { STREAMS } from "../../src/wire/subjects.js";
+import { ADMIN_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { SseClient, type ReceivedEvent } from "../helpers/sse-client.js";
+
+const SCOPE = "events-scope";
+const auth = { authorization: `Bearer ${ADMIN_KEY}` };
+
+describe("run event stream (SSE): a client disconnecting changes nothing, a reconnect resumes exactly", () => {
+  let nats: TestNats;
+  let gw: TestGateway;
+  let nc: NatsConnection;
+  let executor: ProtocolExecutor;
+  let sessionId: string;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startExecutionGateway(nats.url, { eventHeartbeatMs: 200 });
+    sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "events-agent", tools: [{ name: "notes.read", binding_id: "notes-read" }] });
+    nc = await connect({ servers: nats.url });
+    executor = new ProtocolExecutor(nc, SCOPE, "exec-events", ["notes-read"]);
+    await executor.heartbeat();
+  });
+  afterAll(async () => {
+    executor?.close();
+    await nc?.close();
+    await gw?.close();
+    await nats?.stop();
+  });
+
+  const eventsUrl = (runId: string, query = "") => `${gw.baseUrl}/v1/runs/${runId}/events${query}`;
+  const consumersOnEvents = async () => (await (await jetstreamManager(nc)).streams.info(STREAMS.events)).state.consumer_count;
+  const runEnded = (events: ReceivedEvent[]) => events.some((e) => e.data.type === "run" && e.data.state === "completed");
+
+  it("streams events with the stream sequence as id, heartbeats, and cleans up its consumer on disconnect", async () => {
+    const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
+    const client = await SseClient.open(eventsUrl(run.run_id), auth);
+    expect(client.status).toBe(200);
+    await client.until((e) => e.some((x) => x.data.type === "run" && x.data.state === "active"), "the run's first event");
+    const { assignment } = (await gw.http("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "notes.read", arguments: {} })).body;
+    const events = await client.until((e) => e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"), "the assignment's creation");
+    expect(events.every((e, i) => i === 0 || e.id > events[i - 1]!.id)).toBe(true);
+    expect(events.find((e) => e.data.type === "assignment")!.data).toMatchObject({ from: null, to: "pending", tool_name: "notes.read", generation: 0, executor_id: null });
+    await eventually(async () => (client.heartbeats > 0 ? true : undefined), 5_000, "a heartbeat comment");
+    expect(await consumersOnEvents()).toBe(1);
+    await client.close();
+    await eventually(async () => ((await consumersOnEvents()) === 0 ? true : undefined), 5_000, "the reader's consumer to be deleted");
+  });
+
+  it("completes the run while no client is connected; Last-Event-ID (and ?after=) gets exactly the missed events", async () => {
+    const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
+    const { assignment } = (await gw.http("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "notes.read", arguments: {} })).body;
+    const first = await SseClient.open(eventsUrl(run.run_id), auth);
+    const seen = await first.until((e) => e.some((x) => x.data.type === "assignment" && x.data.to === "pending"), "the pending assignment");
+    const lastSeen = seen.at(-1)!.id;
+    await first.close(); // the tab is closed
+
+    const candidate = await executor.pullFor(assignment.assignment_id);
+    const reply = await executor.claim(assignment.assignment_id, candidate.generation);
+    if (reply.status !== "granted") throw new Error(reply.code);
+    const grant = reply.grant;
+    for (const body of [{ kind: "accepted", operation_key: grant.operation_key }, { kind: "progress", seq: 1, progress: { page: 1 } }, { kind: "completed", result: { full_result_marker: [] } }] as const)
+      expect((await executor.send(executor.receipt(grant, body))).status).toBe("recorded");
+    expect((await gw.http("POST", `/v1/runs/${run.run_id}:complete`)).body.state).toBe("completed");
+    expect((await gw.http("GET", `/v1/assignments/${assignment.assignment_id}`)).body.state).toBe("completed");
+
+    const full = await SseClient.open(eventsUrl(run.run_id), auth);
+    const everything = await full.until(runEnded, "the whole run");
+    await full.close();
+    const missed = everything.filter((e) => e.id > lastSeen);
+    expect(missed.map((e) => [e.data.type, e.data.to ?? e.data.state ?? e.data.seq])).toEqual([
+      ["assignment", "claimed"],
+      ["assignment", "running"],
+      ["progress", 1],
+      ["assignment", "completed"],
+      ["run", "completed"],
+    ]);
+    expect(JSON.stringify(missed)).not.toContain("full_result_marker"); // states and progress, never the full result
+
+    for (const resume of [{ headers: { ...auth, "last-event-id": String(lastSeen) }, query: "" }, { headers: auth, query: `?after=${lastSeen}` }]) {
+      const again = await SseClient.open(eventsUrl(run.run_id, resume.query), resume.headers);
+      expect(await again.until(runEnded, "the missed events")).toEqual(missed);
+      await again.close();
+    }
+  });
+
+  it("refuses a malformed Last-Event-ID (400) and an unknown run (404)", async () => {
+    const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
+    const bad = await fetch(eventsUrl(run.run_id), { headers: { ...auth, "last-event-id": "yesterday" } });
+    expect([bad.status, (await bad.json()).error.code]).toEqual([400, "validation_failed"]);
+    const missing = await fetch(eventsUrl("run_does_not_exist"), { headers: auth });
+    expect([missing.status, (await missing.json()).error.code]).toEqual([404, "run_not_found"]);
+  });
+});
