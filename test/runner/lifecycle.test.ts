@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CancelRequested, ToolRunner } from "../../src/runner/index.js";
+import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+
+/** `runner.detach()` and `runner.close({ deadlineMs })` against the real gateway. */
+describe("ToolRunner leaving: detach and close", () => {
+  let nats: TestNats;
+  let gw: TestGateway;
+  let dir: string;
+  const gates = new Map<string, () => void>();
+  const signals = new Map<string, string>();
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startTestGateway(nats.url);
+    dir = mkdtempSync(join(tmpdir(), "toolgate-lifecycle-"));
+  });
+  afterAll(async () => {
+    for (const open of gates.values()) open();
+    await gw?.close();
+    await nats?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A runner whose `tasks.create` waits for its title's gate (ignoring ctx.signal, which is recorded). */
+  async function startRunner(scope: string): Promise<{ runner: ToolRunner; toolCall: (title: string) => Promise<string> }> {
+    const { sessionId } = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent` });
+    const runner = new ToolRunner({
+      natsUrl: nats.url,
+      executorId: `${scope}-exec`,
+      scope,
+      store: join(dir, `${scope}.db`),
+      logger: pino({ level: "silent" }),
+      authorize: () => true,
+      answerTimeoutMs: 500,
+      requestTimeoutMs: 1_000,
+      pullExpiresMs: 1_000,
+      releaseDelayMs: 100,
+    });
+    runner.tool<{ title: string }>("tasks.create", {
+      kind: "write",
+      bindingId: `${scope}-write`,
+      async handler(ctx) {
+        ctx.signal.addEventListener("abort", () => signals.set(ctx.arguments.title, (ctx.signal.reason as CancelRequested).kind));
+        await new Promise<void>((resolve) => gates.set(ctx.arguments.title, resolve));
+        return { created: ctx.arguments.title };
+      },
+    });
+    await runner.start();
+    const runId = (await gw.api("POST", `/v1/sessions/${sessionId}/runs`)).run_id;
+    const toolCall = async (title: string) => (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.create", arguments: { title } })).assignment.assignment_id as string;
+    return { runner, toolCall };
+  }
+  const get = (id: string) => gw.api("GET", `/v1/assignments/${id}`);
+  const untilState = (id: string, state: string) => until(`${id} to be ${state}`, async () => ((await get(id)).state === state ? get(id) : undefined));
+
+  it("detach(): stops taking work, lets the confirmed work finish and be answered, then resolves", async () => {
+    const { runner, toolCall } = await startRunner("drain");
+    const running = await toolCall("finish me");
+    await untilState(running, "running");
+    await until("the handler", () => gates.get("finish me"));
+    const detached = runner.detach();
+    const waiting = await toolCall("nobody takes me");
+    gates.get("finish me")!();
+    await detached;
+    expect((await get(running)).state).toBe("completed"); // answered before detach resolved
+    expect(signals.has("finish me")).toBe(false); // detaching is no cancel
+    expect(await get(waiting)).toMatchObject({ state: "pending", generation: 0, executor_id: null });
+    await runner.close({ deadlineMs: 1_000 });
+  });
+
+  it("close({ deadlineMs }): waits for handlers up to the deadline, reports the rest reconciliation_required (executor_shutdown)", async () => {
+    const { runner, toolCall } = await startRunner("shut");
+    const quick = await toolCall("quick");
+    const stuck = await toolCall("stuck");
+    await until("both handlers", () => (gates.has("quick") && gates.has("stuck") ? true : undefined));
+    const closed = runner.close({ deadlineMs: 1_500 });
+    gates.get("quick")!(); // finishes within the deadline
+    await closed;
+    expect((await get(quick)).state).toBe("completed");
+    const reported = await get(stuck);
+    expect([reported.state, reported.outcome.error.code]).toEqual(["reconciliation_required", "executor_shutdown"]);
+    expect(signals.get("stuck")).toBe("shutdown");
+    expect(signals.has("quick")).toBe(false);
+  });
+});
