@@ -45,6 +45,8 @@ export interface Gateway {
   store: ConfigStore;
   /** The execution path: runs, tool calls, claims, receipts, history. */
   execution: Execution;
+  /** Every route served, as declared (auth, schemas, OpenAPI). */
+  routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
   embeddedNats?: NatsServerProcess;
   /** Starts listening on the configured host/port; resolves to the base URL. */
@@ -110,6 +112,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       nc,
       store,
       execution,
+      routes,
       embeddedNats,
       async listen() {
         await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });

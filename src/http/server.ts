@@ -25,7 +25,8 @@ export interface HttpAppOptions {
 
 /** A fastify instance with pino logging and the structured error shape on every failure. */
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
-  const app = Fastify({ loggerInstance: options.logger, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024, disableRequestLogging: false }) as unknown as FastifyInstance;
+  const app = Fastify({ loggerInstance: options.logger, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
+  app.removeContentTypeParser("text/plain"); // JSON only: any other body is a 415
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const apiError = err instanceof ApiError ? err : fromFastify(err);
     if (apiError) {

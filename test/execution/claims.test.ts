@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { seedSession, startTestGateway, type TestGateway } from "../helpers/gateway.js";
+import { seedSession, startExecutionGateway, type ExecutionTestGateway } from "../helpers/gateway.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 
 const SCOPE = "race";
@@ -9,14 +9,14 @@ const LEASE_MS = 400;
 
 describe("claims: uniqueness and leases", () => {
   let nats: TestNats;
-  let gw: TestGateway;
+  let gw: ExecutionTestGateway;
   let conns: NatsConnection[];
   let executors: ProtocolExecutor[];
   let sessionId: string;
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url, { leaseMs: LEASE_MS, sweepIntervalMs: 50 });
+    gw = await startExecutionGateway(nats.url, { leaseMs: LEASE_MS, sweepIntervalMs: 50 });
     sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "racer", tools: [{ name: "work.do", binding_id: "b-work", tool_kind: "write" }] });
     conns = await Promise.all([0, 1, 2].map(() => connect({ servers: nats.url })));
     executors = Array.from({ length: 10 }, (_, i) => new ProtocolExecutor(conns[i % conns.length]!, SCOPE, `exec-${i}`, ["b-work"]));

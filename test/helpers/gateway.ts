@@ -1,14 +1,38 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
-import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
-import { GatewayEnvSchema } from "../../src/gateway/config.js";
+import { createGateway, type Gateway, type GatewayOptions } from "../../src/gateway/gateway.js";
+import { gatewayConfigFromEnv } from "../../src/gateway/config.js";
+import type { IdentityConfig } from "../../src/http/identities.js";
+import { PERMISSIONS } from "../../src/http/identities.js";
 import { createLogger } from "../../src/log/logger.js";
 
-export const ADMIN_KEY = "test-admin-key-0123456789abcdef";
+export const ADMIN_KEY = "test-admin-key-0123456789";
 export const SCOPED_KEY = "test-scoped-key-0123456789abcdef";
+export const admin: IdentityConfig = { name: "admin", key: ADMIN_KEY, agents: "*", permissions: [...PERMISSIONS] };
+/** Runtime access to another agent only: it must not see or touch the test agent's runs. */
+export const otherAgent: IdentityConfig = { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] };
+export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-/** A gateway on a test NATS, listening on a random port, with an all-agents admin and an identity scoped to another agent. */
-export interface TestGateway {
+/** A gateway on the given NATS (never embedded), with a temporary data dir, on a random HTTP port. */
+export async function startTestGateway(natsUrl: string, identities: IdentityConfig[] = [admin], options: Omit<GatewayOptions, "config" | "logger"> = {}): Promise<Gateway & { dataDir: string }> {
+  const dataDir = mkdtempSync(join(tmpdir(), "toolgate-gw-"));
+  const config = gatewayConfigFromEnv({ NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
+  const gateway = await createGateway({ ...options, config, logger: createLogger({ level: process.env.TEST_LOG_LEVEL ?? "silent" }) });
+  return {
+    ...gateway,
+    dataDir,
+    async close() {
+      await gateway.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A listening test gateway for the execution path: the admin and `otherAgent`, JSON over real HTTP. */
+export interface ExecutionTestGateway {
   readonly gateway: Gateway;
   readonly baseUrl: string;
   /** JSON request as the admin (or with `key`); resolves to status and parsed body. */
@@ -16,17 +40,8 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startTestGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
-  const config = GatewayEnvSchema.parse({
-    NATS_URL: natsUrl,
-    TOOLGATE_HTTP_PORT: "0",
-    TOOLGATE_IDENTITIES: JSON.stringify([
-      { name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write", "runtime:read", "runtime:write", "tools:execute"] },
-      { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] },
-    ]),
-    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
-  });
-  const gateway = await createGateway({ config, logger: createLogger({ level: config.LOG_LEVEL }), execution });
+export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}): Promise<ExecutionTestGateway> {
+  const gateway = await startTestGateway(natsUrl, [admin, otherAgent], { execution });
   const baseUrl = await gateway.listen();
   return {
     gateway,
@@ -34,7 +49,7 @@ export async function startTestGateway(natsUrl: string, execution: Partial<Execu
     async http(method, path, body, key = ADMIN_KEY) {
       const res = await fetch(baseUrl + path, {
         method,
-        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        headers: { ...bearer(key), ...(body === undefined ? {} : { "content-type": "application/json" }) },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
       const text = await res.text();
@@ -43,6 +58,18 @@ export async function startTestGateway(natsUrl: string, execution: Partial<Execu
     close: () => gateway.close(),
   };
 }
+
+export const bindingExample = { binding_id: "binding_example", executor_scope: "tasks-product", tool_kind: "read" };
+
+/** The seed's tool definition (PROTOCOL.md / seed text). */
+export const tasksRead = {
+  name: "tasks.read",
+  description: "Read tasks page by page",
+  binding_id: "binding_example",
+  input_schema: { type: "object", properties: { cursor: { type: "string" } } },
+  output_schema: { type: "object" },
+  max_result_context_bytes: 16384,
+};
 
 export interface SeededTool {
   name: string;

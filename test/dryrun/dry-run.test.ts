@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Kvm } from "@nats-io/kv";
+import type { Gateway } from "../../src/gateway/gateway.js";
+import { CONFIG_BUCKET } from "../../src/config/keys.js";
+import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { ADMIN_KEY, admin, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
+
+const seedRequest = {
+  agent_version: "bot.1",
+  tool_name: "tasks.read",
+  arguments: {},
+  mock_receipts: [{ receipt_id: "dry-run-page-001", kind: "completed", result: { next_cursor: "page-2", tasks: [] } }],
+};
+
+/** About 200 KiB: a page of tasks with the cursor and status the model must still see. */
+function bigResult() {
+  const tasks = Array.from({ length: 1000 }, (_, i) => ({ id: `task-${i}`, title: `Task ${i} `.padEnd(180, "x"), done: i % 2 === 0 }));
+  return { status: "ok", next_cursor: "page-2", tasks };
+}
+
+describe("POST /v1/tools/dry-run", () => {
+  let nats: TestNats;
+  let gw: Gateway;
+  const dryRun = (body: unknown, key = ADMIN_KEY) => gw.app.inject({ method: "POST", url: "/v1/tools/dry-run", headers: bearer(key), payload: body as object });
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startTestGateway(nats.url, [
+      admin,
+      { name: "reader", key: "runtime-reader-key-0123", agents: ["bot"], permissions: ["runtime:read"] },
+      { name: "executor", key: "tools-exec-key-0123456", agents: ["bot"], permissions: ["tools:execute"] },
+    ]);
+    const h = bearer(ADMIN_KEY);
+    await gw.app.inject({ method: "POST", url: "/v1/bindings", headers: h, payload: bindingExample });
+    await gw.app.inject({
+      method: "POST",
+      url: "/v1/toolsets/tasks/versions",
+      headers: h,
+      payload: { version: "v1", tools: [tasksRead, { ...tasksRead, name: "tasks.small", max_result_context_bytes: 1024 }] },
+    });
+    await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 128000 } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await nats?.stop();
+  });
+
+  it("previews the seed's example: 35 bytes, not truncated, execution not verified", async () => {
+    const res = await dryRun(seedRequest);
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      agent_version: "bot.1",
+      tool_name: "tasks.read",
+      execution_verified: false,
+      context_preview: { max_result_context_bytes: 16384, original_bytes: 35, retained_bytes: 35, truncated: false, result: { next_cursor: "page-2", tasks: [] } },
+    });
+  });
+
+  it("truncates a ~200 KiB result to the tool's budget, cursor visible in preserved_fields", async () => {
+    const big = bigResult();
+    expect(JSON.stringify(big).length).toBeGreaterThan(190 * 1024);
+    const res = await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: big }] });
+    const preview = res.json().context_preview;
+    expect(preview.truncated).toBe(true);
+    expect(preview.original_bytes).toBeGreaterThan(190 * 1024);
+    expect(preview.retained_bytes).toBeLessThanOrEqual(16384);
+    expect(preview.result.preserved_fields).toMatchObject({ next_cursor: "page-2", status: "ok" });
+    const small = await dryRun({ ...seedRequest, tool_name: "tasks.small", mock_receipts: [{ receipt_id: "big", kind: "completed", result: big }] });
+    expect(small.json().context_preview.retained_bytes).toBeLessThanOrEqual(1024);
+  });
+
+  it("uses the first completed receipt and gives null without one", async () => {
+    const receipts = [
+      { receipt_id: "p", kind: "progress" },
+      { receipt_id: "c1", kind: "completed", result: { n: 1 } },
+      { receipt_id: "c2", kind: "completed", result: { n: 2 } },
+    ];
+    expect((await dryRun({ ...seedRequest, mock_receipts: receipts })).json().context_preview.result).toEqual({ n: 1 });
+    const none = await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "s", kind: "submission", result: { task: "t-1" } }] });
+    expect(none.json()).toMatchObject({ context_preview: null, execution_verified: false });
+    expect((await dryRun({ ...seedRequest, mock_receipts: undefined })).json().context_preview).toBeNull();
+  });
+
+  it("validates arguments against the tool's input_schema, with paths", async () => {
+    const res = await dryRun({ ...seedRequest, arguments: { cursor: 5 } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.details).toEqual([expect.objectContaining({ path: "arguments.cursor", code: "type" })]);
+  });
+
+  it("requires a published agent version and a tool of its toolset", async () => {
+    const missing = await dryRun({ ...seedRequest, agent_version: "bot.7" });
+    expect([missing.statusCode, missing.json().error.code]).toEqual([404, "agent_version_not_found"]);
+    const tool = await dryRun({ ...seedRequest, tool_name: "tasks.write" });
+    expect([tool.statusCode, tool.json().error.code]).toEqual([404, "tool_not_found"]);
+    expect(tool.json().error.message).toContain("tasks.read");
+    const malformed = await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "x", kind: "done" }] });
+    expect(malformed.json().error.details[0]).toMatchObject({ path: "mock_receipts[0].kind", code: "invalid_value" });
+  });
+
+  it("is open to runtime:read and tools:execute identities of the agent's scope", async () => {
+    expect((await dryRun(seedRequest, "runtime-reader-key-0123")).statusCode).toBe(200);
+    expect((await dryRun(seedRequest, "tools-exec-key-0123456")).statusCode).toBe(200);
+  });
+
+  it("writes nothing", async () => {
+    const kv = await new Kvm(gw.nc).open(CONFIG_BUCKET);
+    const before = (await kv.status()).values;
+    await dryRun(seedRequest);
+    await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: bigResult() }] });
+    expect((await kv.status()).values).toBe(before);
+  });
+});

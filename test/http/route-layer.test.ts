@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import { createHttpApp } from "../../src/http/server.js";
+import { registerRoutes } from "../../src/http/register.js";
+import { defineRoute, fastifyPath } from "../../src/http/route.js";
+import { IdentityRegistry } from "../../src/http/identities.js";
+
+const KEY = "route-layer-key-0123456789";
+
+function app() {
+  const lines: string[] = [];
+  const logger = pino({ redact: ["req.headers.authorization"] }, new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) }));
+  const http = createHttpApp({ logger });
+  const params = z.object({ run_id: z.string().regex(/^[a-z0-9-]+$/) });
+  const verb = (name: string) =>
+    defineRoute({
+      id: name,
+      method: "POST",
+      path: `/v1/runs/{run_id}:${name}`,
+      summary: name,
+      permissions: ["runtime:write"],
+      params,
+      response: z.object({ verb: z.string(), run_id: z.string() }),
+      handler: async ({ params: p }) => ({ verb: name, run_id: p.run_id }),
+    });
+  const identities = new IdentityRegistry([{ name: "w", key: KEY, agents: "*", permissions: ["runtime:write"] }]);
+  registerRoutes(http, [verb("cancel"), verb("complete")], identities);
+  return { http, lines };
+}
+
+describe("route layer", () => {
+  it("maps OpenAPI paths with custom verbs to fastify paths", () => {
+    expect(fastifyPath("/v1/runs/{run_id}:cancel")).toBe("/v1/runs/:run_id(^[^:/]+)::cancel");
+    expect(fastifyPath("/v1/toolsets/{toolset}/versions/{version}")).toBe("/v1/toolsets/:toolset/versions/:version");
+  });
+
+  it("routes /v1/runs/{id}:cancel and :complete to their own handlers", async () => {
+    const { http } = app();
+    const headers = { authorization: `Bearer ${KEY}` };
+    expect((await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers })).json()).toEqual({ verb: "cancel", run_id: "run-1" });
+    expect((await http.inject({ method: "POST", url: "/v1/runs/run-1:complete", headers })).json()).toEqual({ verb: "complete", run_id: "run-1" });
+    const unknown = await http.inject({ method: "POST", url: "/v1/runs/run-1:explode", headers });
+    expect([unknown.statusCode, unknown.json().error.code]).toEqual([404, "route_not_found"]);
+  });
+
+  it("never writes the bearer key to the log", async () => {
+    const { http, lines } = app();
+    await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers: { authorization: `Bearer ${KEY}` } });
+    await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers: { authorization: "Bearer wrong-key-0123456789" } });
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.join("\n")).not.toContain(KEY);
+    expect(lines.join("\n")).not.toContain("wrong-key");
+  });
+});

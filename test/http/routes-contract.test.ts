@@ -1,0 +1,171 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import { PERMISSIONS, type IdentityConfig } from "../../src/http/identities.js";
+import type { RouteDef } from "../../src/http/route.js";
+import { configRoutes } from "../../src/config/routes.js";
+import { dryRunRoutes } from "../../src/dryrun/route.js";
+import type { Execution } from "../../src/execution/execution.js";
+import { executionRoutes } from "../../src/execution/routes.js";
+import { systemRoutes } from "../../src/http/system-routes.js";
+import type { ConfigStore } from "../../src/config/config-store.js";
+import type { Gateway } from "../../src/gateway/gateway.js";
+import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { admin, ADMIN_KEY, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
+
+/**
+ * Table-driven over the route declarations: every route needs a valid sample request here, so a new
+ * route fails this suite until it is covered by the 401/403 matrix and the OpenAPI checks.
+ */
+interface Sample {
+  params?: Record<string, string>;
+  query?: Record<string, string>;
+  body?: unknown;
+}
+let sessionId = "";
+/** A run for the read and tool-call routes, and one each to complete and to cancel (ending is idempotent per verb). */
+const runs = { open: "", complete: "", cancel: "" };
+let assignmentId = "";
+const samples: Record<string, () => Sample> = {
+  healthz: () => ({}),
+  readyz: () => ({}),
+  openapi: () => ({}),
+  createBinding: () => ({ body: { binding_id: "b_matrix", executor_scope: "scope", tool_kind: "write" } }),
+  listBindings: () => ({}),
+  getBinding: () => ({ params: { binding_id: "binding_example" } }),
+  publishToolsetVersion: () => ({ params: { toolset: "tasks" }, body: { version: "v-matrix", tools: [tasksRead] } }),
+  listToolsetVersions: () => ({ params: { toolset: "tasks" } }),
+  getToolsetVersion: () => ({ params: { toolset: "tasks", version: "v1" } }),
+  publishAgentVersion: () => ({ params: { agent: "bot" }, body: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 } }),
+  listAgentVersions: () => ({ params: { agent: "bot" } }),
+  getAgentVersion: () => ({ params: { agent_version: "bot.1" } }),
+  createSession: () => ({ body: { agent_version: "bot.1", subject: "user-1" } }),
+  listSessions: () => ({ query: { agent: "bot" } }),
+  getSession: () => ({ params: { session_id: sessionId } }),
+  dryRunTool: () => ({ body: { agent_version: "bot.1", tool_name: "tasks.read", arguments: { cursor: "c" }, mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { ok: true } }] } }),
+  createRun: () => ({ params: { session_id: sessionId } }),
+  getRun: () => ({ params: { run_id: runs.open } }),
+  createToolCall: () => ({ params: { run_id: runs.open }, body: { tool_name: "tasks.read", arguments: { cursor: "c" } } }),
+  getAssignment: () => ({ params: { assignment_id: assignmentId } }),
+  getRunHistory: () => ({ params: { run_id: runs.open } }),
+  completeRun: () => ({ params: { run_id: runs.complete } }),
+  cancelRun: () => ({ params: { run_id: runs.cancel } }),
+};
+
+function url(route: RouteDef, sample: Sample): string {
+  const path = route.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(sample.params?.[name] ?? ""));
+  const query = new URLSearchParams(sample.query ?? {}).toString();
+  return query ? `${path}?${query}` : path;
+}
+
+const declared: RouteDef[] = [
+  ...systemRoutes({ readiness: async () => ({ ready: true, checks: {} }), openapi: () => ({}) }),
+  ...configRoutes({} as ConfigStore),
+  ...dryRunRoutes({} as ConfigStore),
+  ...executionRoutes({} as Execution, {} as ConfigStore),
+];
+const lacking = (route: RouteDef): IdentityConfig => ({
+  name: `lacks-${route.id}`,
+  key: `lacks-key-${route.id}-0123456789`,
+  agents: "*",
+  permissions: PERMISSIONS.filter((p) => route.permissions === "public" || !route.permissions.includes(p)),
+});
+const otherAgent: IdentityConfig = { name: "other-agent", key: "other-agent-key-0123456789", agents: ["someone-else"], permissions: [...PERMISSIONS] };
+const scoped: IdentityConfig = { name: "bot-only", key: "bot-only-key-0123456789", agents: ["bot"], permissions: [...PERMISSIONS] };
+
+describe("route contract: auth matrix and OpenAPI", () => {
+  let nats: TestNats;
+  let gw: Gateway;
+  const send = (route: RouteDef, headers: Record<string, string> = {}) => {
+    const sample = samples[route.id]!();
+    return gw.app.inject({ method: route.method, url: url(route, sample), headers, ...(sample.body !== undefined ? { payload: sample.body as object } : {}) });
+  };
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startTestGateway(nats.url, [admin, otherAgent, scoped, ...declared.filter((r) => r.permissions !== "public").map(lacking)]);
+    const h = bearer(ADMIN_KEY);
+    await gw.app.inject({ method: "POST", url: "/v1/bindings", headers: h, payload: bindingExample });
+    await gw.app.inject({ method: "POST", url: "/v1/toolsets/tasks/versions", headers: h, payload: { version: "v1", tools: [tasksRead] } });
+    await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 } });
+    sessionId = (await gw.app.inject({ method: "POST", url: "/v1/sessions", headers: h, payload: { agent_version: "bot.1", subject: "u" } })).json().session_id;
+    for (const key of Object.keys(runs) as (keyof typeof runs)[]) {
+      runs[key] = (await gw.app.inject({ method: "POST", url: `/v1/sessions/${sessionId}/runs`, headers: h })).json().run_id;
+    }
+    const call = await gw.app.inject({ method: "POST", url: `/v1/runs/${runs.open}/tool-calls`, headers: h, payload: { tool_name: "tasks.read", arguments: {} } });
+    assignmentId = call.json().assignment.assignment_id;
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await nats?.stop();
+  });
+
+  it("covers every served route with a sample", () => {
+    expect(gw.routes.map((r) => r.id).sort()).toEqual(Object.keys(samples).sort());
+    expect(declared.map((r) => r.id).sort()).toEqual(Object.keys(samples).sort());
+  });
+
+  it("public routes answer without a key", async () => {
+    for (const route of gw.routes.filter((r) => r.permissions === "public")) expect((await send(route)).statusCode, route.id).toBe(200);
+  });
+
+  it("401 unauthenticated without a key or with an unknown key, on every other route", async () => {
+    for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
+      for (const headers of [{}, bearer("not-a-configured-key-000"), { authorization: "Basic abc" }]) {
+        const res = await send(route, headers);
+        expect([res.statusCode, res.json().error.code], route.id).toEqual([401, "unauthenticated"]);
+      }
+    }
+  });
+
+  it("403 permission_denied for an identity holding none of the route's permissions", async () => {
+    for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
+      const res = await send(route, bearer(lacking(route).key!));
+      expect([res.statusCode, res.json().error.code], route.id).toEqual([403, "permission_denied"]);
+    }
+  });
+
+  it("403 agent_out_of_scope on agent-scoped routes for an identity scoped to another agent", async () => {
+    for (const route of gw.routes.filter((r) => r.agentScope)) {
+      const res = await send(route, bearer(otherAgent.key!));
+      expect([res.statusCode, res.json().error.code], route.id).toEqual([403, "agent_out_of_scope"]);
+    }
+  });
+
+  it("an identity in scope with the permission passes auth on every route", async () => {
+    for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
+      const res = await send(route, bearer(scoped.key!));
+      expect(res.statusCode, `${route.id}: ${res.body}`).toBeLessThan(300);
+    }
+  });
+
+  it("the OpenAPI document lists every route with its permissions", async () => {
+    const doc = (await gw.app.inject({ method: "GET", url: "/v1/openapi.json" })).json();
+    expect(doc.openapi).toBe("3.1.0");
+    for (const route of gw.routes) {
+      const op = doc.paths[route.path]?.[route.method.toLowerCase()];
+      expect(op?.operationId, route.id).toBe(route.id);
+      expect(op["x-permissions"]).toEqual(route.permissions === "public" ? [] : route.permissions);
+    }
+    expect(Object.keys(doc.paths)).toContain("/v1/tools/dry-run");
+  });
+
+  it("the OpenAPI request schemas accept the real requests and reject invalid ones", async () => {
+    const doc = (await gw.app.inject({ method: "GET", url: "/v1/openapi.json" })).json();
+    const ajv = new Ajv2020({ strict: false });
+    for (const route of gw.routes) {
+      const op = doc.paths[route.path][route.method.toLowerCase()];
+      const sample = samples[route.id]!();
+      for (const param of op.parameters) {
+        const value = (param.in === "path" ? sample.params : sample.query)?.[param.name];
+        expect(ajv.validate(param.schema, value), `${route.id} ${param.name}`).toBe(true);
+      }
+      if (!route.body) continue;
+      const schema = op.requestBody.content["application/json"].schema;
+      expect(ajv.validate(schema, sample.body), `${route.id}: ${ajv.errorsText()}`).toBe(true);
+      expect(ajv.validate(schema, { ...(sample.body as object), unexpected_field: 1 }), route.id).toBe(false);
+    }
+    const publish = doc.paths["/v1/toolsets/{toolset}/versions"].post.requestBody.content["application/json"].schema;
+    expect(ajv.validate(publish, { version: "v2", tools: [{ ...tasksRead, max_result_context_bytes: 40000 }] })).toBe(false);
+    expect(ajv.validate(publish, { version: "v2", tools: [{ ...tasksRead, max_result_tokens: 10 }] })).toBe(false);
+  });
+});
