@@ -22,7 +22,7 @@ import { Kvm, KvWatchInclude } from "@nats-io/kv";
 import { PERMISSIONS } from "../src/http/identities.js";
 import { startNatsServer } from "../src/nats/nats-server-process.js";
 import { EXECUTION_BUCKETS } from "../src/execution/buckets.js";
-import { freePort, spawnBenchChild, waitForLine, type BenchChild } from "./lib/child.js";
+import { freePort, processCpuMs, spawnBenchChild, waitForLine, type BenchChild } from "./lib/child.js";
 import { measureJetStreamCeiling } from "./lib/jetstream-ceiling.js";
 import { BENCH_ARGUMENTS, BENCH_TOOL, protocolMessageSizes } from "./lib/protocol-messages.js";
 import { formatRate, percentile, runConcurrently } from "./lib/stats.js";
@@ -165,15 +165,30 @@ interface LevelResult {
   p99: number;
   writes: Map<string, number>;
   writesPerCall: number;
+  /** CPU time per call of the gateway, the executors' process and nats-server (less noisy than wall time). */
+  gatewayCpuMs: number;
+  executorCpuMs: number;
+  natsCpuMs: number;
 }
 
-async function runLevel(executor: string, concurrency: number, calls: number, ctx: { sessionId: string; watch: CompletionWatch; jsm: Awaited<ReturnType<typeof jetstreamManager>> }): Promise<LevelResult> {
+interface LevelContext {
+  sessionId: string;
+  watch: CompletionWatch;
+  jsm: Awaited<ReturnType<typeof jetstreamManager>>;
+  gateway: BenchChild;
+  executors: BenchChild;
+  natsPid: number;
+}
+
+async function runLevel(executor: string, concurrency: number, calls: number, ctx: LevelContext): Promise<LevelResult> {
   // Runs are made beforehand: their creation is not part of a tool call, nor are its writes.
   const runs: string[] = [];
   await runConcurrently(Math.ceil(calls / CALLS_PER_RUN) + concurrency, 10, async () => {
     runs.push((await api("POST", `/v1/sessions/${ctx.sessionId}/runs`)).run_id);
   });
   const before = await settledSeqs(ctx.jsm);
+  const cpu = () => [ctx.gateway.cpuMs(), ctx.executors.cpuMs(), processCpuMs(ctx.natsPid)];
+  const cpuBefore = cpu();
   const latencies: number[] = [];
   let remaining = calls;
   const caller = async (): Promise<void> => {
@@ -192,6 +207,7 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
   await Promise.all(Array.from({ length: concurrency }, caller));
   const elapsedMs = performance.now() - started;
   const writes = writesBetween(before, await settledSeqs(ctx.jsm));
+  const [gatewayCpuMs, executorCpuMs, natsCpuMs] = cpu().map((ms, i) => (ms - cpuBefore[i]!) / calls) as [number, number, number];
   const total = [...writes.values()].reduce((a, b) => a + b, 0);
   latencies.sort((a, b) => a - b);
   return {
@@ -204,6 +220,9 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
     p99: percentile(latencies, 99),
     writes,
     writesPerCall: total / calls,
+    gatewayCpuMs,
+    executorCpuMs,
+    natsCpuMs,
   };
 }
 
@@ -257,10 +276,11 @@ try {
     children.push(exec);
     await waitForLine(exec, "ready");
     log("warm-up: 200 calls, 10 in flight");
-    await runLevel(executor, 10, 200, { sessionId, watch, jsm });
+    const ctx: LevelContext = { sessionId, watch, jsm, gateway, executors: exec, natsPid: nats.child.pid! };
+    await runLevel(executor, 10, 200, ctx);
     for (const concurrency of LEVELS) {
       log(`${executor}: ${CALLS[concurrency]} calls, ${concurrency} in flight`);
-      const r = await runLevel(executor, concurrency, CALLS[concurrency], { sessionId, watch, jsm });
+      const r = await runLevel(executor, concurrency, CALLS[concurrency], ctx);
       log(`  ${formatRate(r.callsPerSec)}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.writesPerCall.toFixed(2)} writes/call`);
       results.push(r);
     }
@@ -286,11 +306,11 @@ console.log(
 );
 console.log("ratio = calls/s ÷ (batched publish ceiling ÷ persisted writes per call)");
 console.log("");
-console.log("| executor | in flight | calls | calls/s | p50 ms | p95 ms | p99 ms | writes/call | ceiling ÷ writes | ratio |");
-console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+console.log("| executor | in flight | calls | calls/s | p50 ms | p95 ms | p99 ms | writes/call | ceiling ÷ writes | ratio | CPU ms/call: gateway | executors | nats-server |");
+console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
 for (const r of results) {
   console.log(
-    `| ${r.executor} | ${r.concurrency} | ${r.calls} | ${formatRate(r.callsPerSec)} | ${ms(r.p50)} | ${ms(r.p95)} | ${ms(r.p99)} | ${r.writesPerCall.toFixed(2)} | ${formatRate(perCallCeiling(r))} | ${((r.callsPerSec / perCallCeiling(r)) * 100).toFixed(1)}% |`,
+    `| ${r.executor} | ${r.concurrency} | ${r.calls} | ${formatRate(r.callsPerSec)} | ${ms(r.p50)} | ${ms(r.p95)} | ${ms(r.p99)} | ${r.writesPerCall.toFixed(2)} | ${formatRate(perCallCeiling(r))} | ${((r.callsPerSec / perCallCeiling(r)) * 100).toFixed(1)}% | ${ms(r.gatewayCpuMs)} | ${ms(r.executorCpuMs)} | ${ms(r.natsCpuMs)} |`,
   );
 }
 console.log("");

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 
 /** A TypeScript entry point run under tsx in its own process, its stderr kept in a log file. */
@@ -10,15 +11,21 @@ export interface BenchChild {
   stop(): Promise<void>;
   /** The last lines of its log, for an error message. */
   logTail(): string;
+  /** CPU time (user + system) the process has used so far, in ms (Linux `/proc`). */
+  cpuMs(): number;
 }
+
+/** `getconf CLK_TCK` on every Linux the bench runs on. */
+const CLOCK_TICKS_PER_SEC = 100;
 
 /**
  * Spawns `node --import tsx <entry> ...args`. With `BENCH_PROFILE=<dir>` in the environment the child
- * runs under `--cpu-prof`, writing `<dir>/<name>-*.cpuprofile` when it exits.
+ * runs under `--cpu-prof`, writing into `<dir>/<name>/` when it exits: one profile per thread, the
+ * main thread's is the `CPU.*.<pid>.0.*.cpuprofile` (the others are tsx's loader thread).
  */
 export function spawnBenchChild(name: string, entry: string, args: string[], env: Record<string, string>, logFile: string): BenchChild {
   const profileDir = process.env.BENCH_PROFILE;
-  const profile = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+  const profile = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${join(profileDir, name)}`] : [];
   const log = openSync(logFile, "a");
   const child = spawn(process.execPath, [...profile, "--import", "tsx", entry, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", log] });
   closeSync(log);
@@ -30,7 +37,16 @@ export function spawnBenchChild(name: string, entry: string, args: string[], env
       await exited;
     },
     logTail: () => readFileSync(logFile, "utf8").split("\n").slice(-20).join("\n"),
+    cpuMs: () => processCpuMs(child.pid!),
   };
+}
+
+/** CPU time (user + system) process `pid` has used so far, in ms (Linux `/proc`). */
+export function processCpuMs(pid: number): number {
+  // Fields after the parenthesised command name; utime and stime are the 14th and 15th of the line.
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SEC) * 1000;
 }
 
 /** Resolves when the child prints `line` on stdout; rejects if it exits first. */
