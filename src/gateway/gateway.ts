@@ -77,7 +77,9 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     servers = embeddedNats.url;
     logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
   }
-  const nc = await connect({ servers, name: "toolgate-gateway" });
+  // noAsyncTraces: every KV read/write and JetStream publish is a request, and with async traces on
+  // each one captures two stack traces up front (about a tenth of the gateway's CPU under load).
+  const nc = await connect({ servers, name: "toolgate-gateway", noAsyncTraces: true });
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });

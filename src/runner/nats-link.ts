@@ -61,7 +61,9 @@ export class NatsLink {
     const { nc: given, natsUrl, scope, executorId, requestTimeoutMs, logger } = options;
     if (!given && !natsUrl) throw new Error("ToolRunner needs natsUrl or nc");
     // Reconnect forever: the outbox and presence survive a NATS restart, the runner must too.
-    const nc = given ?? (await connect({ servers: natsUrl!, name: `toolgate-runner:${scope}:${executorId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 }));
+    // noAsyncTraces: no stack trace captured per request and per receipt publish (see the gateway's connection).
+    const nc =
+      given ?? (await connect({ servers: natsUrl!, name: `toolgate-runner:${scope}:${executorId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250, noAsyncTraces: true }));
     return new NatsLink(nc, !given, scope, executorId, requestTimeoutMs, logger);
   }
 
