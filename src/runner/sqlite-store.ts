@@ -29,6 +29,8 @@ const SCHEMA_VERSION = "1";
  */
 export class SqliteRunnerStore implements RunnerStore {
   private readonly db: Database.Database;
+  /** Compiled once: preparing a statement costs more than running these small ones. */
+  private readonly statements = new Map<string, Database.Statement>();
 
   constructor(readonly path: string) {
     this.db = new Database(path, { timeout: 1_000 });
@@ -71,13 +73,13 @@ export class SqliteRunnerStore implements RunnerStore {
 
   async open(executorId: string): Promise<void> {
     this.db.transaction(() => {
-      const bound = this.db.prepare("SELECT value FROM meta WHERE key = 'executor_id'").pluck().get() as string | undefined;
+      const bound = this.sql("SELECT value FROM meta WHERE key = 'executor_id'").pluck().get() as string | undefined;
       if (bound !== undefined && bound !== executorId) {
         throw new Error(`store ${this.path} belongs to executor '${bound}', not '${executorId}': its outbox would be resent under the wrong identity`);
       }
-      const version = this.db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get() as string | undefined;
+      const version = this.sql("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get() as string | undefined;
       if (version !== undefined && version !== SCHEMA_VERSION) throw new Error(`store ${this.path} has schema version ${version}, this runner reads ${SCHEMA_VERSION}`);
-      const put = this.db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)");
+      const put = this.sql("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)");
       put.run("executor_id", executorId);
       put.run("schema_version", SCHEMA_VERSION);
     })();
@@ -85,21 +87,19 @@ export class SqliteRunnerStore implements RunnerStore {
 
   async createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void> {
     this.db.transaction(() => {
-      this.db
-        .prepare(
-          `INSERT INTO assignments (assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at)
-           VALUES (@assignmentId, @generation, @phase, @operationKey, @toolName, @grantJson, @createdAt, @updatedAt)`,
-        )
-        .run({
-          assignmentId: assignment.assignmentId,
-          generation: assignment.generation,
-          phase: assignment.phase,
-          operationKey: assignment.grant.operation_key,
-          toolName: assignment.grant.tool_name,
-          grantJson: JSON.stringify(assignment.grant),
-          createdAt: assignment.createdAt,
-          updatedAt: assignment.updatedAt,
-        });
+      this.sql(
+        `INSERT INTO assignments (assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at)
+         VALUES (@assignmentId, @generation, @phase, @operationKey, @toolName, @grantJson, @createdAt, @updatedAt)`,
+      ).run({
+        assignmentId: assignment.assignmentId,
+        generation: assignment.generation,
+        phase: assignment.phase,
+        operationKey: assignment.grant.operation_key,
+        toolName: assignment.grant.tool_name,
+        grantJson: JSON.stringify(assignment.grant),
+        createdAt: assignment.createdAt,
+        updatedAt: assignment.updatedAt,
+      });
       for (const receipt of receipts) this.insertReceipt(receipt);
     })();
   }
@@ -113,14 +113,12 @@ export class SqliteRunnerStore implements RunnerStore {
 
   async recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
     this.db.transaction(() => {
-      const row = this.db.prepare("SELECT assignment_id, generation FROM receipts WHERE receipt_id = ?").get(receiptId) as
+      const row = this.sql("SELECT assignment_id, generation FROM receipts WHERE receipt_id = ?").get(receiptId) as
         | { assignment_id: string; generation: number }
         | undefined;
       if (!row) throw new Error(`no saved receipt ${receiptId}`);
       if (change) this.changePhase({ assignmentId: row.assignment_id, generation: row.generation }, change);
-      this.db
-        .prepare("UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ?")
-        .run(answer.status, answer.code ?? null, answer.reason ?? null, answer.answeredAt, receiptId);
+      this.sql("UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ?").run(answer.status, answer.code ?? null, answer.reason ?? null, answer.answeredAt, receiptId);
     })();
   }
 
@@ -129,7 +127,7 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   async getAssignment(assignmentId: string): Promise<LocalAssignment | undefined> {
-    const row = this.db.prepare("SELECT * FROM assignments WHERE assignment_id = ? ORDER BY generation DESC LIMIT 1").get(assignmentId) as
+    const row = this.sql("SELECT * FROM assignments WHERE assignment_id = ? ORDER BY generation DESC LIMIT 1").get(assignmentId) as
       | AssignmentRow
       | undefined;
     return row && toAssignment(row);
@@ -137,15 +135,13 @@ export class SqliteRunnerStore implements RunnerStore {
 
   async listOpen(): Promise<LocalAssignment[]> {
     const final = [...FINAL_PHASES];
-    const rows = this.db
-      .prepare(`SELECT * FROM assignments WHERE phase NOT IN (${final.map(() => "?").join(", ")}) ORDER BY created_at, assignment_id`)
+    const rows = this.sql(`SELECT * FROM assignments WHERE phase NOT IN (${final.map(() => "?").join(", ")}) ORDER BY created_at, assignment_id`)
       .all(...final) as AssignmentRow[];
     return rows.map(toAssignment);
   }
 
   async listReceipts(key: AssignmentKey): Promise<OutboxReceipt[]> {
-    const rows = this.db
-      .prepare("SELECT * FROM receipts WHERE assignment_id = ? AND generation = ? ORDER BY position")
+    const rows = this.sql("SELECT * FROM receipts WHERE assignment_id = ? AND generation = ? ORDER BY position")
       .all(key.assignmentId, key.generation) as ReceiptRow[];
     return rows.map(toReceipt);
   }
@@ -154,21 +150,24 @@ export class SqliteRunnerStore implements RunnerStore {
     if (this.db.open) this.db.close();
   }
 
+  private sql(text: string): Database.Statement {
+    let statement = this.statements.get(text);
+    if (!statement) this.statements.set(text, (statement = this.db.prepare(text)));
+    return statement;
+  }
+
   private insertReceipt(r: OutboxReceipt): void {
-    this.db
-      .prepare(
-        `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(r.receiptId, r.assignmentId, r.generation, r.kind, JSON.stringify(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
+    this.sql(
+      `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(r.receiptId, r.assignmentId, r.generation, r.kind, JSON.stringify(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
   }
 
   private changePhase(key: AssignmentKey, change: PhaseChange): void {
-    const result = this.db
-      .prepare("UPDATE assignments SET phase = ?, updated_at = ? WHERE assignment_id = ? AND generation = ? AND phase = ?")
+    const result = this.sql("UPDATE assignments SET phase = ?, updated_at = ? WHERE assignment_id = ? AND generation = ? AND phase = ?")
       .run(change.to, Date.now(), key.assignmentId, key.generation, change.from);
     if (result.changes === 1) return;
-    const actual = this.db.prepare("SELECT phase FROM assignments WHERE assignment_id = ? AND generation = ?").pluck().get(key.assignmentId, key.generation) as
+    const actual = this.sql("SELECT phase FROM assignments WHERE assignment_id = ? AND generation = ?").pluck().get(key.assignmentId, key.generation) as
       | Phase
       | undefined;
     throw new PhaseConflictError(key, change.from, actual);
