@@ -3,6 +3,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { FastifyInstance } from "fastify";
 import { ConfigStore } from "../config/config-store.js";
+import { registerConsole } from "../console/static.js";
 import { configRoutes } from "../config/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
 import { IdentityRegistry } from "../http/identities.js";
@@ -91,6 +92,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
 
     const app = createHttpApp({ logger });
     registerRoutes(app, routes, identities);
+    registerConsole(app);
     logger.info({ identities: identities.size, routes: routes.length, declared: definitions.map(definitionLabel) }, "gateway ready to listen");
 
     let closed = false;
