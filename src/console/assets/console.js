@@ -239,6 +239,11 @@ const short = (value) => {
   return text.length > 48 ? `${text.slice(0, 45)}…` : text;
 };
 
+/** At most a few paths, then how many more: a page of results can preserve hundreds of ids. */
+function listed(paths, shown = 3) {
+  return paths.length <= shown ? paths.join(", ") : `${paths.slice(0, shown).join(", ")} … +${fmt(paths.length - shown)} more`;
+}
+
 function renderVisibility(original, preview, isWatched) {
   const body = $("visibility").querySelector("tbody");
   const fields = watchedFields(original, isWatched);
@@ -259,7 +264,7 @@ function renderVisibility(original, preview, isWatched) {
         { class: kind, "data-key": key },
         el("td", {}, code(key)),
         el("td", {}, `${fmt(count)}× `, el("span", { class: "muted" }, short(first))),
-        el("td", {}, form ? yesNo(paths.length > 0, paths.join(", ")) : "—"),
+        el("td", {}, form ? yesNo(paths.length > 0, listed(paths)) : "—"),
         el("td", {}, form ? yesNo(head, "yes") : "—"),
         el("td", {}, form ? yesNo(tail, "yes") : "—"),
         el("td", {}, badge(verdict, kind === "lost" ? "bad" : kind === "partial" ? "warn" : "ok")),
@@ -316,6 +321,7 @@ function renderPreserved(preview) {
   $("preserved-card").hidden = !form;
   if (!form) return;
   const entries = Object.entries(preview.result.preserved_fields);
+  $("preserved-caption").textContent = `${fmt(entries.length)} short status fields kept beside head and tail, inside the same byte budget.`;
   $("preserved").querySelector("tbody").replaceChildren(
     ...(entries.length > 0
       ? entries.map(([path, value]) => el("tr", { "data-path": path }, el("td", {}, code(path)), el("td", {}, code(JSON.stringify(value)))))
