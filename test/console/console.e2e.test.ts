@@ -6,7 +6,7 @@ import { launchChromium } from "../helpers/browser.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
 
-export const SCREENSHOT = "test-artifacts/console-dry-run.png";
+const SCREENSHOT = "test-artifacts/console-dry-run.png";
 
 /** About 200 KiB: a page of tasks with the cursor and status the model must still see. */
 function bigResult() {
@@ -24,7 +24,7 @@ describe("console in headless Chromium", () => {
   let page: Page;
   const requested: string[] = [];
 
-  const api = async (method: string, path: string, body?: unknown) => {
+  const api = async (method: string, path: string, body?: unknown): Promise<any> => {
     const res = await fetch(baseUrl + path, {
       method,
       headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
@@ -64,7 +64,7 @@ describe("console in headless Chromium", () => {
     await page.fill("#api-key", ADMIN_KEY);
     await page.click("#signin-form button[type=submit]");
     await page.locator("#tabs").waitFor();
-    expect(await page.evaluate(() => sessionStorage.getItem("toolgate.apiKey"))).toBe(ADMIN_KEY);
+    expect(await page.evaluate('sessionStorage.getItem("toolgate.apiKey")')).toBe(ADMIN_KEY);
     expect(await page.locator("#api-key").inputValue()).toBe("");
   });
 
@@ -96,7 +96,7 @@ describe("console in headless Chromium", () => {
     expect(sample.length).toBeGreaterThan(200 * 1024);
     // As an operator would bring a real sample of that size: from a file.
     await page.setInputFiles("#sample-file", { name: "tasks-page.json", mimeType: "application/json", buffer: Buffer.from(sample) });
-    await expect.poll(() => page.locator("#sample").evaluate((e) => (e as HTMLTextAreaElement).value.length)).toBe(sample.length);
+    await expect.poll(async () => (await page.locator("#sample").inputValue()).length).toBe(sample.length);
     await page.click("#run-dry-run");
     await page.locator("#dryrun-result").waitFor();
     expect(await page.locator("#dryrun-error").textContent()).toBe("");
