@@ -6,6 +6,8 @@ import { ConfigStore } from "../config/config-store.js";
 import { registerConsole } from "../console/static.js";
 import { configRoutes } from "../config/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
+import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
+import { executionRoutes } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { registerRoutes } from "../http/register.js";
@@ -34,12 +36,16 @@ export interface GatewayOptions {
   routes?: ((ctx: GatewayContext) => RouteDef[])[];
   /** Stream definitions; the package's `streams/` by default. */
   definitions?: Definition[];
+  /** Execution path settings beyond the environment's (tests shorten the lease and the sweep interval). */
+  execution?: Partial<ExecutionOptions>;
 }
 
 export interface Gateway {
   app: FastifyInstance;
   nc: NatsConnection;
   store: ConfigStore;
+  /** The execution path: runs, tool calls, claims, receipts, history. */
+  execution: Execution;
   /** Every route served, as declared (auth, schemas, OpenAPI). */
   routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
@@ -78,6 +84,13 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
     const store = await ConfigStore.open(nc);
     const ctx: GatewayContext = { nc, store, logger, config };
+    const execution = await startExecution({
+      nc,
+      config: store,
+      definitions,
+      log: logger,
+      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+    });
 
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
@@ -88,7 +101,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     };
     const routes: RouteDef[] = [];
     const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
-    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
 
     const app = createHttpApp({ logger });
     registerRoutes(app, routes, identities);
@@ -100,6 +113,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       app,
       nc,
       store,
+      execution,
       routes,
       embeddedNats,
       async listen() {
@@ -112,6 +126,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         if (closed) return;
         closed = true;
         await app.close();
+        await execution.stop();
         await nc.drain();
         await embeddedNats?.stop({ removeStore: false });
         logger.info("gateway stopped");
