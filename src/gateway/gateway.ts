@@ -4,10 +4,12 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import type { FastifyInstance } from "fastify";
 import { ConfigStore } from "../config/config-store.js";
 import { registerConsole } from "../console/static.js";
+import { ContextWindows } from "../context/context-windows.js";
+import { contextRoutes } from "../context/routes.js";
 import { configRoutes } from "../config/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
 import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
-import { executionRoutes } from "../execution/routes.js";
+import { executionRoutes, runAgentScope } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { registerRoutes } from "../http/register.js";
@@ -91,6 +93,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       log: logger,
       options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
     });
+    const contextWindows = await ContextWindows.open(nc, execution, store);
 
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
@@ -101,7 +104,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     };
     const routes: RouteDef[] = [];
     const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
-    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...contextRoutes(contextWindows, runAgentScope(execution)), ...(options.routes ?? []).flatMap((f) => f(ctx)));
 
     const app = createHttpApp({ logger });
     registerRoutes(app, routes, identities);
