@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { STATUS_KEYS, STATUS_KEY_SUFFIX } from "../budget/index.js";
+import { MIN_CALIBRATION_REPORTS } from "../context/estimator.js";
 
 /**
  * The operator console (docs/console.md): a static page under `/console/` that talks to the API
@@ -29,9 +30,9 @@ const SECURITY_HEADERS = {
   "cache-control": "no-cache",
 };
 
-/** What the page needs to know of the budget engine, so it highlights the same fields it preserves. */
+/** What the page needs to know of the budget engine and the estimator, so it says what they do. */
 function consoleSettings(): string {
-  return JSON.stringify({ status_keys: [...STATUS_KEYS], status_key_suffix: STATUS_KEY_SUFFIX });
+  return JSON.stringify({ status_keys: [...STATUS_KEYS], status_key_suffix: STATUS_KEY_SUFFIX, min_calibration_reports: MIN_CALIBRATION_REPORTS });
 }
 
 /** Registers `GET /console`, `/console/` and its assets. Reads the files once: a missing asset fails at start. */

@@ -1,12 +1,14 @@
 import { mkdirSync } from "node:fs";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Gateway } from "../../src/gateway/gateway.js";
 import { launchChromium } from "../helpers/browser.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { ADMIN_KEY, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
+import { bindingExample, tasksRead } from "../helpers/gateway.js";
+import { ADMIN_KEY, completeToolCall, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 
-const SCREENSHOT = "test-artifacts/console-dry-run.png";
+const ARTIFACTS = "test-artifacts";
 
 /** About 200 KiB: a page of tasks with the cursor and status the model must still see. */
 function bigResult() {
@@ -18,27 +20,23 @@ const digits = (text: string | null) => Number((text ?? "").replace(/[^0-9]/g, "
 
 describe("console in headless Chromium", () => {
   let nats: TestNats;
-  let gw: Gateway;
+  let gw: TestGateway;
   let baseUrl: string;
+  let nc: NatsConnection;
   let browser: Browser;
   let page: Page;
   const requested: string[] = [];
 
-  const api = async (method: string, path: string, body?: unknown): Promise<any> => {
-    const res = await fetch(baseUrl + path, {
-      method,
-      headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = await res.json();
-    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await gw.http(method, path, body);
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body;
   };
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
-    baseUrl = await gw.listen();
+    gw = await startExecutionGateway(nats.url);
+    baseUrl = gw.baseUrl;
     // Configuration through the API, as an operator would publish it.
     await api("POST", "/v1/bindings", bindingExample);
     await api("POST", "/v1/toolsets/tasks/versions", { version: "v1", tools: [tasksRead] });
@@ -51,6 +49,7 @@ describe("console in headless Chromium", () => {
   });
   afterAll(async () => {
     await browser?.close();
+    await nc?.close();
     await gw?.close();
     await nats?.stop();
   });
@@ -130,8 +129,8 @@ describe("console in headless Chromium", () => {
     expect(await page.locator("#projected mark.preserved").allTextContents()).toContain('"next_cursor"');
     expect(await page.locator('#visibility tr[data-key="status"]').getAttribute("class")).toBe("preserved");
 
-    mkdirSync("test-artifacts", { recursive: true });
-    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: `${ARTIFACTS}/console-dry-run.png`, fullPage: true });
     expect(requested.every((url) => url.startsWith(baseUrl))).toBe(true); // offline: nothing but this gateway
   });
 
@@ -142,5 +141,44 @@ describe("console in headless Chromium", () => {
     expect(digits(await page.locator("#original-bytes").textContent())).toBe(35);
     expect(await page.locator('#visibility tr[data-key="next_cursor"]').getAttribute("class")).toBe("visible");
     expect(await page.locator("#preserved-card").isVisible()).toBe(false);
+  });
+
+  it("shows a run's history, its assignments with their states, and its context window (read-only)", async () => {
+    const session = await api("POST", "/v1/sessions", { agent_version: "bot.1", subject: "user-1" });
+    const runId: string = (await api("POST", `/v1/sessions/${session.session_id}/runs`)).run_id;
+    nc = await connect({ servers: nats.url });
+    const executor = new ProtocolExecutor(nc, bindingExample.executor_scope, "exec-console", [bindingExample.binding_id]);
+    const done = await completeToolCall(gw, executor, runId, "tasks.read", bigResult());
+    const pending = (await api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor: "page-2" } })).assignment.assignment_id;
+    await api("POST", `/v1/runs/${runId}/usage`, { input_tokens: 6_000, prompt_text_bytes: 4_000 });
+    executor.close();
+    const [history, context] = [await api("GET", `/v1/runs/${runId}/history`), await api("GET", `/v1/runs/${runId}/context`)];
+
+    await page.click('#tabs button[data-tab="runs"]');
+    await page.fill("#run-id", runId);
+    await page.click("#run-form button[type=submit]");
+    await page.locator("#run-view").waitFor();
+    await page.locator("#context-facts dd").first().waitFor();
+    expect(page.url()).toContain(`#runs/${runId}`);
+    expect(await page.locator("#run-state").textContent()).toBe("active");
+
+    const rows = page.locator("#tool-calls tr.call");
+    expect(await rows.count()).toBe(2);
+    const first = await rows.nth(0).locator("td").allTextContents();
+    const preview = history.tool_calls[0].context_preview;
+    expect(first.slice(1, 5)).toEqual(["tasks.read", done, "completed", `${preview.retained_bytes.toLocaleString("en-US")} / ${preview.original_bytes.toLocaleString("en-US")} B · truncated`]);
+    expect((await rows.nth(1).locator("td").allTextContents()).slice(2, 4)).toEqual([pending, "pending"]);
+
+    await rows.nth(0).click();
+    const detail = page.locator("#tool-calls tr.detail").first();
+    await detail.locator("dl").waitFor();
+    expect(await detail.textContent()).toContain("exec-console");
+    expect(await detail.textContent()).toContain("stored projection");
+
+    const facts = await page.locator("#context-facts dd").allTextContents();
+    expect(digits(facts[1]!)).toBe(context.estimated_tokens);
+    expect(digits(facts[2]!)).toBe(128_000);
+    expect(await page.locator("#must-compact").textContent()).toBe(context.must_compact ? "must compact" : "fits");
+    await page.screenshot({ path: `${ARTIFACTS}/console-run.png`, fullPage: true });
   });
 });

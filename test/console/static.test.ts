@@ -44,13 +44,13 @@ describe("console static files", () => {
     expect((await get("/console/index.html")).body).toBe(page.body);
   });
 
-  it("serves its script, style and the budget engine's status keys", async () => {
+  it("serves its script, style and the budget engine's and estimator's settings", async () => {
     const script = await get("/console/console.js");
     expect([script.statusCode, script.headers["content-type"]]).toEqual([200, "text/javascript; charset=utf-8"]);
     expect(script.body).not.toMatch(/\.(innerHTML|outerHTML)\s*=|insertAdjacentHTML|document\.write/); // results are untrusted: text nodes only
     expect((await get("/console/console.css")).headers["content-type"]).toBe("text/css; charset=utf-8");
     const settings = (await get("/console/settings.json")).json();
-    expect(settings).toEqual({ status_keys: [...STATUS_KEYS], status_key_suffix: "_id" });
+    expect(settings).toEqual({ status_keys: [...STATUS_KEYS], status_key_suffix: "_id", min_calibration_reports: 3 });
   });
 
   it("serves only its own files", async () => {

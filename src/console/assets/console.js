@@ -11,8 +11,8 @@ const enc = encodeURIComponent;
 const fmt = (n) => Number(n).toLocaleString("en-US");
 const time = (ms) => (ms === null || ms === undefined ? "—" : new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"));
 
-/** Budget-engine facts served by the gateway (settings.json), so highlighting follows the same rule as preserving. */
-let settings = { status_keys: [], status_key_suffix: "_id" };
+/** Budget-engine and estimator facts served by the gateway (settings.json), so the page follows the same rules. */
+let settings = { status_keys: [], status_key_suffix: "_id", min_calibration_reports: 3 };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -439,12 +439,20 @@ async function toggleAssignment(detail, assignmentId) {
       dl,
       el("div", { class: "block-label" }, "arguments"),
       el("pre", {}, JSON.stringify(a.arguments, null, 2)),
-      a.context_preview ? [el("div", { class: "block-label" }, "stored projection (what the model sees)"), el("pre", {}, JSON.stringify(a.context_preview.result, null, 2))] : null,
+      ...(a.context_preview ? [el("div", { class: "block-label" }, "stored projection (what the model sees)"), el("pre", {}, JSON.stringify(a.context_preview.result, null, 2))] : []),
     );
     detail.dataset.loaded = "1";
   } catch (err) {
     showError(cell, err);
   }
+}
+
+/** How the ratio was obtained (docs/architecture.md#context-window: a median, never above the default before a few reports). */
+function ratioSource(reports) {
+  if (reports === 0) return "conservative default: no usage report yet";
+  const counted = `${fmt(reports)} usage report${reports === 1 ? "" : "s"}`;
+  const needed = settings.min_calibration_reports;
+  return reports < needed ? `${counted}; at most the default until ${needed}` : `median of the latest, ${counted}`;
 }
 
 async function loadContext(runId) {
@@ -456,7 +464,7 @@ async function loadContext(runId) {
       ["bytes", `${fmt(c.bytes)} (history ${fmt(c.history_bytes)} + prompt text ${fmt(c.prompt_text_bytes)})`],
       ["estimated_tokens", el("strong", {}, fmt(c.estimated_tokens))],
       ["max_context_tokens", fmt(c.max_context_tokens)],
-      ["bytes_per_token", `${c.bytes_per_token.toFixed(3)} ${c.calibrated_from > 0 ? `(median, ${fmt(c.calibrated_from)} usage reports)` : "(default: no usage report yet)"}`],
+      ["bytes_per_token", `${c.bytes_per_token.toFixed(3)} (${ratioSource(c.calibrated_from)})`],
     ]);
     const share = c.estimated_tokens / c.max_context_tokens;
     $("context-fill").style.width = `${Math.min(100, share * 100)}%`;
