@@ -11,6 +11,7 @@ export const GatewayEnvSchema = z.object({
   TOOLGATE_IDENTITIES_FILE: z.string().min(1).optional(),
   TOOLGATE_IDENTITIES: z.string().min(1).optional(),
   TOOLGATE_STREAM_REPLICAS: ReplicasSchema.default(1),
+  TOOLGATE_CLAIM_LEASE_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000).describe("How long an unconfirmed claim lives before it returns to the candidates"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   ...NatsClientEnvSchema.shape,
   TOOLGATE_HTTP_BODY_LIMIT: z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(4 * 1024 * 1024).describe("Largest request body in bytes (413 beyond)"),

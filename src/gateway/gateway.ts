@@ -7,6 +7,8 @@ import { configRoutes } from "../config/routes.js";
 import { ExecutorStore } from "../executors/executor-store.js";
 import { executorRoutes } from "../executors/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
+import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
+import { executionRoutes } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { TokenBuckets } from "../http/rate-limit.js";
@@ -37,6 +39,8 @@ export interface GatewayOptions {
   routes?: ((ctx: GatewayContext) => RouteDef[])[];
   /** Stream definitions; the package's `streams/` by default. */
   definitions?: Definition[];
+  /** Execution path settings beyond the environment's (tests shorten the lease and the sweep interval). */
+  execution?: Partial<ExecutionOptions>;
 }
 
 export interface Gateway {
@@ -45,6 +49,8 @@ export interface Gateway {
   store: ConfigStore;
   /** Every route served, as declared (auth, schemas, OpenAPI). */
   routes: readonly RouteDef[];
+  /** The execution path: runs, tool calls, claims, receipts, history. */
+  execution: Execution;
   /** The embedded nats-server, when NATS_URL was not given. */
   embeddedNats?: NatsServerProcess;
   /** Starts listening on the configured host/port; resolves to the base URL. */
@@ -82,6 +88,13 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     const store = await ConfigStore.open(nc);
     const executors = await ExecutorStore.open(nc, store);
     const ctx: GatewayContext = { nc, store, logger, config };
+    const execution = await startExecution({
+      nc,
+      config: store,
+      definitions,
+      log: logger,
+      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+    });
 
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
@@ -92,7 +105,14 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     };
     const routes: RouteDef[] = [];
     const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
-    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...executorRoutes(executors), ...dryRunRoutes(store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+    routes.push(
+      ...systemRoutes({ readiness, openapi }),
+      ...configRoutes(store),
+      ...executorRoutes(executors),
+      ...dryRunRoutes(store),
+      ...executionRoutes(execution, store),
+      ...(options.routes ?? []).flatMap((f) => f(ctx)),
+    );
 
     const app = createHttpApp({ logger, bodyLimit: config.TOOLGATE_HTTP_BODY_LIMIT, maxJsonDepth: config.TOOLGATE_JSON_MAX_DEPTH });
     registerRoutes(app, routes, identities, new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST));
@@ -104,6 +124,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       nc,
       store,
       routes,
+      execution,
       embeddedNats,
       async listen() {
         await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });
@@ -115,6 +136,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         if (closed) return;
         closed = true;
         await app.close();
+        await execution.stop();
         await nc.drain();
         await embeddedNats?.stop({ removeStore: false });
         logger.info("gateway stopped");
