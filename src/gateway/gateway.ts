@@ -18,6 +18,7 @@ import { createHttpApp } from "../http/server.js";
 import { systemRoutes, type Readiness } from "../http/system-routes.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { natsClientOptions } from "../nats/client-options.js";
+import { bridgeExecutorJetStreamApi } from "../security/jsapi-bridge.js";
 import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
 import { definitionLabel, kvStreamName, loadDefinitions, ensureStreams, type Definition } from "../streams/index.js";
 import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
@@ -95,6 +96,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       log: logger,
       options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
     });
+    bridgeExecutorJetStreamApi(nc); // ended by the drain on close
 
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
