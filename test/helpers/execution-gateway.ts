@@ -16,8 +16,10 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startTestGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
+/** `env` adds gateway environment variables (NATS credentials, limits). */
+export async function startTestGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}): Promise<TestGateway> {
   const config = GatewayEnvSchema.parse({
+    ...env,
     NATS_URL: natsUrl,
     TOOLGATE_HTTP_PORT: "0",
     TOOLGATE_IDENTITIES: JSON.stringify([
