@@ -88,10 +88,11 @@ export class ProtocolExecutor {
   /**
    * Publishes a receipt into the receipts stream and resolves with the gateway's answer; a resend
    * the stream de-duplicated gets no answer, so then the stored one is asked for on `tg.rq`.
+   * Another `msgID` than the receipt id simulates a resend after the stream's de-duplication window.
    */
-  async send(receipt: Receipt): Promise<ReceiptAnswer> {
+  async send(receipt: Receipt, msgID: string = receipt.receipt_id): Promise<ReceiptAnswer> {
     const answered = new Promise<ReceiptAnswer>((resolve) => this.waiters.set(receipt.receipt_id, [...(this.waiters.get(receipt.receipt_id) ?? []), resolve]));
-    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id });
+    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID });
     if (ack.duplicate) return this.query(receipt);
     return withTimeout(answered, 10_000, `no answer for receipt ${receipt.receipt_id}`);
   }
@@ -114,12 +115,12 @@ export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise
 }
 
 /** Polls `probe` until it returns a value (not undefined), or fails after `timeoutMs`. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition"): Promise<T> {
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition", pollMs = 25): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
+    await new Promise((r) => setTimeout(r, pollMs));
   }
 }
