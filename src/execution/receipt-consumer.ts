@@ -68,7 +68,9 @@ export class ReceiptConsumer {
     try {
       const answer = await this.processor.process({ scope, subjectAssignmentId: assignmentId, receipt, streamSeq: msg.seq });
       this.nc.publish(subjects.answers(scope, receipt.executor_id), encode(answer));
-      if (answer.status === "rejected") this.log.info({ seq: msg.seq, receipt_id: receipt.receipt_id, code: answer.code, reason: answer.reason }, "receipt rejected");
+      // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
+      if (answer.status === "rejected")
+        this.log.warn({ seq: msg.seq, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, code: answer.code, reason: answer.reason }, "receipt rejected");
       msg.ack();
     } catch (err) {
       if (msg.info.deliveryCount >= MAX_ATTEMPTS) {

@@ -8,8 +8,7 @@ import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, executorInboxPrefix
  * answers an API request (and the gateway answers a claim) on whatever reply subject the requester
  * chose, so a user allowed only `$JS.API.CONSUMER.INFO.…` could set its reply to `$KV.<bucket>.<key>`
  * and have the server overwrite a KV entry (seen on 2.9.10; test/security/nats-auth.test.ts proves the
- * layout below stops it). Executors
- * therefore live in their own account without JetStream; the gateway's account exports exactly the
+ * layout below stops it). Executors therefore live in their own account without JetStream; the gateway's account exports exactly the
  * protocol subjects, and a reply crossing the account boundary is routed back into the executors'
  * account, where no stream or bucket exists.
  */

@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { ConfigStore } from "../../src/config/config-store.js";
 import type { Candidate } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { ADMIN_KEY, seedSession } from "../helpers/gateway.js";
+import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 
 const SCOPE = "bulk";

@@ -2,7 +2,7 @@
  * A gateway in its own process, for the multi-gateway tests: `NATS_URL=... node --import tsx gateway-child.ts`.
  * Prints `{"url": ...}` on stdout once it listens; stops cleanly on SIGTERM.
  */
-import { startTestGateway } from "./gateway.js";
+import { startTestGateway } from "./execution-gateway.js";
 
 const gw = await startTestGateway(process.env.NATS_URL ?? "", { sweepIntervalMs: 200 });
 process.stdout.write(JSON.stringify({ url: gw.baseUrl }) + "\n");

@@ -2,7 +2,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, nkeyAuthenticator, nkeys, type KeyPair, type NatsConnection } from "@nats-io/transport-node";
+import { connect, nkeyAuthenticator, nkeys, type NatsConnection } from "@nats-io/transport-node";
+
+type KeyPair = ReturnType<typeof nkeys.createUser>;
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
