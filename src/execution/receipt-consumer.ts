@@ -75,7 +75,7 @@ export class ReceiptConsumer {
     } catch (err) {
       if (msg.info.deliveryCount >= MAX_ATTEMPTS) {
         this.log.error({ err, seq: msg.seq, receipt_id: receipt.receipt_id }, "receipt processing kept failing; terminated");
-        return msg.term("processing kept failing");
+        return msg.term(); // bare: see poison()
       }
       this.log.error({ err, seq: msg.seq, receipt_id: receipt.receipt_id }, "receipt processing failed; redelivering");
       msg.nak(RETRY_DELAY_MS);
@@ -84,6 +84,8 @@ export class ReceiptConsumer {
 
   private poison(msg: JsMsg, reason: string): void {
     this.log.warn({ seq: msg.seq, subject: msg.subject, reason }, "malformed receipt message terminated");
-    msg.term(reason.slice(0, 256));
+    // No reason on the wire: nats-server 2.9 takes only a bare `+TERM`; `+TERM <reason>` is silently
+    // ignored, so the message stays pending and enough of them stall the consumer (max_ack_pending).
+    msg.term();
   }
 }
