@@ -48,10 +48,10 @@ export interface Gateway {
   app: FastifyInstance;
   nc: NatsConnection;
   store: ConfigStore;
-  /** Every route served, as declared (auth, schemas, OpenAPI). */
-  routes: readonly RouteDef[];
   /** The execution path: runs, tool calls, claims, receipts, history. */
   execution: Execution;
+  /** Every route served, as declared (auth, schemas, OpenAPI). */
+  routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
   embeddedNats?: NatsServerProcess;
   /** Starts listening on the configured host/port; resolves to the base URL. */
@@ -125,8 +125,8 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       app,
       nc,
       store,
-      routes,
       execution,
+      routes,
       embeddedNats,
       async listen() {
         await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });

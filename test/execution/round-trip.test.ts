@@ -7,7 +7,7 @@ import { encode } from "../../src/wire/codec.js";
 import { Candidate, type Grant } from "../../src/wire/messages.js";
 import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { SCOPED_KEY, seedSession, startTestGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 
 const SCOPE = "prod";
@@ -21,7 +21,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url);
     sessionId = await seedSession(gw.gateway.store, {
       scope: SCOPE,
       agent: "support-bot",

@@ -1,10 +1,9 @@
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
-import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
-import { GatewayEnvSchema } from "../../src/gateway/config.js";
-import { createLogger } from "../../src/log/logger.js";
+import type { Gateway } from "../../src/gateway/gateway.js";
+import { ADMIN_KEY, admin, startTestGateway } from "./gateway.js";
 
-export const ADMIN_KEY = "test-admin-key-0123456789abcdef";
+export { ADMIN_KEY };
 export const SCOPED_KEY = "test-scoped-key-0123456789abcdef";
 
 /** A gateway on a test NATS, listening on a random port, with an all-agents admin and an identity scoped to another agent. */
@@ -16,19 +15,9 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-/** `env` adds gateway environment variables (NATS credentials, limits). */
-export async function startTestGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}): Promise<TestGateway> {
-  const config = GatewayEnvSchema.parse({
-    ...env,
-    NATS_URL: natsUrl,
-    TOOLGATE_HTTP_PORT: "0",
-    TOOLGATE_IDENTITIES: JSON.stringify([
-      { name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write", "runtime:read", "runtime:write", "tools:execute"] },
-      { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] },
-    ]),
-    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
-  });
-  const gateway = await createGateway({ config, logger: createLogger({ level: config.LOG_LEVEL }), execution });
+/** `env` adds gateway environment variables (NATS credentials, TLS, limits). */
+export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}): Promise<TestGateway> {
+  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution, env });
   const baseUrl = await gateway.listen();
   return {
     gateway,

@@ -59,9 +59,15 @@ export class ProtocolExecutor {
     const consumer = await this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
     const out: Candidate[] = [];
     const batch = await consumer.fetch({ max_messages: max, expires: expiresMs });
-    for await (const m of batch) {
-      out.push(decode(Candidate, m.data));
-      m.ack();
+    try {
+      for await (const m of batch) {
+        out.push(decode(Candidate, m.data));
+        m.ack();
+      }
+    } catch (err) {
+      // A fetch can end in an error (missed heartbeats on a busy machine) after handing out messages:
+      // those are acknowledged already and must not be dropped.
+      if (out.length === 0) throw err;
     }
     return out;
   }

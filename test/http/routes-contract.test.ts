@@ -8,6 +8,8 @@ import { dryRunRoutes } from "../../src/dryrun/route.js";
 import type { ExecutorStore } from "../../src/executors/executor-store.js";
 import { executorRoutes } from "../../src/executors/routes.js";
 import { systemRoutes } from "../../src/http/system-routes.js";
+import type { Execution } from "../../src/execution/execution.js";
+import { executionRoutes } from "../../src/execution/routes.js";
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -23,6 +25,8 @@ interface Sample {
   body?: unknown;
 }
 let sessionId = "";
+/** Runtime ids made in beforeAll: a run with a tool call, and one run each to complete and to cancel. */
+const rt = { run: "", assignment: "", toComplete: "", toCancel: "" };
 const samples: Record<string, () => Sample> = {
   healthz: () => ({}),
   readyz: () => ({}),
@@ -44,6 +48,13 @@ const samples: Record<string, () => Sample> = {
   getExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
   rotateExecutorKeys: () => ({ params: { executor_id: "ex_matrix" }, body: { nkeys: [nkeys.createUser().getPublicKey()] } }),
   removeExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
+  createRun: () => ({ params: { session_id: sessionId } }),
+  getRun: () => ({ params: { run_id: rt.run } }),
+  createToolCall: () => ({ params: { run_id: rt.run }, body: { tool_name: "tasks.read", arguments: { cursor: "c" } } }),
+  getAssignment: () => ({ params: { assignment_id: rt.assignment } }),
+  getRunHistory: () => ({ params: { run_id: rt.run } }),
+  completeRun: () => ({ params: { run_id: rt.toComplete } }),
+  cancelRun: () => ({ params: { run_id: rt.toCancel } }),
   dryRunTool: () => ({ body: { agent_version: "bot.1", tool_name: "tasks.read", arguments: { cursor: "c" }, mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { ok: true } }] } }),
 };
 
@@ -58,6 +69,7 @@ const declared: RouteDef[] = [
   ...configRoutes({} as ConfigStore),
   ...executorRoutes({} as ExecutorStore),
   ...dryRunRoutes({} as ConfigStore),
+  ...executionRoutes({} as Execution, {} as ConfigStore),
 ];
 const lacking = (route: RouteDef): IdentityConfig => ({
   name: `lacks-${route.id}`,
@@ -84,6 +96,9 @@ describe("route contract: auth matrix and OpenAPI", () => {
     await gw.app.inject({ method: "POST", url: "/v1/toolsets/tasks/versions", headers: h, payload: { version: "v1", tools: [tasksRead] } });
     await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 } });
     sessionId = (await gw.app.inject({ method: "POST", url: "/v1/sessions", headers: h, payload: { agent_version: "bot.1", subject: "u" } })).json().session_id;
+    const newRun = async () => (await gw.app.inject({ method: "POST", url: `/v1/sessions/${sessionId}/runs`, headers: h })).json().run_id as string;
+    [rt.run, rt.toComplete, rt.toCancel] = [await newRun(), await newRun(), await newRun()];
+    rt.assignment = (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.run}/tool-calls`, headers: h, payload: { tool_name: "tasks.read", arguments: {} } })).json().assignment.assignment_id;
   });
   afterAll(async () => {
     await gw?.close();

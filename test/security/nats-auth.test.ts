@@ -11,7 +11,7 @@ import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
 import { encode } from "../../src/wire/codec.js";
 import { EXECUTOR_JS_API_PREFIX, STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
 import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
-import { seedSession, startTestGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 
 /**
@@ -44,7 +44,7 @@ describe("NATS authorization generated from the executor registry", () => {
     writeFileSync(join(dir, "executors.json"), JSON.stringify(registry));
     expect(await natsConfigCommand.run(["--gateway-nkey", gatewayKey.getPublicKey(), "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")])).toBe(0);
     server = await startNatsServer({ args: ["-c", join(dir, "auth.conf")] });
-    gw = await startTestGateway(server.url, {}, { NATS_NKEY_SEED: seedOf(gatewayKey) });
+    gw = await startExecutionGateway(server.url, {}, { NATS_NKEY_SEED: seedOf(gatewayKey) });
     sessionId = await seedSession(gw.gateway.store, { scope: "s1", agent: "bot", tools: [{ name: "tasks.read", binding_id: "b1" }] });
     await gw.gateway.store.putBinding({ binding_id: "b2", executor_scope: "s2", tool_kind: "read" });
     admin = gw.gateway.nc;

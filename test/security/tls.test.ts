@@ -7,7 +7,7 @@ import { connect } from "@nats-io/transport-node";
 import { gatewayConfigFromEnv, GatewayConfigError } from "../../src/gateway/config.js";
 import { natsClientOptions } from "../../src/nats/client-options.js";
 import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
-import { startTestGateway } from "../helpers/execution-gateway.js";
+import { startExecutionGateway } from "../helpers/execution-gateway.js";
 
 /** A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl for this run only. */
 function makePki(dir: string): void {
@@ -38,7 +38,7 @@ describe("TLS to NATS (self-signed CA, client certificates verified)", () => {
   const env = { NATS_TLS_CA: f("ca.pem"), NATS_TLS_CERT: f("client.pem"), NATS_TLS_KEY: f("client-key.pem") };
 
   it("runs the gateway over TLS with NATS_TLS_CA/CERT/KEY", async () => {
-    const gw = await startTestGateway(server.url, {}, env);
+    const gw = await startExecutionGateway(server.url, {}, env);
     try {
       expect((await gw.http("GET", "/readyz")).status).toBe(200);
     } finally {
