@@ -16,8 +16,9 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
-  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution });
+/** `env` adds gateway environment variables (NATS credentials, TLS, limits). */
+export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}): Promise<TestGateway> {
+  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution, env });
   const baseUrl = await gateway.listen();
   return {
     gateway,

@@ -1,9 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { nkeys } from "@nats-io/transport-node";
 import { PERMISSIONS, type IdentityConfig } from "../../src/http/identities.js";
 import type { RouteDef } from "../../src/http/route.js";
 import { configRoutes } from "../../src/config/routes.js";
 import { dryRunRoutes } from "../../src/dryrun/route.js";
+import type { ExecutorStore } from "../../src/executors/executor-store.js";
+import { executorRoutes } from "../../src/executors/routes.js";
 import { systemRoutes } from "../../src/http/system-routes.js";
 import type { Execution } from "../../src/execution/execution.js";
 import { executionRoutes } from "../../src/execution/routes.js";
@@ -42,6 +45,11 @@ const samples: Record<string, () => Sample> = {
   createSession: () => ({ body: { agent_version: "bot.1", subject: "user-1" } }),
   listSessions: () => ({ query: { agent: "bot" } }),
   getSession: () => ({ params: { session_id: sessionId } }),
+  registerExecutor: () => ({ body: { executor_id: "ex_matrix", scope: "scope", nkeys: [nkeys.createUser().getPublicKey()] } }),
+  listExecutors: () => ({}),
+  getExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
+  rotateExecutorKeys: () => ({ params: { executor_id: "ex_matrix" }, body: { nkeys: [nkeys.createUser().getPublicKey()] } }),
+  removeExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
   createRun: () => ({ params: { session_id: sessionId } }),
   getRun: () => ({ params: { run_id: rt.run } }),
   createToolCall: () => ({ params: { run_id: rt.run }, body: { tool_name: "tasks.read", arguments: { cursor: "c" } } }),
@@ -63,6 +71,7 @@ function url(route: RouteDef, sample: Sample): string {
 const declared: RouteDef[] = [
   ...systemRoutes({ readiness: async () => ({ ready: true, checks: {} }), openapi: () => ({}) }),
   ...configRoutes({} as ConfigStore),
+  ...executorRoutes({} as ExecutorStore),
   ...dryRunRoutes({} as ConfigStore),
   ...executionRoutes({} as Execution, {} as ConfigStore),
   ...contextRoutes({} as ContextWindows, async () => undefined),
