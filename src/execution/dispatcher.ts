@@ -2,6 +2,7 @@ import { nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
 import type { Versioned, VersionedStore } from "./versioned-store.js";
+import type { Watchlist } from "./watchlist.js";
 
 /**
  * Puts a pending assignment in front of executors: lists it on its run (refused once the run ended,
@@ -14,6 +15,9 @@ export class Dispatcher {
     private readonly runs: VersionedStore<RunRecord>,
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly candidates: CandidateQueue,
+    private readonly watchlist: Watchlist,
+    /** A candidate taken but not claimed for this long is offered again (see the sweeper). */
+    private readonly reofferAfterMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -39,6 +43,8 @@ export class Dispatcher {
     if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
     if (a.candidate_seq !== null) return a;
 
+    // Watched before it can be taken: should the executor that takes it vanish without claiming, a sweeper offers it again.
+    await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
     const seq = await this.candidates.publish(a.scope, {
       assignment_id: a.assignment_id,
       run_id: a.run_id,
@@ -58,6 +64,11 @@ export class Dispatcher {
     // Withdrawn meanwhile (the run ended between listing and publishing): take the message back.
     if (recorded && recorded.value.state === "withdrawn" && recorded.value.candidate_seq === null) await this.candidates.delete(seq);
     return recorded?.value ?? null;
+  }
+
+  /** Looks at a dispatched assignment again later (its candidate is still waiting for an executor). */
+  async rewatch(assignmentId: string): Promise<void> {
+    await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
   }
 
   /** An assignment its run never listed (the run ended first) is withdrawn, never offered. */

@@ -7,14 +7,14 @@ import { encode } from "../../src/wire/codec.js";
 import { Candidate, type Grant } from "../../src/wire/messages.js";
 import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { SCOPED_KEY, seedSession, startExecutionGateway, type ExecutionTestGateway } from "../helpers/gateway.js";
+import { SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 
 const SCOPE = "prod";
 
 describe("execution path: round trip over JetStream and HTTP", () => {
   let nats: TestNats;
-  let gw: ExecutionTestGateway;
+  let gw: TestGateway;
   let nc: NatsConnection;
   let exec: ProtocolExecutor;
   let sessionId: string;

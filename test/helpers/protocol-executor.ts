@@ -12,7 +12,7 @@ import {
   type PresenceHeartbeat,
   type Receipt,
 } from "../../src/wire/messages.js";
-import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 
 type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "receipt_id" | "assignment_id" | "executor_id" | "claim_token"> : never) : never;
 
@@ -34,7 +34,7 @@ export class ProtocolExecutor {
     readonly executorId: string,
     readonly bindings: string[],
   ) {
-    this.js = jetstream(nc);
+    this.js = jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX });
     this.subs.push(
       nc.subscribe(subjects.answers(scope, executorId), {
         callback: (_err, msg) => {
@@ -59,9 +59,15 @@ export class ProtocolExecutor {
     const consumer = await this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
     const out: Candidate[] = [];
     const batch = await consumer.fetch({ max_messages: max, expires: expiresMs });
-    for await (const m of batch) {
-      out.push(decode(Candidate, m.data));
-      m.ack();
+    try {
+      for await (const m of batch) {
+        out.push(decode(Candidate, m.data));
+        m.ack();
+      }
+    } catch (err) {
+      // A fetch can end in an error (missed heartbeats on a busy machine) after handing out messages:
+      // those are acknowledged already and must not be dropped.
+      if (out.length === 0) throw err;
     }
     return out;
   }
@@ -88,10 +94,11 @@ export class ProtocolExecutor {
   /**
    * Publishes a receipt into the receipts stream and resolves with the gateway's answer; a resend
    * the stream de-duplicated gets no answer, so then the stored one is asked for on `tg.rq`.
+   * Another `msgID` than the receipt id simulates a resend after the stream's de-duplication window.
    */
-  async send(receipt: Receipt): Promise<ReceiptAnswer> {
+  async send(receipt: Receipt, msgID: string = receipt.receipt_id): Promise<ReceiptAnswer> {
     const answered = new Promise<ReceiptAnswer>((resolve) => this.waiters.set(receipt.receipt_id, [...(this.waiters.get(receipt.receipt_id) ?? []), resolve]));
-    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id });
+    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID });
     if (ack.duplicate) return this.query(receipt);
     return withTimeout(answered, 10_000, `no answer for receipt ${receipt.receipt_id}`);
   }
@@ -114,12 +121,12 @@ export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise
 }
 
 /** Polls `probe` until it returns a value (not undefined), or fails after `timeoutMs`. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition"): Promise<T> {
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition", pollMs = 25): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
+    await new Promise((r) => setTimeout(r, pollMs));
   }
 }
