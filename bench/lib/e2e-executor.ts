@@ -14,7 +14,7 @@ import { pino } from "pino";
 import { ToolRunner } from "../../src/runner/index.js";
 import { decode } from "../../src/wire/codec.js";
 import { Candidate } from "../../src/wire/messages.js";
-import { STREAMS, candidateConsumer } from "../../src/wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer } from "../../src/wire/subjects.js";
 import { ProtocolExecutor } from "../../test/helpers/protocol-executor.js";
 import { BENCH_PROGRESS, BENCH_RESULT, BENCH_TOOL } from "./protocol-messages.js";
 
@@ -56,7 +56,8 @@ async function startProtocolExecutors(): Promise<() => Promise<void>> {
       await exec.heartbeat();
       // Presence lives 15 s unless refreshed.
       const beat = setInterval(() => void exec.heartbeat().catch((err: unknown) => logger.warn({ err }, "heartbeat failed")), 5_000);
-      const consumer = await jetstream(nc).consumers.get(STREAMS.candidates, candidateConsumer(BENCH_TOOL.scope));
+      // The executors' JetStream prefix, as the runner uses it (on this unsecured server the gateway forwards it).
+      const consumer = await jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).consumers.get(STREAMS.candidates, candidateConsumer(BENCH_TOOL.scope));
       const messages = await consumer.consume({ max_messages: maxConcurrent });
       const work = (async () => {
         for await (const m of messages) {
