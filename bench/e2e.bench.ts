@@ -253,6 +253,9 @@ try {
       TOOLGATE_DATA_DIR: join(dir, "gateway"),
       TOOLGATE_IDENTITIES: JSON.stringify([{ name: "bench", key: API_KEY, agents: "*", permissions: [...PERMISSIONS] }]),
       LOG_LEVEL: gatewayLog,
+      // One identity drives every call here: its per-identity limit would cap the measurement itself.
+      TOOLGATE_RATE_LIMIT_RPS: "1000000",
+      TOOLGATE_RATE_LIMIT_BURST: "1000000",
     },
     join(dir, "gateway.log"),
   );
