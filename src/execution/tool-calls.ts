@@ -85,7 +85,9 @@ export class ToolCallService {
     // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
     const dispatched = await this.dispatcher.dispatch(assignmentId, { assignment: { value: record, revision: res.revision }, run: found });
-    await this.watchlist.unwatch(assignmentId, watch);
+    // A published candidate came with its re-offer watch, written over this one: removing ours at
+    // its revision could only fail, so it is not asked for.
+    if (dispatched?.candidate_seq == null) await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw ApiError.conflict("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };
   }
