@@ -5,10 +5,11 @@ import { defineRoute, type RouteDef } from "../http/route.js";
 import { Id } from "../wire/messages.js";
 import type { Execution } from "./execution.js";
 import { RunEvent } from "./run-events.js";
-import { AssignmentSchema, RunParams, assignmentAgentOf, runAgentOf } from "./routes.js";
+import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
 
 const AssignmentParams = z.object({ assignment_id: Id });
-const Sequence = z.coerce.number().int().nonnegative();
+/** An event id as it travels in a query or a header: decimal digits. */
+const Sequence = z.string().regex(/^[0-9]{1,16}$/, "an event id of this stream (a non-negative integer)").transform(Number);
 
 const ReconcileSchema = z
   .discriminatedUnion("outcome", [
@@ -33,8 +34,8 @@ const DetachResultSchema = z
  * stream: see docs/operations-matrix.md for who may call which and what each changes.
  */
 export function operationRoutes(execution: Execution): RouteDef[] {
-  const runAgent = runAgentOf(execution);
-  const assignmentAgent = assignmentAgentOf(execution);
+  const runAgent = runAgentScope(execution);
+  const assignmentAgent = assignmentAgentScope(execution);
   return [
     defineRoute({
       id: "getRunEvents",

@@ -77,8 +77,8 @@ const CreateToolCallSchema = z
 export { AssignmentSchema, RunSchema };
 export const RunParams = z.object({ run_id: Id });
 
-/** The agent of a run (the agent scope of every runtime route), undefined when there is no such run. */
-export function runAgentOf(execution: Execution): (runId: string) => Promise<string | undefined> {
+/** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
+export function runAgentScope(execution: Pick<Execution, "runs">): (runId: string) => Promise<string | undefined> {
   return async (runId) => {
     try {
       return (await execution.runs.get(runId)).agent;
@@ -89,9 +89,9 @@ export function runAgentOf(execution: Execution): (runId: string) => Promise<str
   };
 }
 
-/** The agent scope of an assignment route: its run's agent. */
-export function assignmentAgentOf(execution: Execution): (assignmentId: string) => Promise<string | undefined> {
-  const runAgent = runAgentOf(execution);
+/** The agent scope of an assignment route: its run's agent (undefined for no such assignment). */
+export function assignmentAgentScope(execution: Pick<Execution, "runs" | "history">): (assignmentId: string) => Promise<string | undefined> {
+  const runAgent = runAgentScope(execution);
   return async (assignmentId) => {
     const runId = await execution.history.runIdOf(assignmentId);
     return runId === undefined ? undefined : runAgent(runId);
@@ -100,8 +100,8 @@ export function assignmentAgentOf(execution: Execution): (assignmentId: string) 
 
 /** The runtime API of the execution path. Every route is scoped to the agent of the run it touches. */
 export function executionRoutes(execution: Execution, sessions: { getSession(id: string): Promise<{ agent: string } | null> }): RouteDef[] {
-  const runAgent = runAgentOf(execution);
-  const assignmentAgent = assignmentAgentOf(execution);
+  const runAgent = runAgentScope(execution);
+  const assignmentAgent = assignmentAgentScope(execution);
   return [
     defineRoute({
       id: "createRun",
@@ -142,7 +142,7 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       agentScope: ({ params }) => runAgent(params.run_id),
       handler: async ({ params, body }) => {
         const { assignment, created } = await execution.toolCalls.create(params.run_id, body);
-        return { created, assignment: await execution.history.assignment(assignment.assignment_id) };
+        return { created, assignment: await (created ? execution.history.createdView(assignment) : execution.history.assignment(assignment.assignment_id)) };
       },
     }),
     defineRoute({

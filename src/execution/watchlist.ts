@@ -20,12 +20,6 @@ export class Watchlist {
     await this.store.removeAt(assignmentId, revision);
   }
 
-  /** Stops watching when the watch is still the one set for `dueAt` (a confirmed claim's lease watch). */
-  async release(assignmentId: string, dueAt: number): Promise<void> {
-    const got = await this.store.get(assignmentId);
-    if (got && got.value.due_at === dueAt) await this.store.removeAt(assignmentId, got.revision);
-  }
-
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
   async watchedIds(): Promise<string[]> {
     return (await this.store.entries()).map((e) => e.value.assignment_id);

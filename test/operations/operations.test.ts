@@ -38,7 +38,7 @@ describe("the five operations, side by side", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000 }, definitionsWithPresenceTtl(PRESENCE_TTL_MS));
+    gw = await startExecutionGateway(nats.url, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000 }, {}, definitionsWithPresenceTtl(PRESENCE_TTL_MS));
     const store = gw.gateway.store;
     await store.putBinding({ binding_id: "proto-safe", executor_scope: "proto", tool_kind: "read", retry_reads_safe: true });
     // Tools of other scopes in the same toolset: a scope nobody serves, and one driven by protocol executors.
@@ -212,7 +212,7 @@ describe("the five operations, side by side", () => {
       held[tool] = await claim(p, id);
       await accept(p, held[tool]!);
     }
-    const [write, read, safe] = ["proto.write", "proto.read", "proto.safe"].map((t) => held[t]!.assignment_id);
+    const [write, read, safe] = ["proto.write", "proto.read", "proto.safe"].map((t) => held[t]!.assignment_id) as [string, string, string];
     stop();
 
     const res = await gw.http("POST", "/v1/executors/exec-detached:detach", { scope: "proto" });

@@ -91,8 +91,8 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
   it("refuses a malformed Last-Event-ID (400) and an unknown run (404)", async () => {
     const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
     const bad = await fetch(eventsUrl(run.run_id), { headers: { ...auth, "last-event-id": "yesterday" } });
-    expect([bad.status, (await bad.json()).error.code]).toEqual([400, "validation_failed"]);
+    expect([bad.status, ((await bad.json()) as any).error.code]).toEqual([400, "validation_failed"]);
     const missing = await fetch(eventsUrl("run_does_not_exist"), { headers: auth });
-    expect([missing.status, (await missing.json()).error.code]).toEqual([404, "run_not_found"]);
+    expect([missing.status, ((await missing.json()) as any).error.code]).toEqual([404, "run_not_found"]);
   });
 });
