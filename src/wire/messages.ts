@@ -212,6 +212,18 @@ export const ExecutorControl = z.discriminatedUnion("type", [
 ]);
 export type ExecutorControl = z.infer<typeof ExecutorControl>;
 
+/** Asks for the control messages sent to this executor since `since` (what it missed while away). */
+export const ControlQuery = z.object({ executor_id: Id, since: Millis }).strict();
+export type ControlQuery = z.infer<typeof ControlQuery>;
+
+export const CONTROL_QUERY_MAX = 1000;
+
+/** The stored control messages, oldest first, each with the time the stream stored it; `more`: ask again from the last one. */
+export const ControlQueryReply = z
+  .object({ messages: z.array(z.object({ message: ExecutorControl, sent_at: Millis }).strict()).max(CONTROL_QUERY_MAX), more: z.boolean() })
+  .strict();
+export type ControlQueryReply = z.infer<typeof ControlQueryReply>;
+
 /**
  * What a product may publish to the gateways instead of calling the HTTP API (`tg.ctl.<type>`, kept in
  * `TG_CONTROL`, consumed by the gateways' shared durable consumer). The outcome shows on the

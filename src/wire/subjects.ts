@@ -24,6 +24,8 @@ export const subjects = {
   answers: (scope: string, executorId: string) => `tg.ans.${scope}.${executorId}`,
   /** Control messages addressed to one executor (run cancelled, task cancel, detach); 4 tokens. */
   executorControl: (scope: string, executorId: string) => `tg.ctl.${scope}.${executorId}`,
+  /** Control catch-up request/reply: the stored control messages of one executor since a time. */
+  controlQuery: (scope: string) => `tg.ctlq.${scope}`,
   /** A product's request to the gateways (`task_cancel`, `compensate`); 3 tokens, so it never matches an executor's subject. */
   controlRequest: (type: string) => `tg.ctl.${type}`,
   /** Filter of the gateways' consumer of product requests (`*` is one token: executor subjects have two). */
