@@ -3,7 +3,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { Binding, ResolvedTool, Session } from "../config/schemas.js";
 import type { Logger } from "../log/logger.js";
 import type { Definition } from "../streams/index.js";
-import { ClaimRequest, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
+import { ClaimRequest, ControlQuery, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
 import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
 import { CandidateQueue } from "./candidate-queue.js";
@@ -118,7 +118,7 @@ export async function startExecution(deps: {
   runStore.observe((_key, before, after) => runEvents(before, after).forEach((e) => events.publish(e)));
   const assignmentStore = await store("assignments", AssignmentRecord);
   assignmentStore.observe((_key, before, after) => assignmentEvents(before, after).forEach((e) => events.publish(e)));
-  const control = new ControlChannel(js);
+  const control = new ControlChannel(js, jsm);
   const watchlist = new Watchlist(await store("watch", WatchEntry));
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs);
@@ -149,6 +149,7 @@ export async function startExecution(deps: {
       onMalformed: (reason) => ({ status: "refused", ttl_ms: presence.ttlMs, reason }),
     }),
     serveRequests(nc, { subject: subjects.receiptQuery("*"), schema: ReceiptQuery, log, handle: (_scope, query) => index.answerQuery(query) }),
+    serveRequests(nc, { subject: subjects.controlQuery("*"), schema: ControlQuery, log, handle: (scope, query) => control.since(scope, query.executor_id, query.since) }),
   ];
   const consumer = new ReceiptConsumer(nc, js, processor, log, options.receiptConcurrency);
   await consumer.start();

@@ -147,6 +147,8 @@ export class ReceiptProcessor {
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
     // Confirmed work has no lease; it is watched for its executor's presence instead (detach on expiry).
     if (res.written && r.kind === "accepted") await this.deps.watchlist.watch(a.assignment_id, this.now() + this.deps.holderCheckMs);
+    // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.
+    else if (res.written) await this.deps.watchlist.release(a.assignment_id);
     if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
       // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
       if (res.written) await this.deps.projections.store(res.value, r.result);

@@ -20,6 +20,12 @@ export class Watchlist {
     await this.store.removeAt(assignmentId, revision);
   }
 
+  /** Stops watching a settled assignment, whatever its watch (nothing is left to look at). */
+  async release(assignmentId: string): Promise<void> {
+    const got = await this.store.get(assignmentId);
+    if (got) await this.store.removeAt(assignmentId, got.revision);
+  }
+
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
   async watchedIds(): Promise<string[]> {
     return (await this.store.entries()).map((e) => e.value.assignment_id);

@@ -1,10 +1,11 @@
 import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { DeliverPolicy, jetstream, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstream, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { decode, encode } from "../wire/codec.js";
 import {
   Candidate,
   ClaimReply,
+  ControlQueryReply,
   ExecutorControl,
   PresenceReply,
   ReceiptAnswer,
@@ -35,7 +36,6 @@ export class NatsLink {
   private readonly js: JetStreamClient;
   private readonly subscriptions: Subscription[] = [];
   private fetch: ConsumerMessages | undefined;
-  private control: { consumer: { delete(): Promise<boolean> }; messages: ConsumerMessages } | undefined;
 
   private constructor(
     readonly nc: NatsConnection,
@@ -77,31 +77,24 @@ export class NatsLink {
     return new NatsLink(nc, !given, scope, executorId, requestTimeoutMs, logger);
   }
 
-  /** Subscribes to this executor's receipt answers. */
-  listen(answer: (answer: ReceiptAnswer) => void): void {
+  /** Subscribes to this executor's receipt answers and control messages. */
+  listen(answer: (answer: ReceiptAnswer) => void, control: (message: ExecutorControl) => void): void {
     this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswer, answer);
+    this.subscribe(subjects.executorControl(this.scope, this.executorId), ExecutorControl, control);
   }
 
-  /**
-   * Follows this executor's control messages in `TG_CONTROL` from `since` on (an ordered consumer: in
-   * order, no gaps, resumed across reconnects), so a message sent while it was away is not lost.
-   * `sentAt` is the server's time of the message.
-   */
-  async followControl(since: Date, handle: (message: ExecutorControl, sentAt: number) => void): Promise<void> {
-    const consumer = await this.js.consumers.get(STREAMS.control, {
-      filter_subjects: subjects.executorControl(this.scope, this.executorId),
-      deliver_policy: DeliverPolicy.StartTime,
-      opt_start_time: since.toISOString(),
-    });
-    const messages = await consumer.consume();
-    this.control = { consumer, messages };
+  /** The control messages stored for this executor since `since` (ms), oldest first. */
+  queryControl(since: number): Promise<ControlQueryReply> {
+    return this.request(subjects.controlQuery(this.scope), { executor_id: this.executorId, since }, ControlQueryReply);
+  }
+
+  /** Calls `handle` with the time the connection was lost, each time it is back. */
+  onReconnect(handle: (disconnectedAt: number) => void): void {
     void (async () => {
-      for await (const m of messages) {
-        try {
-          handle(decode(ExecutorControl, m.data), Math.floor(m.info.timestampNanos / 1e6));
-        } catch (err) {
-          this.logger.warn({ err, subject: m.subject }, "control message dropped");
-        }
+      let lost = Date.now();
+      for await (const status of this.nc.status()) {
+        if (status.type === "disconnect") lost = Date.now();
+        else if (status.type === "reconnect") handle(lost);
       }
     })();
   }
@@ -159,11 +152,6 @@ export class NatsLink {
 
   async close(): Promise<void> {
     this.stopPulling();
-    if (this.control) {
-      await this.control.messages.close();
-      // Ordered consumers outlive their reader by minutes unless deleted.
-      await this.control.consumer.delete().catch(() => undefined);
-    }
     for (const sub of this.subscriptions) sub.unsubscribe();
     if (this.ownsConnection && !this.nc.isClosed()) await this.nc.drain();
   }

@@ -70,9 +70,7 @@ interface ActiveClaim {
   handler?: Promise<void>;
 }
 
-/** Control messages are read from a little before the oldest open claim (clocks of executor and server differ). */
-const CONTROL_CATCH_UP_SLACK_MS = 60_000;
-/** How far the server's clock (a control message's time) may be behind this process's. */
+/** How far the server's clock (a control message's time) may differ from this process's. */
 const CLOCK_SKEW_MS = 5_000;
 
 /** A claim refusal worth another try later (the candidate goes back to the scope). */
@@ -136,13 +134,17 @@ export class ToolRunner {
     const { natsUrl, nc, scope, executorId } = this.options;
     this.link = await NatsLink.open({ ...(natsUrl ? { natsUrl } : {}), ...(nc ? { nc } : {}), scope, executorId, requestTimeoutMs: this.timing.requestTimeoutMs, logger: this.logger, credentials: this.options.credentials ?? natsClientEnv() });
     this.outbox = new Outbox(this.store, this.link, this.timing, this.logger, (receipt, answer) => this.onAnswered(receipt, answer));
-    this.link.listen((a) => this.outbox.handleAnswer(a));
+    this.startedAt = Date.now();
+    this.link.listen(
+      (a) => this.outbox.handleAnswer(a),
+      (c) => this.onControl(c, Date.now()),
+    );
     await this.heartbeat();
     const open = await this.store.listOpen();
     await this.recover(open);
-    // From the oldest claim still open: what was sent while this executor was away reaches it now.
-    this.startedAt = Date.now();
-    await this.link.followControl(new Date(Math.min(this.startedAt, ...open.map((a) => a.createdAt)) - CONTROL_CATCH_UP_SLACK_MS), (c, sentAt) => this.onControl(c, sentAt));
+    // What was sent while this executor was down (since its oldest open claim) or disconnected reaches it now.
+    await this.catchUpControl(Math.min(this.startedAt, ...open.map((a) => a.createdAt)) - CLOCK_SKEW_MS);
+    this.link.onReconnect((lost) => void this.catchUpControl(lost - CLOCK_SKEW_MS));
     this.loops = [this.presenceLoop(), this.pullLoop()];
     this.logger.info({ executor_id: executorId, scope, tools: [...this.tools.keys()] }, "tool runner started");
   }
@@ -246,6 +248,24 @@ export class ToolRunner {
         const error = { code: "executor_restarted", message: "the executor stopped while the write handler was running; its outcome is unknown" };
         await this.report(local.grant, finalReceipt(local.grant, { kind: "reconciliation_required", error }, Date.now()), "running");
       }
+    }
+  }
+
+  /**
+   * Applies the control messages stored since `since` (a repeat of one already applied is harmless:
+   * aborting twice, detaching twice). Unanswered, it is logged: the receipt answers still tell a
+   * handler its run ended.
+   */
+  private async catchUpControl(since: number): Promise<void> {
+    try {
+      for (let from = since, more = true; more; ) {
+        const reply = await this.link.queryControl(from);
+        for (const { message, sent_at } of reply.messages) this.onControl(message, sent_at);
+        more = reply.more && reply.messages.length > 0;
+        from = Math.max(from + 1, reply.messages.at(-1)?.sent_at ?? from);
+      }
+    } catch (err) {
+      this.logger.warn({ err: errorText(err) }, "missed control messages could not be fetched");
     }
   }
 

@@ -38,6 +38,7 @@ export const EXECUTOR_EXPORTS: readonly Export[] = [
   { kind: "service", subject: subjects.claim("*") },
   { kind: "service", subject: subjects.presence("*") },
   { kind: "service", subject: subjects.receiptQuery("*") },
+  { kind: "service", subject: subjects.controlQuery("*") },
   { kind: "service", subject: subjects.receipt("*", "*") },
   { kind: "service", subject: jsApi(JS_API, "INFO", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "INFO", "*") },
   { kind: "service", subject: jsApi(JS_API, "MSG.NEXT", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", "*"), responseType: "stream" },
@@ -48,7 +49,7 @@ export const EXECUTOR_EXPORTS: readonly Export[] = [
 
 /**
  * One executor's allow lists (everything else is denied): claim, heartbeat, query and publish
- * receipts in its scope; pull and acknowledge only its scope's candidate consumer; receive only its
+ * receipts, ask for missed control messages, in its scope; pull and acknowledge only its scope's candidate consumer; receive only its
  * own answers, control messages and inbox.
  */
 export function executorPermissions(scope: string, executorId: string): SubjectPermissions {
@@ -58,6 +59,7 @@ export function executorPermissions(scope: string, executorId: string): SubjectP
       subjects.claim(scope),
       subjects.presence(scope),
       subjects.receiptQuery(scope),
+      subjects.controlQuery(scope),
       subjects.receipt(scope, "*"),
       jsApi(EXECUTOR_JS_API_PREFIX, "INFO", consumer),
       jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", consumer),

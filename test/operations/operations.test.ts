@@ -7,7 +7,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BusinessCancelled, BusinessFailure, CancelRequested, ToolRunner } from "../../src/runner/index.js";
 import { decode, encode } from "../../src/wire/codec.js";
-import { OperatorReceipt, type ControlRequest, type Grant } from "../../src/wire/messages.js";
+import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant } from "../../src/wire/messages.js";
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
 import { definitionsWithPresenceTtl, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -157,6 +157,9 @@ describe("the five operations, side by side", () => {
     expect([cancelled.status, cancelled.body.state]).toEqual([200, "cancelled"]);
     expect([(await get(pending)).state, (await get(claimedId)).state, (await get(running)).state]).toEqual(["withdrawn", "revoked", "abandoned"]);
     expect(await p.send(p.receipt(grant, { kind: "accepted", operation_key: grant.operation_key }))).toMatchObject({ status: "rejected", code: "run_terminated" });
+    // Stored, not only sent: an executor that was away asks for what it missed.
+    const missed = decode(ControlQueryReply, (await nc.request(subjects.controlQuery("proto"), encode({ executor_id: "exec-rc", since: 0 }), { timeout: 5_000 })).data);
+    expect(missed.messages.map((m) => m.message)).toEqual([{ type: "run_cancelled", run_id: runId, assignment_ids: [claimedId] }]);
     expect(await until("ctx.signal", () => aborts.get("rc"))).toBe("run_cancelled");
     const local = await until("the handler's late receipt to be answered", async () => {
       const receipts = (await runner.assignment(running))?.receipts ?? [];
