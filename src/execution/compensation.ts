@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { ApiError } from "../http/errors.js";
 import type { Dispatcher } from "./dispatcher.js";
-import type { AssignmentRecord } from "./records.js";
+import { unstartedAssignment, type AssignmentRecord } from "./records.js";
 import type { VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
@@ -50,18 +50,8 @@ export class CompensationService {
       assignment_id: id,
       tool_call_id: null,
       operation_key: compensationOperationKey(original.operation_key),
-      state: "pending",
-      generation: 0,
-      candidate_seq: null,
-      claim: null,
-      past_claims: [],
-      accepted: null,
-      final: null,
-      outcome: null,
-      task_cancel: null,
+      ...unstartedAssignment(),
       compensates: assignmentId,
-      compensated_by: null,
-      settled_by: null,
       created_at: now,
       updated_at: now,
     };

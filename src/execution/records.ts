@@ -103,6 +103,23 @@ export const AssignmentRecord = z
   .strict();
 export type AssignmentRecord = z.infer<typeof AssignmentRecord>;
 
+/** What an assignment holds before anything happened to it: pending, generation 0, no claim, receipt or link. */
+export function unstartedAssignment() {
+  return {
+    state: "pending",
+    generation: 0,
+    candidate_seq: null,
+    claim: null,
+    past_claims: [],
+    accepted: null,
+    final: null,
+    outcome: null,
+    task_cancel: null,
+    compensated_by: null,
+    settled_by: null,
+  } satisfies Partial<AssignmentRecord>;
+}
+
 /** The permanent receipt index: one entry per receipt_id, written once. */
 export const ReceiptIndexEntry = z
   .object({

@@ -4,7 +4,7 @@ import { compileJsonSchema, schemaDetails } from "../validation/json-schema.js";
 import { argumentDigest } from "../wire/digest.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { assignmentIdFor, defaultOperationKey } from "./ids.js";
-import type { AssignmentRecord, RunRecord } from "./records.js";
+import { unstartedAssignment, type AssignmentRecord, type RunRecord } from "./records.js";
 import type { VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
@@ -64,18 +64,8 @@ export class ToolCallService {
       argument_digest: argumentDigest(req.arguments),
       operation_key: req.operation_key ?? defaultOperationKey(run.run_id, assignmentId),
       max_result_context_bytes: tool.max_result_context_bytes,
-      state: "pending",
-      generation: 0,
-      candidate_seq: null,
-      claim: null,
-      past_claims: [],
-      accepted: null,
-      final: null,
-      outcome: null,
-      task_cancel: null,
+      ...unstartedAssignment(),
       compensates: null,
-      compensated_by: null,
-      settled_by: null,
       created_at: now,
       updated_at: now,
     };
