@@ -1,17 +1,50 @@
 import { z } from "zod";
+import { checkNatsCredentials, NatsEnvShape } from "../nats/connect.js";
 import { ReplicasSchema } from "../streams/definitions.js";
+import { envVar, parseEnv, renderEnvTable } from "../validation/env.js";
+
+const port = (min: number) => z.coerce.number().int().min(min).max(65535);
+const ms = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const GatewayEnvShape = {
+  ...NatsEnvShape,
+  TOOLGATE_HTTP_HOST: envVar(z.string().min(1).default("127.0.0.1"), {
+    meaning: "bind address of the HTTP API (and of the metrics listener); `0.0.0.0` in a container",
+    allowed: "an IP address or host name",
+  }),
+  TOOLGATE_HTTP_PORT: envVar(port(0).default(8080), { meaning: "HTTP API port; 0 picks a free one (logged)", allowed: "integer 0..65535" }),
+  TOOLGATE_METRICS_PORT: envVar(port(0).optional(), {
+    meaning: "unset: `GET /metrics` is served on the API port, unauthenticated. Set: only on this separate port (bind it to a network Prometheus reaches and the API's clients do not)",
+    allowed: "integer 0..65535",
+  }),
+  TOOLGATE_DATA_DIR: envVar(z.string().min(1).default("./.toolgate"), {
+    meaning: "local state: the embedded NATS store (without `NATS_URL`) and a generated local admin key (without identities). Nothing a replica needs to share",
+    allowed: "a writable directory path",
+  }),
+  TOOLGATE_IDENTITIES: envVar(z.string().min(1).optional(), { meaning: "HTTP identities as JSON (docs/configuration.md); from a secret", allowed: "a JSON array of identities" }),
+  TOOLGATE_IDENTITIES_FILE: envVar(z.string().min(1).optional(), {
+    meaning: "path of an identities JSON file, e.g. a mounted Secret; set this or `TOOLGATE_IDENTITIES`, not both",
+    allowed: "a readable file path",
+  }),
+  TOOLGATE_STREAM_REPLICAS: envVar(ReplicasSchema.default(1), { meaning: "replicas of every stream, consumer and bucket the gateway creates: 1 on one server, 3 on a 3-node cluster", allowed: "integer 1..5" }),
+  TOOLGATE_SHUTDOWN_TIMEOUT_MS: envVar(ms(1_000, 600_000).default(25_000), {
+    meaning: "on SIGTERM, how long in-flight HTTP requests and receipts may take before the process exits 1 anyway; keep it below the orchestrator's grace period (Kubernetes: 30 s)",
+    allowed: "integer 1000..600000",
+  }),
+  LOG_LEVEL: envVar(z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"), {
+    meaning: "pino log level; logs are JSON lines on stderr",
+    allowed: "fatal, error, warn, info, debug, trace, silent",
+  }),
+};
 
 /** The gateway's environment. Every value is checked at start; a bad one stops it with its name. */
-export const GatewayEnvSchema = z.object({
-  NATS_URL: z.string().min(1).optional().describe("NATS server(s); when unset an embedded nats-server is started"),
-  TOOLGATE_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-  TOOLGATE_HTTP_HOST: z.string().min(1).default("127.0.0.1"),
-  TOOLGATE_DATA_DIR: z.string().min(1).default("./.toolgate"),
-  TOOLGATE_IDENTITIES_FILE: z.string().min(1).optional(),
-  TOOLGATE_IDENTITIES: z.string().min(1).optional(),
-  TOOLGATE_STREAM_REPLICAS: ReplicasSchema.default(1),
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-});
+export const GatewayEnvSchema = z
+  .object(GatewayEnvShape)
+  .superRefine(checkNatsCredentials)
+  .superRefine((env, ctx) => {
+    if (env.TOOLGATE_IDENTITIES !== undefined && env.TOOLGATE_IDENTITIES_FILE !== undefined)
+      ctx.addIssue({ code: "custom", path: ["TOOLGATE_IDENTITIES_FILE"], message: "set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE" });
+  });
 
 export type GatewayConfig = z.infer<typeof GatewayEnvSchema>;
 
@@ -21,13 +54,10 @@ export class GatewayConfigError extends Error {
 
 /** Reads the gateway configuration from the environment (unknown variables are ignored). */
 export function gatewayConfigFromEnv(env: Record<string, string | undefined> = process.env): GatewayConfig {
-  const relevant = Object.fromEntries(Object.keys(GatewayEnvSchema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]));
-  const parsed = GatewayEnvSchema.safeParse(relevant);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}=${JSON.stringify(relevant[String(i.path[0])])}: ${i.message}`);
-    throw new GatewayConfigError(`invalid gateway configuration:\n${lines.join("\n")}\nFix the environment variable(s) above; see docs/configuration.md.`);
-  }
-  if (parsed.data.TOOLGATE_IDENTITIES && parsed.data.TOOLGATE_IDENTITIES_FILE)
-    throw new GatewayConfigError("set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE");
-  return parsed.data;
+  return parseEnv(GatewayEnvSchema, env, GatewayConfigError);
+}
+
+/** The environment table of docs/operations.md. */
+export function renderGatewayEnvTable(): string {
+  return renderEnvTable(GatewayEnvShape);
 }
