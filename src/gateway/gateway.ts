@@ -12,8 +12,11 @@ import type { RouteDef } from "../http/route.js";
 import { createHttpApp } from "../http/server.js";
 import { systemRoutes, type Readiness } from "../http/system-routes.js";
 import { createLogger, type Logger } from "../log/logger.js";
+import { GatewayMetrics } from "../metrics/metrics.js";
+import { startMetricsServer, type MetricsServer } from "../metrics/server.js";
+import { natsConnectionOptions } from "../nats/connect.js";
 import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
-import { definitionLabel, kvStreamName, loadDefinitions, ensureStreams, type Definition } from "../streams/index.js";
+import { declaredStreamNames, definitionLabel, ensureStreams, inspectStreams, loadDefinitions, type Definition } from "../streams/index.js";
 import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
 import { resolveIdentities } from "./identities-source.js";
 
@@ -39,18 +42,18 @@ export interface Gateway {
   app: FastifyInstance;
   nc: NatsConnection;
   store: ConfigStore;
+  /** This process's metrics (its own registry). */
+  metrics: GatewayMetrics;
   /** Every route served, as declared (auth, schemas, OpenAPI). */
   routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
   embeddedNats?: NatsServerProcess;
-  /** Starts listening on the configured host/port; resolves to the base URL. */
+  /** Starts listening on the configured host/port (and the metrics port, if set); resolves to the API's base URL. */
   listen(): Promise<string>;
-  /** Graceful stop: HTTP first (in-flight requests finish), then NATS drained, then the child. */
+  /** The separate metrics listener's URL, once listening with TOOLGATE_METRICS_PORT set. */
+  readonly metricsUrl?: string;
+  /** Graceful stop: HTTP first (in-flight requests finish), then NATS drained, then the child; logs flushed last. */
   close(): Promise<void>;
-}
-
-function streamNames(defs: Definition[]): string[] {
-  return defs.flatMap((d) => (d.kind === "stream" ? [d.name] : d.kind === "kv" ? [kvStreamName(d.bucket)] : []));
 }
 
 /**
@@ -71,16 +74,20 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     servers = embeddedNats.url;
     logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
   }
-  const nc = await connect({ servers, name: "toolgate-gateway" });
+  const nc = await connect(natsConnectionOptions({ ...config, NATS_URL: servers }, "gateway"));
+  const metrics = new GatewayMetrics();
+  metrics.watchNats(nc);
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
     const store = await ConfigStore.open(nc);
     const ctx: GatewayContext = { nc, store, logger, config };
 
+    const declaredStreams = declaredStreamNames(definitions);
+    metrics.readJetStreamFrom(() => inspectStreams(jsm, declaredStreams));
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
-      for (const name of streamNames(definitions)) {
+      for (const name of declaredStreams) {
         checks[`stream ${name}`] = await jsm.streams.info(name).then(() => "present", (err: Error) => `missing: ${err.message}`);
       }
       return { ready: Object.values(checks).every((c) => c === "connected" || c === "present"), checks };
@@ -90,17 +97,29 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
 
     const app = createHttpApp({ logger });
+    metrics.instrumentHttp(app);
     registerRoutes(app, routes, identities);
+    // Prometheus text, not a JSON API route: registered beside the declared routes, absent from OpenAPI.
+    if (config.TOOLGATE_METRICS_PORT === undefined) app.get("/metrics", async (_req, reply) => {
+      const { contentType, body } = await metrics.exposition();
+      return reply.type(contentType).send(body);
+    });
     logger.info({ identities: identities.size, routes: routes.length, declared: definitions.map(definitionLabel) }, "gateway ready to listen");
 
     let closed = false;
+    let metricsServer: MetricsServer | undefined;
     return {
       app,
       nc,
       store,
+      metrics,
       routes,
       embeddedNats,
+      get metricsUrl() {
+        return metricsServer && `http://${config.TOOLGATE_HTTP_HOST}:${metricsServer.port}`;
+      },
       async listen() {
+        if (config.TOOLGATE_METRICS_PORT !== undefined) metricsServer = await startMetricsServer(metrics, config.TOOLGATE_HTTP_HOST, config.TOOLGATE_METRICS_PORT);
         await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });
         const address = app.server.address();
         const port = typeof address === "object" && address ? address.port : config.TOOLGATE_HTTP_PORT;
@@ -110,9 +129,11 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         if (closed) return;
         closed = true;
         await app.close();
-        await nc.drain();
+        await metricsServer?.close();
+        if (!nc.isClosed()) await nc.drain();
         await embeddedNats?.stop({ removeStore: false });
         logger.info("gateway stopped");
+        await new Promise<void>((done) => logger.flush(() => done()));
       },
     };
   } catch (err) {
