@@ -27,6 +27,16 @@ export interface HttpAppOptions {
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   const app = Fastify({ loggerInstance: options.logger, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
   app.removeContentTypeParser("text/plain"); // JSON only: any other body is a 415
+  // While closing, answer in-flight requests with `Connection: close`: otherwise a client's idle
+  // keep-alive socket holds the shutdown until the keep-alive timeout.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_request, reply, payload) => {
+    if (closing) reply.header("connection", "close");
+    return payload;
+  });
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const apiError = err instanceof ApiError ? err : fromFastify(err);
     if (apiError) {

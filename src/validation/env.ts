@@ -41,8 +41,9 @@ export function parseEnv<T extends z.ZodObject>(schema: T, env: Record<string, s
   const lines = parsed.error.issues.map((issue) => {
     const name = String(issue.path[0]);
     const field = schema.shape[name] as z.ZodType | undefined;
-    const allowed = field && docOf(field)?.allowed;
-    const value = relevant[name] === undefined ? "unset" : `=${JSON.stringify(relevant[name])}`;
+    // A cross-variable rule (custom issue) is not about the value's form: its message says it all.
+    const allowed = issue.code !== "custom" && field ? docOf(field)?.allowed : undefined;
+    const value = relevant[name] === undefined ? " (unset)" : `=${JSON.stringify(relevant[name])}`;
     return `  ${name}${value}: ${issue.message}${allowed ? ` (allowed: ${allowed})` : ""}`;
   });
   throw new ErrorClass(`invalid environment:\n${lines.join("\n")}\nFix the variable(s) above; every variable is listed in docs/operations.md.`);
