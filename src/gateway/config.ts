@@ -27,6 +27,10 @@ const GatewayEnvShape = {
     allowed: "a readable file path",
   }),
   TOOLGATE_STREAM_REPLICAS: envVar(ReplicasSchema.default(1), { meaning: "replicas of every stream, consumer and bucket the gateway creates: 1 on one server, 3 on a 3-node cluster", allowed: "integer 1..5" }),
+  TOOLGATE_CLAIM_LEASE_MS: envVar(ms(100, 3_600_000).default(30_000), {
+    meaning: "how long a claim stays unconfirmed (no `accepted`) before the assignment returns to the candidates with the next generation",
+    allowed: "integer 100..3600000",
+  }),
   TOOLGATE_SHUTDOWN_TIMEOUT_MS: envVar(ms(1_000, 600_000).default(25_000), {
     meaning: "on SIGTERM, how long in-flight HTTP requests and receipts may take before the process exits 1 anyway; keep it below the orchestrator's grace period (Kubernetes: 30 s)",
     allowed: "integer 1000..600000",

@@ -5,6 +5,8 @@ import type { FastifyInstance } from "fastify";
 import { ConfigStore } from "../config/config-store.js";
 import { configRoutes } from "../config/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
+import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
+import { executionRoutes } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { registerRoutes } from "../http/register.js";
@@ -36,6 +38,8 @@ export interface GatewayOptions {
   routes?: ((ctx: GatewayContext) => RouteDef[])[];
   /** Stream definitions; the package's `streams/` by default. */
   definitions?: Definition[];
+  /** Execution path settings beyond the environment's (tests shorten the lease and the sweep interval). */
+  execution?: Partial<ExecutionOptions>;
 }
 
 export interface Gateway {
@@ -44,6 +48,8 @@ export interface Gateway {
   store: ConfigStore;
   /** This process's metrics (its own registry). */
   metrics: GatewayMetrics;
+  /** The execution path: runs, tool calls, claims, receipts, history. */
+  execution: Execution;
   /** Every route served, as declared (auth, schemas, OpenAPI). */
   routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
@@ -82,6 +88,13 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
     const store = await ConfigStore.open(nc);
     const ctx: GatewayContext = { nc, store, logger, config };
+    const execution = await startExecution({
+      nc,
+      config: store,
+      definitions,
+      log: logger,
+      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+    });
 
     const declaredStreams = declaredStreamNames(definitions);
     metrics.readJetStreamFrom(() => inspectStreams(jsm, declaredStreams));
@@ -94,7 +107,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     };
     const routes: RouteDef[] = [];
     const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
-    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
 
     const app = createHttpApp({ logger });
     metrics.instrumentHttp(app);
@@ -113,6 +126,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       nc,
       store,
       metrics,
+      execution,
       routes,
       embeddedNats,
       get metricsUrl() {
@@ -130,6 +144,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         closed = true;
         await app.close();
         await metricsServer?.close();
+        await execution.stop();
         if (!nc.isClosed()) await nc.drain();
         await embeddedNats?.stop({ removeStore: false });
         logger.info("gateway stopped");

@@ -56,7 +56,8 @@ export const Grant = z
     /** The end user the run acts for. */
     subject: z.string(),
     agent: Id,
-    agent_version: Id,
+    /** `<agent>.<n>` as published (it has a dot, so it is not an Id token). */
+    agent_version: z.string().min(1).max(140),
     toolset: Id,
     toolset_version: z.string(),
     operation_key: z.string().min(1).max(256),
@@ -82,6 +83,14 @@ export const RefusalCode = z.enum([
   "lease_expired",
   "invalid_token",
   "malformed",
+  /** Same `receipt_id` as a stored receipt, different body. */
+  "receipt_conflict",
+  /** A `completed` result (or any body) that is not representable as canonical JSON (NaN, Infinity, binary...). */
+  "invalid_result",
+  /** The state table has no edge for this receipt from the assignment's state (e.g. a second final receipt). */
+  "illegal_transition",
+  /** Another receipt already reported this progress `seq` with a different body. */
+  "progress_conflict",
 ]);
 export type RefusalCode = z.infer<typeof RefusalCode>;
 
@@ -105,8 +114,8 @@ const ReceiptBase = {
 };
 
 /**
- * A receipt. The *body* (everything but `claim_token`, `replayed` and `sent_at`) is what must be
- * identical on a resend of the same `receipt_id`.
+ * A receipt. The *body* (everything but `claim_token` and `replayed`) is what must be identical on a
+ * resend of the same `receipt_id`; its digest is `receiptBodyDigest` of `src/wire/digest.ts`.
  */
 export const Receipt = z.discriminatedUnion("kind", [
   z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string() }).strict(),
@@ -145,13 +154,15 @@ export const ReceiptAnswer = z
     assignment_id: Id,
     kind: ReceiptKind,
     status: ReceiptStatus,
-    code: z.string().optional(),
+    /** Set on `rejected` (why) and on `late_ignored` (`run_terminated`). */
+    code: RefusalCode.optional(),
     reason: z.string().optional(),
   })
   .strict();
 export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
 
-export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id }).strict();
+/** Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated). */
+export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id, kind: ReceiptKind }).strict();
 export type ReceiptQuery = z.infer<typeof ReceiptQuery>;
 
 export const PresenceHeartbeat = z

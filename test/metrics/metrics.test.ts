@@ -78,10 +78,11 @@ describe("/metrics", () => {
   it("reports consumer pending, ack pending and redelivered counts, read from JetStream on scrape", async () => {
     const gw = await start();
     const js = jetstream(nc);
-    for (const n of [1, 2, 3]) await js.publish(`t.metrics.${n}`, String(n));
     const consumer = await js.consumers.get("T_METRICS", "probe");
-    (await consumer.next())!.nak(); // redelivered at once, below
+    await js.publish("t.metrics.1", "1");
+    (await consumer.next())!.nak(); // the only message: the next pull redelivers it
     expect((await consumer.next())!.info.deliveryCount).toBe(2);
+    for (const n of [2, 3]) await js.publish(`t.metrics.${n}`, String(n));
     const text = await scrape(gw);
     const labels = '{stream="T_METRICS",consumer="probe"}';
     expect(sample(text, `toolgate_consumer_pending_messages${labels}`)).toBe(2);

@@ -1,0 +1,83 @@
+/**
+ * The assignment state machine: ONE table. Every state change of an assignment anywhere in the
+ * gateway goes through {@link nextAssignmentState}; `docs/protocol.md` carries the same table and a
+ * test keeps the two equal.
+ */
+
+export const ASSIGNMENT_STATES = [
+  "pending",
+  "claimed",
+  "running",
+  "completed",
+  "failed",
+  "cancelled",
+  "reconciliation_required",
+  "withdrawn",
+  "revoked",
+  "abandoned",
+] as const;
+export type AssignmentState = (typeof ASSIGNMENT_STATES)[number];
+
+export const ASSIGNMENT_EVENTS = [
+  "claim",
+  "expire_lease",
+  "accept",
+  "progress",
+  "complete",
+  "fail",
+  "cancel",
+  "require_reconciliation",
+  "withdraw",
+  "revoke",
+  "abandon",
+] as const;
+export type AssignmentEvent = (typeof ASSIGNMENT_EVENTS)[number];
+
+export interface Transition {
+  readonly from: AssignmentState;
+  readonly event: AssignmentEvent;
+  readonly to: AssignmentState;
+  /** Why this edge exists (rendered into the docs). */
+  readonly why: string;
+}
+
+export const ASSIGNMENT_TRANSITIONS: readonly Transition[] = [
+  { from: "pending", event: "claim", to: "claimed", why: "an online executor of the binding's scope won the compare-and-set" },
+  { from: "claimed", event: "expire_lease", to: "pending", why: "no `accepted` within the lease: back to the candidates, generation + 1" },
+  { from: "claimed", event: "accept", to: "running", why: "`accepted` with the claim token: the explicit confirmation, side effects may start" },
+  { from: "running", event: "progress", to: "running", why: "`progress` is stored by seq, the state does not move" },
+  { from: "running", event: "complete", to: "completed", why: "`completed`: the projection is computed once and stored" },
+  { from: "running", event: "fail", to: "failed", why: "`failed`: a business failure the product confirmed" },
+  { from: "running", event: "cancel", to: "cancelled", why: "`cancelled`: the business task stopped, product-confirmed" },
+  { from: "running", event: "require_reconciliation", to: "reconciliation_required", why: "`reconciliation_required`: the outcome is unknown (ordinary exception, crash mid-handler)" },
+  { from: "reconciliation_required", event: "complete", to: "completed", why: "the product reconciled: the operation did happen" },
+  { from: "reconciliation_required", event: "fail", to: "failed", why: "the product reconciled: the operation did not happen" },
+  { from: "reconciliation_required", event: "cancel", to: "cancelled", why: "the product reconciled: the operation was cancelled" },
+  { from: "pending", event: "withdraw", to: "withdrawn", why: "the run ended: the candidate message is deleted" },
+  { from: "claimed", event: "revoke", to: "revoked", why: "the run ended before `accepted`: the claim token is dead" },
+  { from: "running", event: "abandon", to: "abandoned", why: "the run ended while confirmed work ran: the executor is told, its later receipts are late" },
+];
+
+/** States nothing leaves. `reconciliation_required` is not one: the product may still settle it. */
+export const TERMINAL_ASSIGNMENT_STATES: ReadonlySet<AssignmentState> = new Set(["completed", "failed", "cancelled", "withdrawn", "revoked", "abandoned"]);
+
+const byEdge = new Map(ASSIGNMENT_TRANSITIONS.map((t) => [`${t.from}:${t.event}`, t.to]));
+
+/** The state `event` leads to from `state`, or `undefined` when the table has no such edge. */
+export function nextAssignmentState(state: AssignmentState, event: AssignmentEvent): AssignmentState | undefined {
+  return byEdge.get(`${state}:${event}`);
+}
+
+export function isTerminalAssignmentState(state: AssignmentState): boolean {
+  return TERMINAL_ASSIGNMENT_STATES.has(state);
+}
+
+/** What the end of a run does to each of its assignments (withdraw, revoke, abandon, or nothing). */
+export const RUN_END_EVENTS: readonly AssignmentEvent[] = ["withdraw", "revoke", "abandon"];
+
+/** The Markdown table `docs/protocol.md` carries (a test checks the doc against it). */
+export function renderAssignmentTable(): string {
+  const rows = ASSIGNMENT_TRANSITIONS.map((t) => `| \`${t.from}\` | \`${t.event}\` | \`${t.to}\` | ${t.why} |`);
+  const terminal = ASSIGNMENT_STATES.filter(isTerminalAssignmentState).map((s) => `\`${s}\``);
+  return ["| from | event | to | why |", "| --- | --- | --- | --- |", ...rows, "", `Terminal: ${terminal.join(", ")}.`].join("\n");
+}

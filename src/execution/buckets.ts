@@ -1,0 +1,29 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import type { z } from "zod";
+import { VersionedStore } from "./versioned-store.js";
+
+/** The KV buckets of the execution path (declared in `streams/kv.<bucket>.json`). */
+export const EXECUTION_BUCKETS = {
+  runs: "tg_runs",
+  assignments: "tg_assignments",
+  watch: "tg_watch",
+  receiptIndex: "tg_receipt_index",
+  progress: "tg_progress",
+  projections: "tg_projections",
+  presence: "tg_presence",
+} as const;
+
+export type BucketRole = keyof typeof EXECUTION_BUCKETS;
+
+/** Opens bucket stores on one connection; the buckets must exist (`toolgate streams apply`, or the gateway at start). */
+export async function executionStores(nc: NatsConnection): Promise<<T>(role: BucketRole, schema: z.ZodType<T>) => Promise<VersionedStore<T>>> {
+  const kvm = new Kvm(nc);
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  return async (role, schema) => {
+    const bucket = EXECUTION_BUCKETS[role];
+    return new VersionedStore(await kvm.open(bucket, { bindOnly: true }), schema, { bucket, js, jsm });
+  };
+}

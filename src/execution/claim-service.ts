@@ -1,0 +1,86 @@
+import type { ClaimReply, ClaimRequest, RefusalCode } from "../wire/messages.js";
+import { nextAssignmentState, type AssignmentState } from "./assignment-states.js";
+import { newClaimToken } from "./claim-token.js";
+import type { PresenceService } from "./presence.js";
+import type { AssignmentRecord, RunRecord } from "./records.js";
+import type { VersionedStore } from "./versioned-store.js";
+import type { Watchlist } from "./watchlist.js";
+
+/** Why a claim on an assignment in a given state is refused (the table has no `claim` edge from it). */
+const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> = {
+  withdrawn: "withdrawn",
+  revoked: "claim_revoked",
+  abandoned: "run_terminated",
+};
+
+const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "refused", code, reason });
+
+/**
+ * The unique claim: an online executor of the binding's scope moves `pending -> claimed` by
+ * compare-and-set; of any number of concurrent claimers exactly one wins and gets the grant with a
+ * fresh claim token (only its sha256 is stored). The claim is leased: unconfirmed, it expires.
+ */
+export class ClaimService {
+  constructor(
+    private readonly runs: VersionedStore<RunRecord>,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly presence: PresenceService,
+    private readonly watchlist: Watchlist,
+    private readonly leaseMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async claim(scope: string, req: ClaimRequest): Promise<ClaimReply> {
+    const executor = await this.presence.online(scope, req.executor_id);
+    if (!executor) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
+    const found = await this.assignments.get(req.assignment_id);
+    if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
+    const a = found.value;
+    if (a.scope !== scope || !executor.bindings.includes(a.binding_id))
+      return refused("out_of_scope", `binding '${a.binding_id}' is not served by executor '${req.executor_id}' of scope '${scope}'`);
+    const run = await this.runs.get(a.run_id);
+    if (!run || run.value.state !== "active") return refused("run_terminated", `run '${a.run_id}' has ended`);
+
+    const { token, sha256 } = newClaimToken();
+    const claimedAt = this.now();
+    const leaseExpiresAt = claimedAt + this.leaseMs;
+    // Watched before the compare-and-set: if this process dies right after winning, a sweeper still expires the lease.
+    await this.watchlist.watch(a.assignment_id, leaseExpiresAt);
+
+    const outcome = await this.assignments.mutate(a.assignment_id, (cur) => {
+      const to = nextAssignmentState(cur.state, "claim");
+      if (!to) return { result: refused(REFUSAL_BY_STATE[cur.state] ?? "already_claimed", `assignment is ${cur.state}`) };
+      if (cur.generation !== req.generation)
+        return { result: refused("stale_generation", `the candidate is of generation ${req.generation}, the assignment is at ${cur.generation}`) };
+      const claim = { executor_id: req.executor_id, generation: cur.generation, token_sha256: sha256, claimed_at: claimedAt, lease_expires_at: leaseExpiresAt };
+      return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
+    });
+    if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
+    if (outcome.result) return outcome.result;
+
+    const granted = outcome.value;
+    return {
+      status: "granted",
+      grant: {
+        assignment_id: granted.assignment_id,
+        run_id: granted.run_id,
+        session_id: run.value.session_id,
+        executor_id: req.executor_id,
+        tool_name: granted.tool_name,
+        binding_id: granted.binding_id,
+        tool_kind: granted.tool_kind,
+        arguments: granted.arguments,
+        argument_digest: granted.argument_digest,
+        subject: run.value.subject,
+        agent: run.value.agent,
+        agent_version: run.value.agent_version,
+        toolset: run.value.toolset,
+        toolset_version: run.value.toolset_version,
+        operation_key: granted.operation_key,
+        claim_token: token,
+        generation: granted.generation,
+        lease_expires_at: leaseExpiresAt,
+      },
+    };
+  }
+}

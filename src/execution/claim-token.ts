@@ -1,0 +1,21 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+
+/**
+ * Claim tokens: 32 random bytes, base64url (43 characters). The gateway keeps only the sha256, so
+ * neither a KV reader nor a log line can ever reconstruct a token.
+ */
+export function newClaimToken(): { token: string; sha256: string } {
+  const token = randomBytes(32).toString("base64url");
+  return { token, sha256: claimTokenSha256(token) };
+}
+
+export function claimTokenSha256(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+/** Constant-time comparison of a presented token against a stored sha256 (hex). */
+export function claimTokenMatches(presented: string, storedSha256: string): boolean {
+  const a = Buffer.from(claimTokenSha256(presented), "hex");
+  const b = Buffer.from(storedSha256, "hex");
+  return a.length === b.length && timingSafeEqual(a, b);
+}

@@ -1,0 +1,61 @@
+import { nextAssignmentState } from "./assignment-states.js";
+import type { CandidateQueue } from "./candidate-queue.js";
+import type { AssignmentRecord, RunRecord } from "./records.js";
+import type { VersionedStore } from "./versioned-store.js";
+
+/**
+ * Puts a pending assignment in front of executors: lists it on its run (refused once the run ended,
+ * which withdraws it instead) and publishes the candidate of its current generation. Every step is
+ * idempotent, so the request that created the assignment and any sweeper finishing a half-done
+ * creation or returning an expired claim can all call it, in any number and order.
+ */
+export class Dispatcher {
+  constructor(
+    private readonly runs: VersionedStore<RunRecord>,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly candidates: CandidateQueue,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Returns the assignment as it stands afterwards (null if it does not exist). */
+  async dispatch(assignmentId: string): Promise<AssignmentRecord | null> {
+    const current = await this.assignments.get(assignmentId);
+    if (!current || current.value.state !== "pending") return current?.value ?? null;
+    const a = current.value;
+
+    const listing = await this.runs.mutate(a.run_id, (run) => {
+      if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
+      if (run.state !== "active") return { result: "run_ended" as const };
+      return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
+    });
+    if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
+    if (a.candidate_seq !== null) return a;
+
+    const seq = await this.candidates.publish(a.scope, {
+      assignment_id: a.assignment_id,
+      run_id: a.run_id,
+      tool_name: a.tool_name,
+      binding_id: a.binding_id,
+      generation: a.generation,
+      created_at: a.created_at,
+    });
+    const recorded = await this.assignments.mutate(assignmentId, (cur) =>
+      cur.state === "pending" && cur.generation === a.generation && cur.candidate_seq === null
+        ? { write: { ...cur, candidate_seq: seq, updated_at: this.now() }, result: undefined }
+        : { result: undefined },
+    );
+    // Withdrawn meanwhile (the run ended between listing and publishing): take the message back.
+    if (recorded && recorded.value.state === "withdrawn" && recorded.value.candidate_seq === null) await this.candidates.delete(seq);
+    return recorded?.value ?? null;
+  }
+
+  /** An assignment its run never listed (the run ended first) is withdrawn, never offered. */
+  private async withdrawUnlisted(assignmentId: string): Promise<AssignmentRecord | null> {
+    const res = await this.assignments.mutate(assignmentId, (cur) => {
+      const to = nextAssignmentState(cur.state, "withdraw");
+      return to ? { write: { ...cur, state: to, updated_at: this.now() }, result: undefined } : { result: undefined };
+    });
+    if (res?.value.candidate_seq != null) await this.candidates.delete(res.value.candidate_seq);
+    return res?.value ?? null;
+  }
+}

@@ -1,0 +1,139 @@
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import type { Binding, ResolvedTool, Session } from "../config/schemas.js";
+import type { Logger } from "../log/logger.js";
+import type { Definition } from "../streams/index.js";
+import { ClaimRequest, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
+import { subjects } from "../wire/subjects.js";
+import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
+import { CandidateQueue } from "./candidate-queue.js";
+import { ClaimService } from "./claim-service.js";
+import { Dispatcher } from "./dispatcher.js";
+import { HistoryReader } from "./history.js";
+import { LeaseSweeper } from "./lease-sweeper.js";
+import { PresenceService } from "./presence.js";
+import { ProgressStore } from "./progress-store.js";
+import { ProjectionStore } from "./projection-store.js";
+import { ReceiptConsumer } from "./receipt-consumer.js";
+import { ReceiptIndex } from "./receipt-index.js";
+import { ReceiptLog } from "./receipt-log.js";
+import { ReceiptProcessor } from "./receipt-processor.js";
+import { AssignmentRecord, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./records.js";
+import { serveRequests } from "./responder.js";
+import { RunService } from "./runs.js";
+import { ToolCallService } from "./tool-calls.js";
+import { Watchlist } from "./watchlist.js";
+
+export interface ExecutionOptions {
+  /** How long an unconfirmed claim lives before it returns to the candidates. */
+  leaseMs: number;
+  /** How often this process's lease sweeper runs. */
+  sweepIntervalMs: number;
+  /** After this long a sweeper finishes a tool call creation whose request died half-way. */
+  dispatchGraceMs: number;
+  /** How long an executor may hold a pulled candidate before it is redelivered to another. */
+  candidateAckWaitMs: number;
+  /** Receipts processed at once by this process. */
+  receiptConcurrency: number;
+  /** Replica count of the per-scope consumers made at run time. */
+  replicas: number;
+}
+
+export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
+  leaseMs: 30_000,
+  sweepIntervalMs: 1_000,
+  dispatchGraceMs: 10_000,
+  candidateAckWaitMs: 30_000,
+  receiptConcurrency: 64,
+  replicas: 1,
+};
+
+/** What the execution path reads from the configuration plane (ConfigStore provides all of it). */
+export interface ConfigReader {
+  getBinding(bindingId: string): Promise<Binding | null>;
+  getSession(sessionId: string): Promise<Session | null>;
+  getAgentVersion(agentVersion: string): Promise<{ toolset: string; toolset_version: string } | null>;
+  resolveTool(sessionId: string, toolName: string): Promise<ResolvedTool>;
+}
+
+/** The running execution path of one gateway process. */
+export interface Execution {
+  readonly runs: RunService;
+  readonly toolCalls: ToolCallService;
+  readonly history: HistoryReader;
+  readonly sweeper: LeaseSweeper;
+  /** Unsubscribes, stops the consumer and the sweeper; in-flight work finishes or is redelivered. */
+  stop(): Promise<void>;
+}
+
+/** The presence TTL is the max age declared for the presence bucket: one number, in `streams/`. */
+function presenceTtlMs(definitions: readonly Definition[]): number {
+  const def = definitions.find((d) => d.kind === "kv" && d.bucket === EXECUTION_BUCKETS.presence);
+  if (def?.kind !== "kv" || def.ttl_ms <= 0) throw new Error(`streams/: the KV bucket ${EXECUTION_BUCKETS.presence} must be declared with a ttl_ms`);
+  return def.ttl_ms;
+}
+
+/**
+ * Wires the execution path on one NATS connection and starts its NATS side: the claim, presence and
+ * receipt-query responders (gateway queue group), the shared receipt consumer and the lease sweeper.
+ * The streams and buckets must exist (applied from `streams/` beforehand).
+ */
+export async function startExecution(deps: {
+  nc: NatsConnection;
+  config: ConfigReader;
+  definitions: readonly Definition[];
+  log: Logger;
+  options?: Partial<ExecutionOptions>;
+}): Promise<Execution> {
+  const { nc, config, log } = deps;
+  const options = { ...DEFAULT_EXECUTION_OPTIONS, ...deps.options };
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  const store = await executionStores(nc);
+
+  const runStore = await store("runs", RunRecord);
+  const assignmentStore = await store("assignments", AssignmentRecord);
+  const watchlist = new Watchlist(await store("watch", WatchEntry));
+  const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
+  const dispatcher = new Dispatcher(runStore, assignmentStore, candidates);
+  const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, presenceTtlMs(deps.definitions));
+  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, options.leaseMs);
+  const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
+  const progress = new ProgressStore(await store("progress", ProgressEntry));
+  const projections = new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(jsm));
+  const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, projections, watchlist, log });
+
+  const subscriptions: Subscription[] = [
+    serveRequests(nc, {
+      subject: subjects.claim("*"),
+      schema: ClaimRequest,
+      log,
+      handle: (scope, req) => claims.claim(scope, req),
+      onMalformed: (reason): ClaimReply => ({ status: "refused", code: "malformed", reason }),
+    }),
+    serveRequests(nc, {
+      subject: subjects.presence("*"),
+      schema: PresenceHeartbeat,
+      log,
+      handle: (scope, beat) => presence.heartbeat(scope, beat),
+      onMalformed: (reason) => ({ status: "refused", ttl_ms: presence.ttlMs, reason }),
+    }),
+    serveRequests(nc, { subject: subjects.receiptQuery("*"), schema: ReceiptQuery, log, handle: (_scope, query) => index.answerQuery(query) }),
+  ];
+  const consumer = new ReceiptConsumer(nc, js, processor, log, options.receiptConcurrency);
+  await consumer.start();
+  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, log, options.sweepIntervalMs);
+  sweeper.start();
+
+  return {
+    runs: new RunService(runStore, assignmentStore, candidates, config, nc, log),
+    toolCalls: new ToolCallService(runStore, assignmentStore, config, dispatcher, watchlist, options.dispatchGraceMs),
+    history: new HistoryReader(assignmentStore, projections, progress),
+    sweeper,
+    async stop() {
+      for (const sub of subscriptions) sub.unsubscribe();
+      await sweeper.stop();
+      await consumer.stop();
+    },
+  };
+}

@@ -1,0 +1,20 @@
+import { createHash, randomBytes } from "node:crypto";
+
+/**
+ * Ids the execution path assigns. All are subject/KV tokens (`[A-Za-z0-9_-]`). An assignment created
+ * with the runtime's `tool_call_id` gets an id derived from run and tool call, so a retried creation
+ * lands on the same key and `kv.create` makes it idempotent.
+ */
+export function newRunId(): string {
+  return `run_${randomBytes(16).toString("base64url")}`;
+}
+
+export function assignmentIdFor(runId: string, toolCallId: string | undefined): string {
+  if (toolCallId === undefined) return `asg_${randomBytes(16).toString("base64url")}`;
+  return `asg_${createHash("sha256").update(`${runId}\n${toolCallId}`, "utf8").digest("base64url").slice(0, 32)}`;
+}
+
+/** The default operation key: stable for the tool call, so a product can deduplicate side effects on it. */
+export function defaultOperationKey(runId: string, assignmentId: string): string {
+  return `${runId}/${assignmentId}`;
+}

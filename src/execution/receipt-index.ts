@@ -1,0 +1,43 @@
+import type { ReceiptAnswer, ReceiptQuery } from "../wire/messages.js";
+import type { ReceiptIndexEntry } from "./records.js";
+import type { VersionedStore } from "./versioned-store.js";
+
+/**
+ * The permanent receipt index, `receipt_id` -> body digest and the answer given. The stream's
+ * de-duplication window is minutes; this is forever, so a resend long after still gets the same
+ * answer, and the same id with another body is a conflict.
+ */
+export class ReceiptIndex {
+  constructor(private readonly store: VersionedStore<ReceiptIndexEntry>) {}
+
+  async get(receiptId: string): Promise<ReceiptIndexEntry | null> {
+    return (await this.store.get(receiptId))?.value ?? null;
+  }
+
+  /** Writes the entry once; returns the one that stands (an earlier writer's, if any). */
+  async record(entry: ReceiptIndexEntry): Promise<ReceiptIndexEntry> {
+    const res = await this.store.create(entry.receipt_id, entry);
+    return res.created ? entry : res.existing.value;
+  }
+
+  /** `tg.rq.<scope>`: the stored answer for an executor whose answer got lost, `pending` while unseen. */
+  async answerQuery(query: ReceiptQuery): Promise<ReceiptAnswer> {
+    const entry = await this.get(query.receipt_id);
+    // Another executor's receipt (or another assignment's) is none of this executor's business.
+    if (!entry || entry.assignment_id !== query.assignment_id || entry.executor_id !== query.executor_id)
+      return { receipt_id: query.receipt_id, assignment_id: query.assignment_id, kind: query.kind, status: "pending" };
+    return storedAnswer(entry);
+  }
+}
+
+/** The answer an index entry stands for. */
+export function storedAnswer(entry: ReceiptIndexEntry): ReceiptAnswer {
+  return {
+    receipt_id: entry.receipt_id,
+    assignment_id: entry.assignment_id,
+    kind: entry.kind,
+    status: entry.status,
+    ...(entry.code ? { code: entry.code } : {}),
+    ...(entry.reason ? { reason: entry.reason } : {}),
+  };
+}

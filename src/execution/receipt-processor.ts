@@ -1,0 +1,198 @@
+import { CanonicalJsonError } from "../budget/index.js";
+import type { Logger } from "../log/logger.js";
+import { receiptBodyDigest } from "../wire/digest.js";
+import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../wire/messages.js";
+import { nextAssignmentState, type AssignmentEvent } from "./assignment-states.js";
+import { claimTokenMatches } from "./claim-token.js";
+import type { ProgressStore } from "./progress-store.js";
+import type { ProjectionStore } from "./projection-store.js";
+import type { ReceiptIndex } from "./receipt-index.js";
+import { storedAnswer } from "./receipt-index.js";
+import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
+import type { VersionedStore } from "./versioned-store.js";
+import type { Watchlist } from "./watchlist.js";
+
+/** One receipt as taken from the receipts stream. */
+export interface ReceiptInput {
+  /** The scope and assignment tokens of the subject it was published on. */
+  readonly scope: string;
+  readonly subjectAssignmentId: string;
+  readonly receipt: Receipt;
+  /** Its sequence in `TG_RECEIPTS`. */
+  readonly streamSeq: number;
+}
+
+const EVENT_BY_KIND: Readonly<Record<ReceiptKind, AssignmentEvent>> = {
+  accepted: "accept",
+  progress: "progress",
+  completed: "complete",
+  failed: "fail",
+  cancelled: "cancel",
+  reconciliation_required: "require_reconciliation",
+};
+
+type Verdict = { status: "recorded" | "late_ignored" | "rejected"; code?: RefusalCode; reason?: string };
+const rejected = (code: RefusalCode, reason: string): Verdict => ({ status: "rejected", code, reason });
+const RECORDED: Verdict = { status: "recorded" };
+
+/**
+ * Decides and applies one receipt: proof of the claim (token, executor, generation), the receipt
+ * index (duplicate or conflict), the run (a terminated run takes nothing: `late_ignored`), and the
+ * state table, the change itself a compare-and-set on the assignment. Processing the same message
+ * twice (redelivery after a crash, two gateways) yields the same answer and changes nothing more.
+ */
+export class ReceiptProcessor {
+  constructor(
+    private readonly deps: {
+      runs: VersionedStore<RunRecord>;
+      assignments: VersionedStore<AssignmentRecord>;
+      index: ReceiptIndex;
+      progress: ProgressStore;
+      projections: ProjectionStore;
+      watchlist: Watchlist;
+      log: Logger;
+      now?: () => number;
+    },
+  ) {}
+
+  private now(): number {
+    return (this.deps.now ?? Date.now)();
+  }
+
+  async process(input: ReceiptInput): Promise<ReceiptAnswer> {
+    const r = input.receipt;
+    const answer = (v: Verdict): ReceiptAnswer => ({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v });
+    if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
+
+    let digest: string;
+    try {
+      digest = receiptBodyDigest(r);
+    } catch (err) {
+      if (err instanceof CanonicalJsonError) return answer(rejected("invalid_result", `the receipt is not representable as JSON: ${err.message}`));
+      throw err;
+    }
+
+    const known = await this.deps.index.get(r.receipt_id);
+    if (known) return this.replay(known, digest);
+
+    const found = await this.deps.assignments.get(r.assignment_id);
+    if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
+    const a = found.value;
+    if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
+    const claim = provenClaim(a, r);
+    if (!claim) {
+      // Not indexed: a forger must not be able to squat the receipt id of the real holder.
+      this.deps.log.warn({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, executor_id: r.executor_id, kind: r.kind }, "receipt without a valid claim token refused");
+      return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
+    }
+
+    const run = await this.deps.runs.get(a.run_id);
+    const verdict = await this.apply(a, run?.value ?? null, claim, input, digest);
+    const entry: ReceiptIndexEntry = {
+      receipt_id: r.receipt_id,
+      assignment_id: r.assignment_id,
+      executor_id: r.executor_id,
+      kind: r.kind,
+      body_digest: digest,
+      status: verdict.status,
+      ...(verdict.code ? { code: verdict.code } : {}),
+      ...(verdict.reason ? { reason: verdict.reason } : {}),
+      stream_seq: input.streamSeq,
+      at: this.now(),
+    };
+    const standing = await this.deps.index.record(entry);
+    if (standing.body_digest !== digest) return answer(rejected("receipt_conflict", `receipt '${r.receipt_id}' was already stored with another body`));
+    return answer(verdict);
+  }
+
+  /** A receipt id seen before: same body is a duplicate (or the original's refusal again), another body a conflict. */
+  private replay(known: ReceiptIndexEntry, digest: string): ReceiptAnswer {
+    if (known.body_digest !== digest)
+      return { receipt_id: known.receipt_id, assignment_id: known.assignment_id, kind: known.kind, ...rejected("receipt_conflict", `receipt '${known.receipt_id}' was already stored with another body`) };
+    if (known.status === "recorded") return { ...storedAnswer(known), status: "duplicate", reason: "already recorded; nothing changed" };
+    return storedAnswer(known);
+  }
+
+  private async apply(a: AssignmentRecord, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
+    const r = input.receipt;
+    if (alreadyApplied(a, r.receipt_id)) return this.reapply(a, r, digest);
+    if (!run || run.state !== "active") {
+      // The executor must not start work for an ended run; anything else it sends is kept for audit only.
+      if (r.kind === "accepted") return rejected("run_terminated", `run '${a.run_id}' has ended: do not start`);
+      return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
+    }
+    if (claim.token_sha256 !== a.claim?.token_sha256) return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
+    if (r.kind === "progress") return this.recordProgress(a, r);
+
+    const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
+    const res = await this.deps.assignments.mutate(a.assignment_id, (cur) => {
+      if (alreadyApplied(cur, r.receipt_id)) return { result: sameBody(cur, r.receipt_id, digest) };
+      if (cur.claim?.token_sha256 !== claim.token_sha256) return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
+      if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
+        return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
+      const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
+      if (!to) return { result: refusalFrom(cur, r.kind) };
+      const next: AssignmentRecord =
+        r.kind === "accepted"
+          ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
+          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), updated_at: applied.at };
+      return { write: next, result: RECORDED };
+    });
+    if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
+    if (res.written && r.kind === "accepted") await this.deps.watchlist.release(a.assignment_id, claim.lease_expires_at);
+    if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") await this.deps.projections.ensure(res.value, r.result);
+    return res.result;
+  }
+
+  /** The same receipt again after it moved the assignment (a crash before its index entry): finish its effects. */
+  private async reapply(a: AssignmentRecord, r: Receipt, digest: string): Promise<Verdict> {
+    const verdict = sameBody(a, r.receipt_id, digest);
+    if (verdict.status === "recorded" && a.state === "completed" && a.final?.receipt_id === r.receipt_id && r.kind === "completed")
+      await this.deps.projections.ensure(a, r.result);
+    return verdict;
+  }
+
+  private async recordProgress(a: AssignmentRecord, r: Extract<Receipt, { kind: "progress" }>): Promise<Verdict> {
+    if (a.state !== "running") {
+      if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
+      return { status: "late_ignored", reason: `the assignment is already ${a.state}; the progress is stored in the stream only` };
+    }
+    const stored = await this.deps.progress.record({ assignment_id: a.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: this.now() });
+    if (stored === "conflict") return rejected("progress_conflict", `progress seq ${r.seq} was already reported by another receipt`);
+    return RECORDED;
+  }
+}
+
+/** The claim the receipt proves (current or an earlier one), by executor and constant-time token comparison. */
+function provenClaim(a: AssignmentRecord, r: Receipt): ClaimRecord | null {
+  for (const claim of a.claim ? [a.claim, ...a.past_claims] : a.past_claims) {
+    if (claim.executor_id === r.executor_id && claimTokenMatches(r.claim_token, claim.token_sha256)) return claim;
+  }
+  return null;
+}
+
+function alreadyApplied(a: AssignmentRecord, receiptId: string): boolean {
+  return a.accepted?.receipt_id === receiptId || a.final?.receipt_id === receiptId;
+}
+
+function sameBody(a: AssignmentRecord, receiptId: string, digest: string): Verdict {
+  const applied = a.accepted?.receipt_id === receiptId ? a.accepted : a.final;
+  return applied?.body_digest === digest ? RECORDED : rejected("receipt_conflict", `receipt '${receiptId}' was already applied with another body`);
+}
+
+function refusalFrom(a: AssignmentRecord, kind: ReceiptKind): Verdict {
+  if (a.state === "revoked") return rejected("claim_revoked", "the claim was revoked");
+  return rejected("illegal_transition", `a ${kind} receipt cannot move an assignment that is ${a.state}`);
+}
+
+function outcomeOf(r: Receipt): Outcome {
+  switch (r.kind) {
+    case "failed":
+    case "reconciliation_required":
+      return { kind: r.kind, error: r.error };
+    case "cancelled":
+      return { kind: "cancelled", reason: r.reason };
+    default:
+      return { kind: "completed" };
+  }
+}

@@ -1,0 +1,183 @@
+import { z } from "zod";
+import { contextPreviewSchema } from "../budget/index.js";
+import { SessionIdSchema, ToolNameSchema } from "../config/ids.js";
+import { ApiError } from "../http/errors.js";
+import { defineRoute, type RouteDef } from "../http/route.js";
+import { Id, ToolKind } from "../wire/messages.js";
+import { ASSIGNMENT_STATES } from "./assignment-states.js";
+import type { Execution } from "./execution.js";
+import { RUN_STATES } from "./run-states.js";
+
+const Millis = z.number().int().nonnegative().describe("milliseconds since the epoch");
+
+const RunSchema = z
+  .object({
+    run_id: Id,
+    session_id: Id,
+    agent: Id,
+    agent_version: z.string(),
+    toolset: Id,
+    toolset_version: z.string(),
+    subject: z.string(),
+    state: z.enum(RUN_STATES),
+    assignment_ids: z.array(Id).describe("Every tool call of the run, in creation order"),
+    created_at: Millis,
+    ended_at: Millis.nullable(),
+  })
+  .meta({ id: "Run" });
+
+const OutcomeSchema = z.union([
+  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }) }),
+  z.object({ kind: z.literal("cancelled"), reason: z.string() }),
+]);
+
+const historyEntryShape = {
+  assignment_id: Id,
+  tool_call_id: Id.nullable(),
+  tool_name: z.string(),
+  arguments: z.unknown(),
+  state: z.enum(ASSIGNMENT_STATES),
+  context_preview: contextPreviewSchema.nullable().describe("The stored projection of the first completed receipt, computed once"),
+  outcome: OutcomeSchema.nullable(),
+  created_at: Millis,
+};
+const HistoryEntrySchema = z.object(historyEntryShape).meta({ id: "HistoryEntry" });
+
+const AssignmentSchema = z
+  .object({
+    ...historyEntryShape,
+    run_id: Id,
+    binding_id: Id,
+    tool_kind: ToolKind,
+    argument_digest: z.string(),
+    operation_key: z.string(),
+    generation: z.number().int(),
+    executor_id: Id.nullable(),
+    lease_expires_at: Millis.nullable(),
+    accepted_receipt_id: Id.nullable(),
+    final_receipt_id: Id.nullable(),
+    progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: Millis })),
+    updated_at: Millis,
+  })
+  .meta({ id: "Assignment" });
+
+const CreateToolCallSchema = z
+  .strictObject({
+    tool_name: ToolNameSchema,
+    arguments: z.json().default({}).describe("Validated against the tool's input_schema"),
+    operation_key: z.string().min(1).max(256).optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
+    tool_call_id: Id.optional().describe("The model's tool call id: creating the same tool call again returns the same assignment"),
+  })
+  .meta({ id: "CreateToolCall" });
+
+const RunParams = z.object({ run_id: Id });
+
+/** The runtime API of the execution path. Every route is scoped to the agent of the run it touches. */
+export function executionRoutes(execution: Execution, sessions: { getSession(id: string): Promise<{ agent: string } | null> }): RouteDef[] {
+  const runAgent = async (runId: string): Promise<string | undefined> => {
+    try {
+      return (await execution.runs.get(runId)).agent;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  };
+  return [
+    defineRoute({
+      id: "createRun",
+      method: "POST",
+      path: "/v1/sessions/{session_id}/runs",
+      summary: "Start a run in a session (pins the session's agent version, toolset version and subject)",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: z.object({ session_id: SessionIdSchema }),
+      response: RunSchema,
+      status: 201,
+      agentScope: async ({ params }) => (await sessions.getSession(params.session_id))?.agent,
+      handler: ({ params }) => execution.runs.create(params.session_id),
+    }),
+    defineRoute({
+      id: "getRun",
+      method: "GET",
+      path: "/v1/runs/{run_id}",
+      summary: "A run and the ids of its tool calls",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: RunParams,
+      response: RunSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: ({ params }) => execution.runs.get(params.run_id),
+    }),
+    defineRoute({
+      id: "createToolCall",
+      method: "POST",
+      path: "/v1/runs/{run_id}/tool-calls",
+      summary: "Execute a tool of the session's pinned toolset: creates an assignment for an executor to claim",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: RunParams,
+      body: CreateToolCallSchema,
+      response: z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema }),
+      status: 201,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: async ({ params, body }) => {
+        const { assignment, created } = await execution.toolCalls.create(params.run_id, body);
+        return { created, assignment: await execution.history.assignment(assignment.assignment_id) };
+      },
+    }),
+    defineRoute({
+      id: "getAssignment",
+      method: "GET",
+      path: "/v1/assignments/{assignment_id}",
+      summary: "One tool call's assignment: state, claim holder, receipts, progress and projection",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: z.object({ assignment_id: Id }),
+      response: AssignmentSchema,
+      agentScope: async ({ params }) => {
+        const runId = await execution.history.runIdOf(params.assignment_id);
+        return runId === undefined ? undefined : runAgent(runId);
+      },
+      handler: ({ params }) => execution.history.assignment(params.assignment_id),
+    }),
+    defineRoute({
+      id: "getRunHistory",
+      method: "GET",
+      path: "/v1/runs/{run_id}/history",
+      summary: "What the model sees: each tool call with its stored projection (never the full receipt)",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: RunParams,
+      response: z.object({ run_id: Id, state: z.enum(RUN_STATES), tool_calls: z.array(HistoryEntrySchema) }),
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: async ({ params }) => {
+        const run = await execution.runs.get(params.run_id);
+        return { run_id: run.run_id, state: run.state, tool_calls: await execution.history.history(run) };
+      },
+    }),
+    defineRoute({
+      id: "completeRun",
+      method: "POST",
+      path: "/v1/runs/{run_id}:complete",
+      summary: "End a run as completed; open tool calls are withdrawn, revoked or abandoned (idempotent)",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: RunParams,
+      response: RunSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: ({ params }) => execution.runs.end(params.run_id, "complete"),
+    }),
+    defineRoute({
+      id: "cancelRun",
+      method: "POST",
+      path: "/v1/runs/{run_id}:cancel",
+      summary: "Cancel a run: pending tool calls withdrawn, unconfirmed claims revoked, running work abandoned and its executor told (idempotent)",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: RunParams,
+      response: RunSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: ({ params }) => execution.runs.end(params.run_id, "cancel"),
+    }),
+  ];
+}

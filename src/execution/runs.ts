@@ -1,0 +1,119 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Session } from "../config/schemas.js";
+import { ApiError } from "../http/errors.js";
+import type { Logger } from "../log/logger.js";
+import { encode } from "../wire/codec.js";
+import type { ExecutorControl } from "../wire/messages.js";
+import { subjects } from "../wire/subjects.js";
+import { RUN_END_EVENTS, nextAssignmentState } from "./assignment-states.js";
+import type { CandidateQueue } from "./candidate-queue.js";
+import { newRunId } from "./ids.js";
+import type { AssignmentRecord, RunRecord } from "./records.js";
+import { nextRunState, runEventTarget, type RunEvent } from "./run-states.js";
+import type { VersionedStore } from "./versioned-store.js";
+
+export interface SessionLookup {
+  getSession(sessionId: string): Promise<Session | null>;
+  getAgentVersion(agentVersion: string): Promise<{ toolset: string; toolset_version: string } | null>;
+}
+
+/** Assignments settled in parallel when a run ends. */
+const END_CONCURRENCY = 16;
+
+/**
+ * Runs: created in a session (pinning its agent version, toolset version and subject), ended once by
+ * `complete` or `cancel`. Ending a run takes every open assignment with it, by the state table:
+ * pending ones are withdrawn (their candidate deleted), unconfirmed claims revoked, running work
+ * abandoned, and the executors concerned are told.
+ */
+export class RunService {
+  constructor(
+    private readonly runs: VersionedStore<RunRecord>,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly candidates: CandidateQueue,
+    private readonly sessions: SessionLookup,
+    private readonly nc: NatsConnection,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async create(sessionId: string): Promise<RunRecord> {
+    const session = await this.sessions.getSession(sessionId);
+    if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
+    const pinned = await this.sessions.getAgentVersion(session.agent_version);
+    if (!pinned) throw new ApiError(500, "agent_version_missing", `agent version '${session.agent_version}' of session '${sessionId}' is missing from the store`);
+    const run: RunRecord = {
+      run_id: newRunId(),
+      session_id: session.session_id,
+      agent: session.agent,
+      agent_version: session.agent_version,
+      toolset: pinned.toolset,
+      toolset_version: pinned.toolset_version,
+      subject: session.subject,
+      state: "active",
+      assignment_ids: [],
+      created_at: this.now(),
+      ended_at: null,
+    };
+    const res = await this.runs.create(run.run_id, run);
+    if (!res.created) throw new ApiError(500, "run_id_collision", "run id collision; retry");
+    return run;
+  }
+
+  async get(runId: string): Promise<RunRecord> {
+    const run = await this.runs.get(runId);
+    if (!run) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    return run.value;
+  }
+
+  /**
+   * Ends the run (idempotent: ending it the same way again only repeats the settling of its
+   * assignments, which finishes one a crash interrupted). Ending it the other way is a 409.
+   */
+  async end(runId: string, event: RunEvent): Promise<RunRecord> {
+    const res = await this.runs.mutate(runId, (run) => {
+      const to = nextRunState(run.state, event);
+      return to ? { write: { ...run, state: to, ended_at: this.now() }, result: undefined } : { result: undefined };
+    });
+    if (!res) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    if (res.value.state !== runEventTarget(event)) throw ApiError.conflict("run_terminated", `run '${runId}' is already ${res.value.state}`);
+    await this.settleAssignments(res.value);
+    return res.value;
+  }
+
+  private async settleAssignments(run: RunRecord): Promise<void> {
+    const told = new Map<string, { scope: string; executorId: string; ids: string[] }>();
+    const queue = [...run.assignment_ids];
+    const worker = async (): Promise<void> => {
+      for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+        const settled = await this.settle(id);
+        const holder = settled?.claim;
+        if (settled && holder && (settled.state === "revoked" || settled.state === "abandoned")) {
+          const key = `${settled.scope}.${holder.executor_id}`;
+          const entry = told.get(key) ?? { scope: settled.scope, executorId: holder.executor_id, ids: [] };
+          entry.ids.push(id);
+          told.set(key, entry);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(END_CONCURRENCY, queue.length) }, worker));
+    for (const { scope, executorId, ids } of told.values()) {
+      const control: ExecutorControl = { type: "run_cancelled", run_id: run.run_id, assignment_ids: ids };
+      this.nc.publish(subjects.executorControl(scope, executorId), encode(control));
+    }
+    this.log.info({ run_id: run.run_id, state: run.state, assignments: run.assignment_ids.length, executors_told: told.size }, "run ended");
+  }
+
+  /** Applies the first run-end event the table allows (withdraw, revoke, abandon); a settled assignment is left as it is. */
+  private async settle(assignmentId: string): Promise<AssignmentRecord | null> {
+    const res = await this.assignments.mutate(assignmentId, (a) => {
+      for (const event of RUN_END_EVENTS) {
+        const to = nextAssignmentState(a.state, event);
+        if (to) return { write: { ...a, state: to, updated_at: this.now() }, result: undefined };
+      }
+      return { result: undefined };
+    });
+    if (res?.value.state === "withdrawn" && res.value.candidate_seq !== null) await this.candidates.delete(res.value.candidate_seq);
+    return res?.value ?? null;
+  }
+}

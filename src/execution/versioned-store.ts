@@ -1,0 +1,132 @@
+import { setTimeout } from "node:timers/promises";
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import type { z } from "zod";
+import { decode, encode } from "../wire/codec.js";
+
+/** A stored value and the KV revision it was read at. */
+export interface Versioned<T> {
+  readonly value: T;
+  readonly revision: number;
+}
+
+/** What a `mutate` decider returns: a new value to write, or no write; `result` is handed back either way. */
+export type Decision<T, R> = { write: T; result: R } | { write?: undefined; result: R };
+
+/** JetStream's "wrong last sequence": another writer got there first (also what `create` of an existing key says). */
+const WRONG_LAST_SEQUENCE = 10071;
+
+export function isRevisionConflict(err: unknown): boolean {
+  return (err as { code?: unknown })?.code === WRONG_LAST_SEQUENCE;
+}
+
+/** Raised when a key stays contended past every retry (never expected; a bug or a storm). */
+export class ContentionError extends Error {
+  override readonly name = "ContentionError";
+}
+
+/**
+ * One KV bucket of msgpack records validated by a zod schema, where every change is a
+ * compare-and-set on the revision the decision was made from. A conflicting write re-reads and
+ * re-decides, so concurrent gateways (and concurrent requests in one) can never lose an update.
+ */
+/** What listing a bucket needs besides the KV handle: its name and the JetStream APIs. */
+export interface BucketAccess {
+  readonly bucket: string;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+}
+
+/** Bound on waiting for the last entries of a listing (an entry may expire between counting and reading). */
+const LIST_WAIT_MS = 2_000;
+
+export class VersionedStore<T> {
+  constructor(
+    private readonly kv: KV,
+    private readonly schema: z.ZodType<T>,
+    private readonly access: BucketAccess,
+    private readonly maxAttempts = 64,
+  ) {}
+
+  async get(key: string): Promise<Versioned<T> | null> {
+    const entry = await this.kv.get(key);
+    if (!entry || entry.operation !== "PUT") return null;
+    return { value: decode(this.schema, entry.value), revision: entry.revision };
+  }
+
+  /** Unconditional write, for values with one writer (presence) or where the last writer may win (watches). */
+  put(key: string, value: T): Promise<number> {
+    return this.kv.put(key, encode(value));
+  }
+
+  /** Deletes `key` only if it is still at `revision`; false when someone wrote it since. */
+  async removeAt(key: string, revision: number): Promise<boolean> {
+    try {
+      await this.kv.delete(key, { previousSeq: revision });
+      return true;
+    } catch (err) {
+      if (isRevisionConflict(err)) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Every live entry whose key matches `filter`, in one pass. (`kv.keys()` of the client can stall for
+   * its full timeout on a bucket written to concurrently; this counts the subjects first, then reads
+   * exactly that many last-per-subject messages.)
+   */
+  async entries(filter = ">"): Promise<Array<Versioned<T> & { key: string }>> {
+    const prefix = `$KV.${this.access.bucket}.`;
+    const info = await this.access.jsm.streams.info(`KV_${this.access.bucket}`, { subjects_filter: prefix + filter });
+    const count = Object.keys(info.state.subjects ?? {}).length;
+    if (count === 0) return [];
+    const consumer = await this.access.js.consumers.get(`KV_${this.access.bucket}`, { filter_subjects: prefix + filter, deliver_policy: DeliverPolicy.LastPerSubject });
+    const out: Array<Versioned<T> & { key: string }> = [];
+    const batch = await consumer.fetch({ max_messages: count, expires: LIST_WAIT_MS });
+    for await (const m of batch) {
+      const op = m.headers?.get("KV-Operation");
+      if (op !== "DEL" && op !== "PURGE") out.push({ key: m.subject.slice(prefix.length), value: decode(this.schema, m.data), revision: m.seq });
+      if (m.info.pending === 0) break;
+    }
+    await consumer.delete().catch(() => undefined);
+    return out;
+  }
+
+  /** Creates `key` unless it exists; then returns what is there instead. */
+  async create(key: string, value: T): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      try {
+        return { created: true, revision: await this.kv.create(key, encode(value)) };
+      } catch (err) {
+        if (!isRevisionConflict(err)) throw err;
+      }
+      const existing = await this.get(key);
+      if (existing) return { created: false, existing };
+      // A deleted key: `create` succeeds on the next attempt.
+    }
+    throw new ContentionError(`create of ${key} kept conflicting`);
+  }
+
+  /**
+   * Reads `key`, asks `decide` what to do with the current value and writes its answer with a
+   * compare-and-set; on a conflicting revision, reads again and asks again. `decide` must be pure
+   * (it may run several times). Returns null when the key does not exist.
+   */
+  async mutate<R>(key: string, decide: (current: T) => Decision<T, R>): Promise<{ result: R; value: T; written: boolean } | null> {
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const current = await this.get(key);
+      if (!current) return null;
+      const decision = decide(current.value);
+      if (decision.write === undefined) return { result: decision.result, value: current.value, written: false };
+      try {
+        await this.kv.update(key, encode(decision.write), current.revision);
+        return { result: decision.result, value: decision.write, written: true };
+      } catch (err) {
+        if (!isRevisionConflict(err)) throw err;
+      }
+      // Under a storm of writers on one key (many tool calls appended to one run), jitter spreads the retries.
+      if (attempt > 2) await setTimeout(Math.random() * Math.min(attempt, 25));
+    }
+    throw new ContentionError(`update of ${key} kept conflicting`);
+  }
+}

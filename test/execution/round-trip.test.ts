@@ -1,0 +1,304 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Packr } from "msgpackr";
+import { argumentDigest } from "../../src/wire/digest.js";
+import { encode } from "../../src/wire/codec.js";
+import { Candidate, type Grant } from "../../src/wire/messages.js";
+import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
+
+const SCOPE = "prod";
+
+describe("execution path: round trip over JetStream and HTTP", () => {
+  let nats: TestNats;
+  let gw: TestGateway;
+  let nc: NatsConnection;
+  let exec: ProtocolExecutor;
+  let sessionId: string;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startExecutionGateway(nats.url);
+    sessionId = await seedSession(gw.gateway.store, {
+      scope: SCOPE,
+      agent: "support-bot",
+      tools: [{ name: "tasks.read", binding_id: "b-read", input_schema: { type: "object", properties: { cursor: { type: "string" } }, additionalProperties: false } }],
+    });
+    await gw.gateway.store.putBinding({ binding_id: "b-other", executor_scope: "other", tool_kind: "read" });
+    nc = await connect({ servers: nats.url });
+    exec = new ProtocolExecutor(nc, SCOPE, "exec-1", ["b-read"]);
+    expect((await exec.heartbeat()).status).toBe("ok");
+  });
+  afterAll(async () => {
+    exec?.close();
+    await nc?.close();
+    await gw?.close();
+    await nats?.stop();
+  });
+
+  const newRun = async (): Promise<string> => {
+    const res = await gw.http("POST", `/v1/sessions/${sessionId}/runs`);
+    expect(res.status).toBe(201);
+    return res.body.run_id;
+  };
+  const newToolCall = async (runId: string, args: unknown = { cursor: "a" }, extra: Record<string, unknown> = {}): Promise<string> => {
+    const res = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: args, ...extra });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    return res.body.assignment.assignment_id;
+  };
+  /** Tool call -> candidate -> claim -> accepted; returns the grant of running work. */
+  const runningCall = async (runId: string): Promise<Grant> => {
+    const id = await newToolCall(runId);
+    const candidate = await exec.pullFor(id);
+    const reply = await exec.claim(id, candidate.generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    expect((await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).status).toBe("recorded");
+    return reply.grant;
+  };
+  const assignment = async (id: string) => (await gw.http("GET", `/v1/assignments/${id}`)).body;
+
+  it("runs a tool call end to end: claim, grant, accepted, progress, completed, projection in history", async () => {
+    const runId = await newRun();
+    const args = { cursor: "page-1" };
+    const id = await newToolCall(runId, args, { tool_call_id: "call_1" });
+    expect((await assignment(id)).state).toBe("pending");
+
+    const candidate = await exec.pullFor(id);
+    expect(candidate).toMatchObject({ assignment_id: id, run_id: runId, tool_name: "tasks.read", binding_id: "b-read", generation: 0 });
+    const reply = await exec.claim(id, 0);
+    expect(reply.status).toBe("granted");
+    if (reply.status !== "granted") return;
+    const grant = reply.grant;
+    expect(grant).toMatchObject({ assignment_id: id, run_id: runId, session_id: sessionId, executor_id: "exec-1", arguments: args, subject: "user-1", agent: "support-bot", tool_kind: "read" });
+    expect(grant.argument_digest).toBe(argumentDigest(args));
+    expect(grant.claim_token.length).toBeGreaterThanOrEqual(43);
+    expect((await assignment(id)).state).toBe("claimed");
+
+    expect(await exec.send(exec.receipt(grant, { kind: "accepted", operation_key: grant.operation_key }))).toMatchObject({ status: "recorded", kind: "accepted" });
+    expect((await assignment(id)).state).toBe("running");
+    for (const seq of [2, 1]) expect((await exec.send(exec.receipt(grant, { kind: "progress", seq, progress: { done: seq } }))).status).toBe("recorded");
+    const result = { next_cursor: "page-2", tasks: [{ id: "t1", title: "任务 ✅" }] };
+    expect((await exec.send(exec.receipt(grant, { kind: "completed", result }))).status).toBe("recorded");
+
+    const view = await assignment(id);
+    expect(view).toMatchObject({ state: "completed", executor_id: "exec-1", tool_call_id: "call_1" });
+    expect(view.progress.map((p: { seq: number }) => p.seq)).toEqual([1, 2]);
+    const history = await gw.http("GET", `/v1/runs/${runId}/history`);
+    expect(history.status).toBe(200);
+    expect(history.body.tool_calls).toHaveLength(1);
+    expect(history.body.tool_calls[0]).toMatchObject({ assignment_id: id, state: "completed", arguments: args });
+    expect(history.body.tool_calls[0].context_preview).toMatchObject({ truncated: false, result, max_result_context_bytes: 16_384 });
+  });
+
+  it("projects a 200 KiB result once with the tool's budget, and serves the stored projection", async () => {
+    const runId = await newRun();
+    const grant = await runningCall(runId);
+    const result = { status: "ok", items: Array.from({ length: 2_000 }, (_, i) => ({ i, text: "x".repeat(90) })) };
+    expect(JSON.stringify(result).length).toBeGreaterThan(200 * 1024);
+    expect((await exec.send(exec.receipt(grant, { kind: "completed", result }))).status).toBe("recorded");
+    const first = (await gw.http("GET", `/v1/runs/${runId}/history`)).body.tool_calls[0].context_preview;
+    expect(first.truncated).toBe(true);
+    expect(first.original_bytes).toBeGreaterThan(200 * 1024);
+    expect(first.retained_bytes).toBeLessThanOrEqual(16_384);
+    const again = (await gw.http("GET", `/v1/runs/${runId}/history`)).body.tool_calls[0].context_preview;
+    expect(again).toEqual(first);
+  });
+
+  it("validates arguments against input_schema with paths, and makes tool_call_id idempotent", async () => {
+    const runId = await newRun();
+    const bad = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor: 7, extra: true } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details.map((d: { path: string }) => d.path).sort()).toEqual(["arguments.cursor", "arguments.extra"]);
+    const unknown = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "nope.read", arguments: {} });
+    expect(unknown.status).toBe(404);
+
+    const body = { tool_name: "tasks.read", arguments: { cursor: "z" }, tool_call_id: "call_same" };
+    const a = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, body);
+    const b = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, body);
+    expect(a.body.created).toBe(true);
+    expect(b.body.created).toBe(false);
+    expect(b.body.assignment.assignment_id).toBe(a.body.assignment.assignment_id);
+    const other = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { ...body, arguments: { cursor: "y" } });
+    expect(other.status).toBe(409);
+    expect(other.body.error.code).toBe("idempotency_conflict");
+    expect((await gw.http("GET", `/v1/runs/${runId}`)).body.assignment_ids).toEqual([a.body.assignment.assignment_id]);
+  });
+
+  it("checks the agent scope on every route", async () => {
+    const runId = await newRun();
+    const id = await newToolCall(runId);
+    for (const [method, path] of [
+      ["POST", `/v1/sessions/${sessionId}/runs`],
+      ["GET", `/v1/runs/${runId}`],
+      ["GET", `/v1/runs/${runId}/history`],
+      ["GET", `/v1/assignments/${id}`],
+      ["POST", `/v1/runs/${runId}:cancel`],
+      ["POST", `/v1/runs/${runId}:complete`],
+    ] as const) {
+      const res = await gw.http(method, path, undefined, SCOPED_KEY);
+      expect(res.status, `${method} ${path}`).toBe(403);
+      expect(res.body.error.code).toBe("agent_out_of_scope");
+    }
+    const create = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: {} }, SCOPED_KEY);
+    expect(create.status).toBe(403);
+  });
+
+  it("never puts arguments or a grant into a candidate message", async () => {
+    const runId = await newRun();
+    const secret = "arg-secret-4711";
+    const id = await newToolCall(runId, { cursor: secret });
+    const consumer = await jetstream(nc).consumers.get(STREAMS.candidates, candidateConsumer(SCOPE));
+    const raw = new Packr({ useRecords: false, mapsAsObjects: true });
+    for (let i = 0; i < 20; i++) {
+      const batch = await consumer.fetch({ max_messages: 16, expires: 1_000 });
+      for await (const m of batch) {
+        m.ack();
+        expect(Buffer.from(m.data).includes(secret)).toBe(false);
+        const map = raw.unpack(m.data) as Record<string, unknown>;
+        expect(Object.keys(map).sort()).toEqual(Object.keys(Candidate.shape).sort());
+        if (map.assignment_id === id) return;
+      }
+    }
+    throw new Error("candidate not seen");
+  });
+
+  it("refuses claims from offline and out-of-scope executors", async () => {
+    const runId = await newRun();
+    const id = await newToolCall(runId);
+    const offline = new ProtocolExecutor(nc, SCOPE, "exec-offline", ["b-read"]);
+    expect(await offline.claim(id, 0)).toMatchObject({ status: "refused", code: "executor_offline" });
+    const detaching = new ProtocolExecutor(nc, SCOPE, "exec-detaching", ["b-read"]);
+    await detaching.heartbeat("detaching");
+    expect(await detaching.claim(id, 0)).toMatchObject({ status: "refused", code: "executor_offline" });
+
+    const foreign = new ProtocolExecutor(nc, "other", "exec-foreign", ["b-other"]);
+    expect((await foreign.heartbeat()).status).toBe("ok");
+    expect(await foreign.claim(id, 0)).toMatchObject({ status: "refused", code: "out_of_scope" });
+    const sneaky = new ProtocolExecutor(nc, "other", "exec-sneaky", ["b-read"]);
+    expect(await sneaky.heartbeat()).toMatchObject({ status: "refused" });
+    const unbound = new ProtocolExecutor(nc, SCOPE, "exec-unbound", []);
+    await unbound.heartbeat();
+    expect(await unbound.claim(id, 0)).toMatchObject({ status: "refused", code: "out_of_scope" });
+    expect((await assignment(id)).state).toBe("pending");
+    for (const e of [offline, detaching, foreign, sneaky, unbound]) e.close();
+  });
+
+  it("treats a resend as a duplicate, refuses a conflicting body and a missing or wrong token", async () => {
+    const runId = await newRun();
+    const grant = await runningCall(runId);
+    const done = exec.receipt(grant, { kind: "completed", result: { v: 1 } });
+    expect((await exec.send(done)).status).toBe("recorded");
+    const before = await gw.http("GET", `/v1/runs/${runId}/history`);
+
+    // Inside the stream's dedup window: the stream drops the resend and the stored answer is asked for.
+    expect((await exec.send(done)).status).toBe("recorded");
+    // After the window (simulated by another Nats-Msg-Id): the permanent receipt index decides.
+    expect(await publishAndAwait(nc, { ...done, replayed: true }, "later-1")).toMatchObject({ status: "duplicate" });
+    expect(await publishAndAwait(nc, { ...done, result: { v: 2 } }, "later-2")).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await exec.query(done)).toMatchObject({ status: "recorded" });
+    expect((await gw.http("GET", `/v1/runs/${runId}/history`)).body).toEqual(before.body);
+
+    const grant2 = await runningCall(runId);
+    for (const token of ["", "x".repeat(43)]) {
+      const forged = exec.receipt(grant2, { kind: "completed", result: { forged: true } }, undefined, token);
+      expect(await exec.send(forged)).toMatchObject({ status: "rejected", code: "invalid_token" });
+    }
+    const impostor = new ProtocolExecutor(nc, SCOPE, "exec-2", ["b-read"]);
+    const stolen = { ...exec.receipt(grant2, { kind: "completed", result: {} }), executor_id: "exec-2" };
+    expect(await impostor.send(stolen)).toMatchObject({ status: "rejected", code: "invalid_token" });
+    impostor.close();
+    expect((await assignment(grant2.assignment_id)).state).toBe("running");
+  });
+
+  it("keeps a cancelled run terminated: withdraws, revokes, abandons, and late receipts change nothing", async () => {
+    const runId = await newRun();
+    const running = await runningCall(runId);
+    const claimedId = await newToolCall(runId);
+    const claimed = await exec.claim(claimedId, (await exec.pullFor(claimedId)).generation);
+    if (claimed.status !== "granted") throw new Error("claim refused");
+    const pendingId = await newToolCall(runId);
+    const pendingSeq = await readCandidateSeq(pendingId);
+
+    const cancel = await gw.http("POST", `/v1/runs/${runId}:cancel`);
+    expect(cancel.status).toBe(200);
+    expect(cancel.body.state).toBe("cancelled");
+    expect((await assignment(running.assignment_id)).state).toBe("abandoned");
+    expect((await assignment(claimedId)).state).toBe("revoked");
+    expect((await assignment(pendingId)).state).toBe("withdrawn");
+    const jsm = await jetstreamManager(nc);
+    expect(await jsm.streams.getMessage(STREAMS.candidates, { seq: pendingSeq })).toBeNull();
+    const told = await eventually(async () => exec.controls.find((c) => c.type === "run_cancelled" && c.run_id === runId), 5_000, "run_cancelled control");
+    expect(told).toMatchObject({ assignment_ids: expect.arrayContaining([running.assignment_id, claimedId]) });
+
+    expect(await exec.send(exec.receipt(claimed.grant, { kind: "accepted", operation_key: claimed.grant.operation_key }))).toMatchObject({ status: "rejected", code: "run_terminated" });
+    expect(await exec.send(exec.receipt(running, { kind: "progress", seq: 1, progress: {} }))).toMatchObject({ status: "late_ignored" });
+    expect(await exec.send(exec.receipt(running, { kind: "completed", result: { late: true } }))).toMatchObject({ status: "late_ignored", code: "run_terminated" });
+    expect((await assignment(running.assignment_id)).state).toBe("abandoned");
+    const history = (await gw.http("GET", `/v1/runs/${runId}/history`)).body;
+    expect(history.state).toBe("cancelled");
+    expect(history.tool_calls.every((c: { context_preview: unknown }) => c.context_preview === null)).toBe(true);
+
+    expect((await gw.http("POST", `/v1/runs/${runId}:cancel`)).status).toBe(200);
+    expect((await gw.http("POST", `/v1/runs/${runId}:complete`)).body.error.code).toBe("run_terminated");
+    expect((await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).status).toBe(409);
+    expect(await exec.claim(pendingId, 0)).toMatchObject({ status: "refused", code: "run_terminated" });
+  });
+
+  it("keeps a completed run terminated: late receipts are late_ignored", async () => {
+    const runId = await newRun();
+    const grant = await runningCall(runId);
+    expect((await exec.send(exec.receipt(grant, { kind: "completed", result: { ok: 1 } }))).status).toBe("recorded");
+    expect((await gw.http("POST", `/v1/runs/${runId}:complete`)).body.state).toBe("completed");
+    expect((await gw.http("POST", `/v1/runs/${runId}:complete`)).status).toBe(200);
+    expect(await exec.send(exec.receipt(grant, { kind: "failed", error: { code: "late", message: "too late" } }))).toMatchObject({ status: "late_ignored" });
+    expect(await exec.send(exec.receipt(grant, { kind: "completed", result: { ok: 2 } }))).toMatchObject({ status: "late_ignored" });
+    const history = (await gw.http("GET", `/v1/runs/${runId}/history`)).body;
+    expect(history.state).toBe("completed");
+    expect(history.tool_calls[0]).toMatchObject({ state: "completed", context_preview: { result: { ok: 1 } } });
+  });
+
+  it("terminates malformed receipt messages without blocking the ones after them", async () => {
+    const runId = await newRun();
+    const grant = await runningCall(runId);
+    const js = jetstream(nc);
+    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), new Uint8Array([0xc1, 0xff, 0x00]), { msgID: "garbage-1" });
+    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), encode({ receipt_id: "x", kind: "completed" }), { msgID: "garbage-2" });
+    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }), { msgID: "nan-1" });
+    expect(await exec.query({ receipt_id: "nan-1", assignment_id: grant.assignment_id, kind: "completed" })).toMatchObject({ status: "pending" });
+    expect((await exec.send(exec.receipt(grant, { kind: "completed", result: { fine: true } }))).status).toBe("recorded");
+    expect((await assignment(grant.assignment_id)).state).toBe("completed");
+  });
+
+  async function readCandidateSeq(assignmentId: string): Promise<number> {
+    const { Kvm } = await import("@nats-io/kv");
+    const kv = await new Kvm(nc).open("tg_assignments");
+    const { decode } = await import("../../src/wire/codec.js");
+    const { AssignmentRecord } = await import("../../src/execution/records.js");
+    const entry = await kv.get(assignmentId);
+    const seq = decode(AssignmentRecord, entry!.value).candidate_seq;
+    if (seq === null) throw new Error("no candidate seq");
+    return seq;
+  }
+});
+
+/** Publishes past the stream's de-duplication (another Nats-Msg-Id) and returns the answer for this receipt id. */
+async function publishAndAwait(nc: NatsConnection, receipt: Record<string, unknown> & { receipt_id: string; assignment_id: string; executor_id: string }, msgID: string): Promise<unknown> {
+  const { decode } = await import("../../src/wire/codec.js");
+  const { ReceiptAnswer } = await import("../../src/wire/messages.js");
+  const answered = new Promise((resolve) => {
+    const sub = nc.subscribe(subjects.answers(SCOPE, receipt.executor_id), {
+      callback: (_e, m) => {
+        const a = decode(ReceiptAnswer, m.data);
+        if (a.receipt_id === receipt.receipt_id) {
+          sub.unsubscribe();
+          resolve(a);
+        }
+      },
+    });
+  });
+  await jetstream(nc).publish(subjects.receipt(SCOPE, receipt.assignment_id), encode(receipt), { msgID });
+  return answered;
+}

@@ -1,0 +1,67 @@
+import type { ConfigStore } from "../../src/config/config-store.js";
+import type { ExecutionOptions } from "../../src/execution/execution.js";
+import type { Gateway } from "../../src/gateway/gateway.js";
+import { ADMIN_KEY, admin, startTestGateway } from "./gateway.js";
+
+export { ADMIN_KEY };
+export const SCOPED_KEY = "test-scoped-key-0123456789abcdef";
+
+/** A gateway on a test NATS, listening on a random port, with an all-agents admin and an identity scoped to another agent. */
+export interface TestGateway {
+  readonly gateway: Gateway;
+  readonly baseUrl: string;
+  /** JSON request as the admin (or with `key`); resolves to status and parsed body. */
+  http(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: any }>;
+  close(): Promise<void>;
+}
+
+export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
+  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution });
+  const baseUrl = await gateway.listen();
+  return {
+    gateway,
+    baseUrl,
+    async http(method, path, body, key = ADMIN_KEY) {
+      const res = await fetch(baseUrl + path, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? JSON.parse(text) : undefined };
+    },
+    close: () => gateway.close(),
+  };
+}
+
+export interface SeededTool {
+  name: string;
+  binding_id: string;
+  tool_kind?: "read" | "write";
+  max_result_context_bytes?: number;
+  input_schema?: Record<string, unknown>;
+}
+
+/** Registers bindings, publishes a toolset and an agent version and opens a session; returns its id. */
+export async function seedSession(store: ConfigStore, opts: { scope: string; agent: string; tools: SeededTool[]; subject?: string }): Promise<string> {
+  for (const t of opts.tools) {
+    if (!(await store.getBinding(t.binding_id))) await store.putBinding({ binding_id: t.binding_id, executor_scope: opts.scope, tool_kind: t.tool_kind ?? "read" });
+  }
+  const toolset = `ts-${opts.agent}`;
+  const published = await store.listToolsetVersions(toolset);
+  const version = `v${published.length + 1}`;
+  await store.publishToolsetVersion(toolset, {
+    version,
+    tools: opts.tools.map((t) => ({
+      name: t.name,
+      description: `test tool ${t.name}`,
+      binding_id: t.binding_id,
+      input_schema: t.input_schema ?? { type: "object" },
+      output_schema: { type: "object" },
+      max_result_context_bytes: t.max_result_context_bytes ?? 16_384,
+    })),
+  });
+  const agentVersion = await store.publishAgentVersion(opts.agent, { toolset, toolset_version: version, max_context_tokens: 100_000 });
+  const session = await store.createSession({ agent_version: agentVersion.agent_version, subject: opts.subject ?? "user-1" });
+  return session.session_id;
+}

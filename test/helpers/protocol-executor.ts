@@ -1,0 +1,126 @@
+import { randomUUID } from "node:crypto";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import { decode, encode } from "../../src/wire/codec.js";
+import {
+  Candidate,
+  ClaimReply,
+  ExecutorControl,
+  PresenceReply,
+  ReceiptAnswer,
+  type Grant,
+  type PresenceHeartbeat,
+  type Receipt,
+} from "../../src/wire/messages.js";
+import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+
+type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "receipt_id" | "assignment_id" | "executor_id" | "claim_token"> : never) : never;
+
+/**
+ * A minimal executor that speaks the wire protocol directly (no SDK): heartbeat, pull candidates,
+ * claim, publish receipts and wait for their answers. Tests use it to drive the gateway precisely,
+ * including the things a real executor would never do.
+ */
+export class ProtocolExecutor {
+  readonly controls: ExecutorControl[] = [];
+  private readonly js: JetStreamClient;
+  private readonly answers = new Map<string, ReceiptAnswer[]>();
+  private readonly waiters = new Map<string, Array<(a: ReceiptAnswer) => void>>();
+  private subs: Subscription[] = [];
+
+  constructor(
+    readonly nc: NatsConnection,
+    readonly scope: string,
+    readonly executorId: string,
+    readonly bindings: string[],
+  ) {
+    this.js = jetstream(nc);
+    this.subs.push(
+      nc.subscribe(subjects.answers(scope, executorId), {
+        callback: (_err, msg) => {
+          const answer = decode(ReceiptAnswer, msg.data);
+          this.answers.set(answer.receipt_id, [...(this.answers.get(answer.receipt_id) ?? []), answer]);
+          for (const w of this.waiters.get(answer.receipt_id) ?? []) w(answer);
+          this.waiters.delete(answer.receipt_id);
+        },
+      }),
+      nc.subscribe(subjects.executorControl(scope, executorId), { callback: (_err, msg) => void this.controls.push(decode(ExecutorControl, msg.data)) }),
+    );
+  }
+
+  async heartbeat(status: PresenceHeartbeat["status"] = "online"): Promise<PresenceReply> {
+    const beat: PresenceHeartbeat = { executor_id: this.executorId, scope: this.scope, bindings: this.bindings, status, in_flight: 0 };
+    const reply = await this.nc.request(subjects.presence(this.scope), encode(beat), { timeout: 5_000 });
+    return decode(PresenceReply, reply.data);
+  }
+
+  /** Pulls up to `max` candidates of the scope (acknowledging them), waiting at most `expiresMs`. */
+  async pull(max = 1, expiresMs = 2_000): Promise<Candidate[]> {
+    const consumer = await this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
+    const out: Candidate[] = [];
+    const batch = await consumer.fetch({ max_messages: max, expires: expiresMs });
+    for await (const m of batch) {
+      out.push(decode(Candidate, m.data));
+      m.ack();
+    }
+    return out;
+  }
+
+  /** Pulls until a candidate for `assignmentId` (of at least `generation`) arrives; others are acknowledged and dropped. */
+  async pullFor(assignmentId: string, generation = 0, attempts = 500): Promise<Candidate> {
+    for (let i = 0; i < attempts; i++) {
+      const found = (await this.pull(1, 1_000)).find((c) => c.assignment_id === assignmentId && c.generation >= generation);
+      if (found) return found;
+    }
+    throw new Error(`no candidate for ${assignmentId}`);
+  }
+
+  async claim(assignmentId: string, generation: number): Promise<ClaimReply> {
+    const reply = await this.nc.request(subjects.claim(this.scope), encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }), { timeout: 5_000 });
+    return decode(ClaimReply, reply.data);
+  }
+
+  /** A receipt for a grant; `receipt_id` is fresh unless given. */
+  receipt(grant: Grant, body: ReceiptBody, receiptId: string = `rc-${randomUUID()}`, token = grant.claim_token): Receipt {
+    return { receipt_id: receiptId, assignment_id: grant.assignment_id, executor_id: this.executorId, claim_token: token, ...body } as Receipt;
+  }
+
+  /**
+   * Publishes a receipt into the receipts stream and resolves with the gateway's answer; a resend
+   * the stream de-duplicated gets no answer, so then the stored one is asked for on `tg.rq`.
+   * Another `msgID` than the receipt id simulates a resend after the stream's de-duplication window.
+   */
+  async send(receipt: Receipt, msgID: string = receipt.receipt_id): Promise<ReceiptAnswer> {
+    const answered = new Promise<ReceiptAnswer>((resolve) => this.waiters.set(receipt.receipt_id, [...(this.waiters.get(receipt.receipt_id) ?? []), resolve]));
+    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID });
+    if (ack.duplicate) return this.query(receipt);
+    return withTimeout(answered, 10_000, `no answer for receipt ${receipt.receipt_id}`);
+  }
+
+  async query(receipt: Pick<Receipt, "receipt_id" | "assignment_id" | "kind">): Promise<ReceiptAnswer> {
+    const q = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: this.executorId, kind: receipt.kind };
+    const reply = await this.nc.request(subjects.receiptQuery(this.scope), encode(q), { timeout: 5_000 });
+    return decode(ReceiptAnswer, reply.data);
+  }
+
+  close(): void {
+    for (const s of this.subs) s.unsubscribe();
+    this.subs = [];
+  }
+}
+
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([p, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** Polls `probe` until it returns a value (not undefined), or fails after `timeoutMs`. */
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition", pollMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
