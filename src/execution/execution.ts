@@ -2,6 +2,7 @@ import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { Binding, ResolvedTool, Session } from "../config/schemas.js";
 import type { Logger } from "../log/logger.js";
+import { NO_METRICS, type ExecutionMetrics } from "../metrics/metrics.js";
 import type { Definition } from "../streams/index.js";
 import { ClaimRequest, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
@@ -84,15 +85,17 @@ export async function startExecution(deps: {
   definitions: readonly Definition[];
   log: Logger;
   options?: Partial<ExecutionOptions>;
+  metrics?: ExecutionMetrics;
 }): Promise<Execution> {
   const { nc, config, log } = deps;
+  const metrics = deps.metrics ?? NO_METRICS;
   const options = { ...DEFAULT_EXECUTION_OPTIONS, ...deps.options };
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   const store = await executionStores(nc);
 
   const runStore = await store("runs", RunRecord);
-  const assignmentStore = await store("assignments", AssignmentRecord);
+  const assignmentStore = (await store("assignments", AssignmentRecord)).observeWrites((previous, next) => metrics.assignmentWritten(previous, next));
   const watchlist = new Watchlist(await store("watch", WatchEntry));
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates);
@@ -100,7 +103,8 @@ export async function startExecution(deps: {
   const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, options.leaseMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
   const progress = new ProgressStore(await store("progress", ProgressEntry));
-  const projections = new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(jsm));
+  const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));
+  const projections = new ProjectionStore(projectionStore, new ReceiptLog(jsm));
   const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, projections, watchlist, log });
 
   const subscriptions: Subscription[] = [
@@ -108,7 +112,11 @@ export async function startExecution(deps: {
       subject: subjects.claim("*"),
       schema: ClaimRequest,
       log,
-      handle: (scope, req) => claims.claim(scope, req),
+      handle: async (scope, req) => {
+        const reply = await claims.claim(scope, req);
+        metrics.claimAnswered(reply.status === "granted" ? "granted" : reply.code);
+        return reply;
+      },
       onMalformed: (reason): ClaimReply => ({ status: "refused", code: "malformed", reason }),
     }),
     serveRequests(nc, {
@@ -120,7 +128,7 @@ export async function startExecution(deps: {
     }),
     serveRequests(nc, { subject: subjects.receiptQuery("*"), schema: ReceiptQuery, log, handle: (_scope, query) => index.answerQuery(query) }),
   ];
-  const consumer = new ReceiptConsumer(nc, js, processor, log, options.receiptConcurrency);
+  const consumer = new ReceiptConsumer(nc, js, processor, log, metrics, options.receiptConcurrency);
   await consumer.start();
   const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, log, options.sweepIntervalMs);
   sweeper.start();

@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "../log/logger.js";
+import type { ExecutionMetrics } from "../metrics/metrics.js";
 import { decode, encode, MalformedMessageError } from "../wire/codec.js";
 import { Receipt } from "../wire/messages.js";
 import { STREAMS, isSubjectToken, subjects } from "../wire/subjects.js";
@@ -30,6 +31,7 @@ export class ReceiptConsumer {
     private readonly js: JetStreamClient,
     private readonly processor: ReceiptProcessor,
     private readonly log: Logger,
+    private readonly metrics: ExecutionMetrics,
     private readonly concurrency = 64,
   ) {}
 
@@ -68,6 +70,7 @@ export class ReceiptConsumer {
     try {
       const answer = await this.processor.process({ scope, subjectAssignmentId: assignmentId, receipt, streamSeq: msg.seq });
       this.nc.publish(subjects.answers(scope, receipt.executor_id), encode(answer));
+      if (answer.status !== "pending") this.metrics.receiptProcessed(answer.status, receipt.kind);
       if (answer.status === "rejected") this.log.info({ seq: msg.seq, receipt_id: receipt.receipt_id, code: answer.code, reason: answer.reason }, "receipt rejected");
       msg.ack();
     } catch (err) {
@@ -82,6 +85,7 @@ export class ReceiptConsumer {
 
   private poison(msg: JsMsg, reason: string): void {
     this.log.warn({ seq: msg.seq, subject: msg.subject, reason }, "malformed receipt message terminated");
+    this.metrics.receiptProcessed("rejected", "unknown");
     msg.term(reason.slice(0, 256));
   }
 }

@@ -40,13 +40,24 @@ export interface BucketAccess {
 /** Bound on waiting for the last entries of a listing (an entry may expire between counting and reading). */
 const LIST_WAIT_MS = 2_000;
 
+/** Told of every successful `create` (no previous value) and every written `mutate`; for metrics. */
+export type WriteObserver<T> = (previous: T | undefined, next: T) => void;
+
 export class VersionedStore<T> {
+  private observer?: WriteObserver<T>;
+
   constructor(
     private readonly kv: KV,
     private readonly schema: z.ZodType<T>,
     private readonly access: BucketAccess,
     private readonly maxAttempts = 64,
   ) {}
+
+  /** Sets the one observer of this store's compare-and-set writes (`put` is not observed). */
+  observeWrites(observer: WriteObserver<T>): this {
+    this.observer = observer;
+    return this;
+  }
 
   async get(key: string): Promise<Versioned<T> | null> {
     const entry = await this.kv.get(key);
@@ -96,7 +107,9 @@ export class VersionedStore<T> {
   async create(key: string, value: T): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       try {
-        return { created: true, revision: await this.kv.create(key, encode(value)) };
+        const revision = await this.kv.create(key, encode(value));
+        this.observer?.(undefined, value);
+        return { created: true, revision };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;
       }
@@ -120,6 +133,7 @@ export class VersionedStore<T> {
       if (decision.write === undefined) return { result: decision.result, value: current.value, written: false };
       try {
         await this.kv.update(key, encode(decision.write), current.revision);
+        this.observer?.(current.value, decision.write);
         return { result: decision.result, value: decision.write, written: true };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;

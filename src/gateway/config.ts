@@ -31,6 +31,10 @@ const GatewayEnvShape = {
     meaning: "how long a claim stays unconfirmed (no `accepted`) before the assignment returns to the candidates with the next generation",
     allowed: "integer 100..3600000",
   }),
+  TOOLGATE_RECEIPT_CONCURRENCY: envVar(z.coerce.number().int().min(1).max(4096).default(64), {
+    meaning: "receipts one replica processes at once; it pulls up to twice as many from the shared `gateway` consumer. Total throughput scales with replicas × this, up to the consumer's `max_ack_pending`",
+    allowed: "integer 1..4096",
+  }),
   TOOLGATE_SHUTDOWN_TIMEOUT_MS: envVar(ms(1_000, 600_000).default(25_000), {
     meaning: "on SIGTERM, how long in-flight HTTP requests and receipts may take before the process exits 1 anyway; keep it below the orchestrator's grace period (Kubernetes: 30 s)",
     allowed: "integer 1000..600000",

@@ -93,7 +93,8 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       config: store,
       definitions,
       log: logger,
-      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+      metrics,
+      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, receiptConcurrency: config.TOOLGATE_RECEIPT_CONCURRENCY, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
     });
 
     const declaredStreams = declaredStreamNames(definitions);

@@ -2,9 +2,33 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { FastifyInstance } from "fastify";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { JetStreamSnapshot } from "../streams/inspect.js";
+import type { ReceiptStatus } from "../wire/messages.js";
 
-/** How the receipt consumer answered a receipt (`pending` is only ever a query answer). */
-export type ReceiptStatus = "recorded" | "duplicate" | "late_ignored" | "rejected";
+/** The part of an assignment record the metrics read. */
+export interface AssignmentSample {
+  state: string;
+  /** When the record was last written: for a pending one, when its candidate was published. */
+  updated_at: number;
+}
+
+/** What the execution path reports; {@link GatewayMetrics} implements it, tests may pass {@link NO_METRICS}. */
+export interface ExecutionMetrics {
+  /** The receipt consumer's answer to one receipt (`kind` "unknown" for a message that is no receipt). */
+  receiptProcessed(status: Exclude<ReceiptStatus, "pending">, kind: string): void;
+  /** A compare-and-set write of an assignment: `previous` undefined when it was created. */
+  assignmentWritten(previous: AssignmentSample | undefined, next: AssignmentSample): void;
+  /** A claim answer: `granted` or the refusal code. */
+  claimAnswered(outcome: string): void;
+  /** A projection stored (first writer only). */
+  projectionStored(truncated: boolean): void;
+}
+
+export const NO_METRICS: ExecutionMetrics = {
+  receiptProcessed() {},
+  assignmentWritten() {},
+  claimAnswered() {},
+  projectionStored() {},
+};
 
 /** A scrape reads JetStream at most this often; concurrent scrapes share one read. */
 const SNAPSHOT_MAX_AGE_MS = 1_000;
@@ -20,7 +44,7 @@ const SECONDS_WAIT = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
  * Counters count what *this replica* did: sum them over replicas. Consumer and stream gauges are the
  * cluster-wide JetStream view every replica reports alike: take max, not sum.
  */
-export class GatewayMetrics {
+export class GatewayMetrics implements ExecutionMetrics {
   readonly registry = new Registry();
 
   private readonly receipts = new Counter({
@@ -106,18 +130,18 @@ export class GatewayMetrics {
     });
   }
 
-  receiptProcessed(status: ReceiptStatus, kind: string): void {
+  receiptProcessed(status: Exclude<ReceiptStatus, "pending">, kind: string): void {
     this.receipts.inc({ status, kind });
   }
 
-  assignmentEntered(state: string): void {
-    this.assignments.inc({ state });
+  assignmentWritten(previous: AssignmentSample | undefined, next: AssignmentSample): void {
+    if (previous?.state === next.state) return; // a write within a state (candidate sequence, progress)
+    this.assignments.inc({ state: next.state });
+    if (previous?.state === "pending" && next.state === "claimed") this.claimLatency.observe(Math.max(0, next.updated_at - previous.updated_at) / 1000);
   }
 
-  /** A claim answer; `pendingSinceMs` (when the assignment became pending) for a grant. */
-  claimAnswered(outcome: string, pendingSinceMs?: number, now = Date.now()): void {
+  claimAnswered(outcome: string): void {
     this.claims.inc({ outcome });
-    if (pendingSinceMs !== undefined) this.claimLatency.observe(Math.max(0, now - pendingSinceMs) / 1000);
   }
 
   projectionStored(truncated: boolean): void {

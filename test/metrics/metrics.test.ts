@@ -96,11 +96,15 @@ describe("/metrics", () => {
     one.metrics.receiptProcessed("recorded", "completed");
     one.metrics.receiptProcessed("late_ignored", "progress");
     one.metrics.projectionStored(true);
-    one.metrics.claimAnswered("granted", Date.now() - 1500);
+    one.metrics.assignmentWritten(undefined, { state: "pending", updated_at: 1_000 });
+    one.metrics.assignmentWritten({ state: "pending", updated_at: 1_000 }, { state: "pending", updated_at: 2_000 }); // candidate published
+    one.metrics.assignmentWritten({ state: "pending", updated_at: 2_000 }, { state: "claimed", updated_at: 3_500 });
     expect(sample(await scrape(one), 'toolgate_receipts_total{status="recorded",kind="completed"}')).toBe(1);
     expect(sample(await scrape(one), 'toolgate_projections_total{truncated="true"}')).toBe(1);
     expect(sample(await scrape(one), 'toolgate_claim_latency_seconds_bucket{le="2.5"}')).toBe(1);
     expect(sample(await scrape(one), 'toolgate_claim_latency_seconds_bucket{le="1"}')).toBe(0);
+    expect(sample(await scrape(one), 'toolgate_assignments_total{state="pending"}')).toBe(1);
+    expect(sample(await scrape(one), 'toolgate_assignments_total{state="claimed"}')).toBe(1);
     expect(await scrape(two)).not.toContain("toolgate_receipts_total{");
   });
 
