@@ -68,7 +68,7 @@ export interface Execution {
 }
 
 /** The presence TTL is the max age declared for the presence bucket: one number, in `streams/`. */
-function presenceTtlMs(definitions: readonly Definition[]): number {
+export function presenceTtlMs(definitions: readonly Definition[]): number {
   const def = definitions.find((d) => d.kind === "kv" && d.bucket === EXECUTION_BUCKETS.presence);
   if (def?.kind !== "kv" || def.ttl_ms <= 0) throw new Error(`streams/: the KV bucket ${EXECUTION_BUCKETS.presence} must be declared with a ttl_ms`);
   return def.ttl_ms;

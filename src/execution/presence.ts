@@ -41,9 +41,13 @@ export class PresenceService {
   /** The executor's live presence, or null when it is offline (never seen, expired, or detaching). */
   async online(scope: string, executorId: string): Promise<PresenceRecord | null> {
     const entry = await this.store.get(presenceKey(scope, executorId));
-    if (!entry || entry.value.status !== "online") return null;
-    return this.now() - entry.value.seen_at < this.ttlMs ? entry.value : null;
+    return entry && isOnline(entry.value, this.ttlMs, this.now()) ? entry.value : null;
   }
+}
+
+/** Online: says so, and its last heartbeat is younger than the TTL (the server may not have pruned it yet). */
+export function isOnline(record: PresenceRecord, ttlMs: number, now: number): boolean {
+  return record.status === "online" && now - record.seen_at < ttlMs;
 }
 
 function presenceKey(scope: string, executorId: string): string {

@@ -3,6 +3,8 @@ import { connect } from "@nats-io/transport-node";
 import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { commands } from "../../src/cli/main.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { seedSession, startExecutionGateway } from "../helpers/execution-gateway.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { runCli } from "../helpers/serve.js";
 
 describe("toolgate CLI", () => {
@@ -52,6 +54,30 @@ describe("toolgate CLI", () => {
       expect(json.jetstream.consumers).toContainEqual(expect.objectContaining({ stream: "KV_tg_config", name: "status-probe", pending: 1, ackPending: 1, redelivered: 0 }));
     } finally {
       await nc.close();
+    }
+  });
+
+  it("'toolgate status' lists the executors online and the pending assignments per scope", async () => {
+    const gw = await startExecutionGateway(nats.url);
+    const nc = await connect({ servers: nats.url });
+    const executor = new ProtocolExecutor(nc, "ops-scope", "ops-exec-1", ["b-ops"]);
+    try {
+      const sessionId = await seedSession(gw.gateway.store, { scope: "ops-scope", agent: "ops-bot", tools: [{ name: "ops.do", binding_id: "b-ops" }] });
+      expect((await executor.heartbeat()).status).toBe("ok");
+      const run = await gw.http("POST", `/v1/sessions/${sessionId}/runs`);
+      for (const i of [1, 2]) expect((await gw.http("POST", `/v1/runs/${run.body.run_id}/tool-calls`, { tool_name: "ops.do", arguments: {}, tool_call_id: `c${i}` })).status).toBe(201);
+
+      const res = await runCli(["status"], { NATS_URL: nats.url });
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stdout).toContain("Executors online: 1\n");
+      expect(res.stdout).toMatch(/^ {2}ops-scope +ops-exec-1 +0 +\d+ +b-ops$/m);
+      expect(res.stdout).toContain("Pending assignments (not yet claimed): 2\n");
+      expect(res.stdout).toMatch(/^ {2}ops-scope +2$/m);
+      expect(res.stdout).toMatch(/^ {2}TG_CANDIDATES +cand-ops-scope +2 +0 +0 /m);
+    } finally {
+      executor.close();
+      await nc.close();
+      await gw.close();
     }
   });
 
