@@ -1,0 +1,22 @@
+/**
+ * `toolgate/runner`: the executor SDK a product embeds to run its tools behind toolgate.
+ * See docs/runner.md.
+ */
+export { ToolRunner, type ToolRunnerOptions } from "./runner.js";
+export { BusinessCancelled, BusinessFailure } from "./outcome.js";
+export {
+  CancelRequested,
+  type Authorize,
+  type AuthorizeDecision,
+  type AuthorizeRequest,
+  type ReconcileOutcome,
+  type ToolContext,
+  type ToolDefinition,
+  type ToolGrant,
+} from "./tools.js";
+export { SqliteRunnerStore } from "./sqlite-store.js";
+export { PhaseConflictError, type AssignmentKey, type LocalAssignment, type OutboxReceipt, type PhaseChange, type ReceiptBody, type RunnerStore, type StoredAnswer } from "./store.js";
+export { PHASES, type Phase } from "./phases.js";
+export type { Logger } from "./logger.js";
+export { dryRun, type DryRunRequest, type DryRunResponse, type DryRunSample } from "./dry-run.js";
+export { ApiError } from "../http/errors.js";

@@ -1,0 +1,156 @@
+import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { jetstream, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
+import type { z } from "zod";
+import { decode, encode, MalformedMessageError } from "../wire/codec.js";
+import {
+  Candidate,
+  ClaimReply,
+  ExecutorControl,
+  PresenceReply,
+  ReceiptAnswer,
+  type ClaimRequest,
+  type PresenceHeartbeat,
+  type Receipt,
+  type ReceiptQuery,
+} from "../wire/messages.js";
+import { candidateConsumer, PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, STREAMS, subjects } from "../wire/subjects.js";
+import type { Logger } from "./logger.js";
+
+/** One pulled candidate and what the runner may do with its message. */
+export interface CandidateDelivery {
+  candidate: Candidate;
+  /** Done with it (claimed, or refused for good): the work-queue message is removed. */
+  ack(): void;
+  /** Not for us, or not now: redelivered (to this scope's executors) after `delayMs`. */
+  release(delayMs: number): void;
+}
+
+export interface LinkHandlers {
+  answer(answer: ReceiptAnswer): void;
+  control(message: ExecutorControl): void;
+}
+
+/**
+ * The runner's side of the wire contract (`src/wire/`): every subject it touches and every message it
+ * sends or decodes goes through here, validated with the shared zod schemas.
+ */
+export class NatsLink {
+  private readonly js: JetStreamClient;
+  private readonly subscriptions: Subscription[] = [];
+  private fetch: ConsumerMessages | undefined;
+
+  private constructor(
+    readonly nc: NatsConnection,
+    private readonly ownsConnection: boolean,
+    private readonly scope: string,
+    private readonly executorId: string,
+    private readonly requestTimeoutMs: number,
+    private readonly logger: Logger,
+  ) {
+    this.js = jetstream(nc, { timeout: requestTimeoutMs });
+  }
+
+  static async open(options: {
+    natsUrl?: string | string[];
+    nc?: NatsConnection;
+    scope: string;
+    executorId: string;
+    requestTimeoutMs: number;
+    logger: Logger;
+  }): Promise<NatsLink> {
+    const { nc: given, natsUrl, scope, executorId, requestTimeoutMs, logger } = options;
+    if (!given && !natsUrl) throw new Error("ToolRunner needs natsUrl or nc");
+    // Reconnect forever: the outbox and presence survive a NATS restart, the runner must too.
+    const nc = given ?? (await connect({ servers: natsUrl!, name: `toolgate-runner:${scope}:${executorId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 }));
+    return new NatsLink(nc, !given, scope, executorId, requestTimeoutMs, logger);
+  }
+
+  /** Subscribes to this executor's answers and control messages. */
+  listen(handlers: LinkHandlers): void {
+    this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswer, handlers.answer);
+    this.subscribe(subjects.executorControl(this.scope, this.executorId), ExecutorControl, handlers.control);
+  }
+
+  heartbeat(message: PresenceHeartbeat): Promise<PresenceReply> {
+    return this.request(subjects.presence(this.scope), message, PresenceReply);
+  }
+
+  claim(message: ClaimRequest): Promise<ClaimReply> {
+    return this.request(subjects.claim(this.scope), message, ClaimReply);
+  }
+
+  queryReceipt(message: ReceiptQuery): Promise<ReceiptAnswer> {
+    return this.request(subjects.receiptQuery(this.scope), message, ReceiptAnswer);
+  }
+
+  /**
+   * Publishes into the receipts stream; resolves once JetStream stored it. `duplicate`: the stream
+   * already had this `receipt_id` (inside its de-duplication window), so this copy reaches no gateway
+   * and no answer will come for it.
+   */
+  async publishReceipt(receipt: Receipt): Promise<{ duplicate: boolean }> {
+    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id, headers: protocolHeaders() });
+    return { duplicate: ack.duplicate };
+  }
+
+  /**
+   * Pulls up to `max` candidates from the scope's shared durable consumer, waiting at most
+   * `expiresMs`; `stopPulling` ends a pull that is waiting.
+   */
+  async *pull(max: number, expiresMs: number): AsyncGenerator<CandidateDelivery> {
+    const consumer = await this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
+    const messages = await consumer.fetch({ max_messages: max, expires: expiresMs });
+    this.fetch = messages;
+    try {
+      for await (const m of messages) {
+        let candidate: Candidate;
+        try {
+          candidate = decode(Candidate, m.data);
+        } catch (err) {
+          this.logger.warn({ err, subject: m.subject }, "malformed candidate terminated");
+          m.term(err instanceof MalformedMessageError ? err.reason : "malformed");
+          continue;
+        }
+        yield { candidate, ack: () => m.ack(), release: (delayMs) => m.nak(delayMs) };
+      }
+    } finally {
+      this.fetch = undefined;
+    }
+  }
+
+  stopPulling(): void {
+    this.fetch?.stop();
+  }
+
+  async close(): Promise<void> {
+    this.stopPulling();
+    for (const sub of this.subscriptions) sub.unsubscribe();
+    if (this.ownsConnection && !this.nc.isClosed()) await this.nc.drain();
+  }
+
+  private async request<S extends z.ZodType>(subject: string, message: unknown, schema: S): Promise<z.output<S>> {
+    const reply = await this.nc.request(subject, encode(message), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
+    return decode(schema, reply.data);
+  }
+
+  private subscribe<S extends z.ZodType>(subject: string, schema: S, handle: (message: z.output<S>) => void): void {
+    this.subscriptions.push(
+      this.nc.subscribe(subject, {
+        callback: (err, m) => {
+          if (err) return this.logger.error({ err, subject }, "subscription failed");
+          try {
+            handle(decode(schema, m.data));
+          } catch (e) {
+            this.logger.warn({ err: e, subject }, "message dropped");
+          }
+        },
+      }),
+    );
+  }
+}
+
+function protocolHeaders(): MsgHdrs {
+  const h = headers();
+  h.set(PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION);
+  return h;
+}

@@ -1,0 +1,173 @@
+import type { Grant, ReceiptAnswer } from "../wire/messages.js";
+import { errorText, type Logger } from "./logger.js";
+import type { NatsLink } from "./nats-link.js";
+import { wireReceipt } from "./receipts.js";
+import type { OutboxReceipt, PhaseChange, RunnerStore, StoredAnswer } from "./store.js";
+import { sleep } from "./wait.js";
+
+export interface OutboxTiming {
+  /** How long to wait for the gateway's answer before asking `tg.rq` and resending. */
+  answerTimeoutMs: number;
+  /** Resends back off (doubling) up to this interval. */
+  maxResendIntervalMs: number;
+}
+
+/** Called with the definitive answer to a receipt; must record it in the store before resolving. */
+export type AnswerHandler = (receipt: OutboxReceipt, answer: StoredAnswer) => Promise<void>;
+
+interface Lane {
+  again: boolean;
+  done: Promise<void>;
+}
+
+/**
+ * Delivers saved receipts. Receipts are always in the store before they reach this class; it sends
+ * them one claim at a time, in the order they were saved, each only after the previous one was
+ * answered: the gateway then sees progress 1 before 2 and every progress before the final receipt,
+ * whichever gateway replica happens to process them.
+ *
+ * A receipt is resent, with the same id and body, until the gateway answers: after
+ * `answerTimeoutMs` without an answer the outbox asks `tg.rq` (the answer may have been lost), then
+ * resends with `replayed: true`, backing off up to `maxResendIntervalMs`.
+ */
+export class Outbox {
+  private readonly lanes = new Map<string, Lane>();
+  private readonly waiters = new Map<string, (answer: ReceiptAnswer) => void>();
+  /** Receipts saved by an earlier process of this executor: their first send here is a replay. */
+  private readonly replays = new Set<string>();
+  private readonly stop = new AbortController();
+
+  constructor(
+    private readonly store: RunnerStore,
+    private readonly link: NatsLink,
+    private readonly timing: OutboxTiming,
+    private readonly logger: Logger,
+    private readonly onAnswered: AnswerHandler,
+  ) {}
+
+  /** Marks receipts found in the store at start-up, so they go out with `replayed: true`. */
+  markReplays(receipts: readonly OutboxReceipt[]): void {
+    for (const r of receipts) if (!r.answer) this.replays.add(r.receiptId);
+  }
+
+  /** Saves a receipt (with the phase change that goes with it), then starts sending it. */
+  async append(grant: Grant, receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
+    await this.store.appendReceipt(receipt, change);
+    this.kick(grant);
+  }
+
+  /** Starts (or wakes) the delivery of a claim's unanswered receipts. */
+  kick(grant: Grant): void {
+    const key = `${grant.assignment_id}/${grant.generation}`;
+    const running = this.lanes.get(key);
+    if (running) {
+      running.again = true;
+      return;
+    }
+    const lane: Lane = { again: false, done: Promise.resolve() };
+    this.lanes.set(key, lane);
+    lane.done = this.drain(grant, lane).finally(() => this.lanes.delete(key));
+  }
+
+  /** Routes an answer that arrived on `tg.ans.<scope>.<executor>` to the receipt waiting for it. */
+  handleAnswer(answer: ReceiptAnswer): void {
+    const waiter = this.waiters.get(answer.receipt_id);
+    if (waiter) waiter(answer);
+    else this.logger.debug({ receipt_id: answer.receipt_id, status: answer.status }, "answer for a receipt not awaited");
+  }
+
+  /** Resolves when every lane is idle, or after `timeoutMs`, whichever is first. */
+  async flush(timeoutMs: number): Promise<void> {
+    const lanes = Promise.all([...this.lanes.values()].map((l) => l.done));
+    await Promise.race([lanes, sleep(timeoutMs, this.stop.signal)]);
+  }
+
+  /** Stops sending; unanswered receipts stay in the store for the next start. */
+  close(): void {
+    this.stop.abort();
+  }
+
+  private async drain(grant: Grant, lane: Lane): Promise<void> {
+    const key = { assignmentId: grant.assignment_id, generation: grant.generation };
+    try {
+      do {
+        lane.again = false;
+        for (;;) {
+          if (this.stop.signal.aborted) return;
+          const next = (await this.store.listReceipts(key)).find((r) => !r.answer);
+          if (!next) break;
+          const answer = await this.deliver(grant, next);
+          if (!answer) return; // closing
+          const { status, code, reason } = answer;
+          await this.onAnswered(next, { status: status as StoredAnswer["status"], answeredAt: Date.now(), ...(code ? { code } : {}), ...(reason ? { reason } : {}) });
+        }
+      } while (lane.again);
+    } catch (err) {
+      // The receipt stays unanswered in the store: the next kick or start-up picks it up again.
+      if (!this.stop.signal.aborted) this.logger.error({ err, assignment_id: grant.assignment_id }, "outbox lane stopped");
+    }
+  }
+
+  /** Sends one receipt until it has a definitive answer; undefined when the outbox closes first. */
+  private async deliver(grant: Grant, receipt: OutboxReceipt): Promise<ReceiptAnswer | undefined> {
+    let interval = this.timing.answerTimeoutMs;
+    for (let attempt = 0; !this.stop.signal.aborted; attempt++) {
+      const replayed = attempt > 0 || this.replays.has(receipt.receiptId);
+      const answered = this.awaitAnswer(receipt.receiptId, interval);
+      let answer: ReceiptAnswer | undefined;
+      try {
+        const { duplicate } = await this.link.publishReceipt(wireReceipt(receipt, grant.claim_token, replayed));
+        // A copy the stream de-duplicated is never delivered to a gateway: ask for the stored answer.
+        if (duplicate) answer = await this.query(grant, receipt);
+      } catch (err) {
+        this.logger.warn({ err: errorText(err), receipt_id: receipt.receiptId, attempt }, "receipt publish failed; will resend");
+      }
+      if (answer === undefined || answer.status === "pending") answer = (await answered.promise) ?? (await this.query(grant, receipt));
+      else answered.cancel();
+      if (answer?.status === "duplicate") answer = await this.original(grant, receipt, answer);
+      if (answer && answer.status !== "pending") {
+        this.replays.delete(receipt.receiptId);
+        return answer;
+      }
+      interval = Math.min(interval * 2, this.timing.maxResendIntervalMs);
+    }
+    return undefined;
+  }
+
+  /**
+   * A `duplicate` says the gateway already holds this receipt, not how it took it the first time.
+   * For a final or progress receipt that is enough (it is acknowledged). For `accepted` it is not:
+   * only a recorded `accepted` allows side effects, so the first status is asked for (`tg.rq`).
+   */
+  private async original(grant: Grant, receipt: OutboxReceipt, duplicate: ReceiptAnswer): Promise<ReceiptAnswer | undefined> {
+    const first = await this.query(grant, receipt);
+    if (first && first.status !== "pending" && first.status !== "duplicate") return first;
+    return receipt.kind === "accepted" ? undefined : duplicate;
+  }
+
+  private async query(grant: Grant, receipt: OutboxReceipt): Promise<ReceiptAnswer | undefined> {
+    try {
+      return await this.link.queryReceipt({ receipt_id: receipt.receiptId, assignment_id: receipt.assignmentId, executor_id: grant.executor_id, kind: receipt.kind });
+    } catch (err) {
+      this.logger.debug({ err: errorText(err), receipt_id: receipt.receiptId }, "receipt query unanswered");
+      return undefined;
+    }
+  }
+
+  private awaitAnswer(receiptId: string, timeoutMs: number): { promise: Promise<ReceiptAnswer | undefined>; cancel(): void } {
+    let done!: (answer: ReceiptAnswer | undefined) => void;
+    const promise = new Promise<ReceiptAnswer | undefined>((resolve) => {
+      const onStop = () => done(undefined);
+      const timer = setTimeout(onStop, timeoutMs);
+      done = (answer) => {
+        clearTimeout(timer);
+        this.stop.signal.removeEventListener("abort", onStop);
+        if (this.waiters.get(receiptId) === done) this.waiters.delete(receiptId);
+        resolve(answer);
+      };
+      this.stop.signal.addEventListener("abort", onStop);
+      this.waiters.set(receiptId, done);
+    });
+    return { promise, cancel: () => done(undefined) };
+  }
+}

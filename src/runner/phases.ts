@@ -1,0 +1,77 @@
+import type { ReceiptKind, ReceiptStatus } from "../wire/messages.js";
+
+/**
+ * The state machine of one local assignment (one claim held by this executor), as one table.
+ *
+ *   (grant) ──▶ accepting ──confirm──▶ confirmed ──start──▶ running ──report──▶ reporting ──settle──▶ settled
+ *      │            └──refuse──▶ refused       └──report──────────────────────────▲   └──await──▶ awaiting_reconciliation
+ *      └── refusal (digest, arguments, authorize): accepted + failed saved ──▶ reporting   └──reconcile──┘
+ *
+ * `running` is written *before* the handler is called: after a crash, `confirmed` proves the
+ * handler never started (safe to start it), `running` means side effects may exist.
+ */
+export const PHASES = ["accepting", "confirmed", "running", "reporting", "awaiting_reconciliation", "settled", "refused"] as const;
+export type Phase = (typeof PHASES)[number];
+
+export type PhaseEvent =
+  /** The gateway recorded `accepted`: side effects may start. */
+  | "confirm"
+  /** The gateway refused `accepted` (claim revoked, lease expired, run terminated): never run. */
+  | "refuse"
+  /** The handler is about to be called. */
+  | "start"
+  /** A final receipt was saved in the outbox. */
+  | "report"
+  /** The final receipt was answered. */
+  | "settle"
+  /** The `reconciliation_required` receipt was answered: the product must settle it. */
+  | "await_reconciliation"
+  /** The product settled it (`runner.reconcile`): a new final receipt was saved. */
+  | "reconcile";
+
+const TRANSITIONS: Readonly<Record<Phase, Partial<Record<PhaseEvent, Phase>>>> = {
+  accepting: { confirm: "confirmed", refuse: "refused" },
+  confirmed: { start: "running", report: "reporting" },
+  running: { report: "reporting" },
+  reporting: { settle: "settled", await_reconciliation: "awaiting_reconciliation" },
+  awaiting_reconciliation: { reconcile: "reporting" },
+  settled: {},
+  refused: {},
+};
+
+/** Phases a local assignment never leaves. */
+export const FINAL_PHASES: ReadonlySet<Phase> = new Set(["settled", "refused"]);
+
+export class IllegalTransitionError extends Error {
+  override readonly name = "IllegalTransitionError";
+}
+
+/** The compare-and-set change for `event` in `from`; throws when the table does not allow it. */
+export function transition(from: Phase, event: PhaseEvent): { from: Phase; to: Phase } {
+  const to = TRANSITIONS[from][event];
+  if (to === undefined) throw new IllegalTransitionError(`'${event}' is not allowed in phase '${from}'`);
+  return { from, to };
+}
+
+/**
+ * What the gateway's definitive answer to a receipt does to the local assignment (undefined: nothing).
+ * A rejected final receipt settles too: resending the same body cannot change the verdict, and the
+ * answer stays on the receipt in the store for the operator.
+ */
+export function answerChange(kind: ReceiptKind, status: Exclude<ReceiptStatus, "pending">, phase: Phase): { from: Phase; to: Phase } | undefined {
+  switch (kind) {
+    case "accepted":
+      // A refused grant is saved `reporting` with `accepted` and `failed`: its `accepted` moves nothing.
+      if (phase === "reporting") return undefined;
+      // Only an explicit `recorded` allows side effects (the outbox resolves a `duplicate` first).
+      return transition("accepting", status === "recorded" ? "confirm" : "refuse");
+    case "progress":
+      return undefined;
+    case "reconciliation_required":
+      // Still unknown whether the business happened: the product settles it with `reconcile`,
+      // unless the run is over (late_ignored), when nothing can change any more.
+      return transition("reporting", status === "late_ignored" ? "settle" : "await_reconciliation");
+    default:
+      return transition("reporting", "settle");
+  }
+}

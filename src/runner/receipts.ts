@@ -1,0 +1,87 @@
+import { createHash } from "node:crypto";
+import { Receipt, type Grant, type ReceiptKind } from "../wire/messages.js";
+import type { AssignmentKey, OutboxReceipt, ReceiptBody } from "./store.js";
+
+/** What a final (terminal or reconciliation) receipt says, besides its envelope. */
+export type FinalReport =
+  | { kind: "completed"; result: unknown }
+  | { kind: "failed"; error: { code: string; message: string } }
+  | { kind: "cancelled"; reason: string }
+  | { kind: "reconciliation_required"; error: { code: string; message: string } };
+
+/** What one receipt carries besides its envelope. */
+export type ReceiptContent = { kind: "accepted"; operation_key: string } | { kind: "progress"; seq: number; progress: unknown } | FinalReport;
+
+const MAX_ID = 128;
+const CODE_MAX = 128;
+const TEXT_MAX = 4096;
+
+/**
+ * The receipt id of one receipt of one claim: a pure function of (assignment, generation, kind, seq),
+ * so a restart can never mint a second id for the same receipt. The generation is part of it:
+ * a claim lost and won again is a new claim whose receipts must not be taken for the old ones.
+ */
+export function receiptId(key: AssignmentKey, kind: ReceiptKind, seq?: number): string {
+  const id = `${key.assignmentId}_g${key.generation}_${kind === "progress" ? `p${seq}` : kind}`;
+  if (id.length <= MAX_ID) return id;
+  // Long assignment ids: a digest keeps the id deterministic and inside the token limit.
+  return `r_${createHash("sha256").update(id).digest("hex")}`;
+}
+
+/**
+ * Builds the outbox entry of a receipt. Values are normalised through JSON here, once: what is
+ * saved is exactly what is sent on every resend, whatever store holds it.
+ */
+export function buildReceipt(grant: Grant, content: ReceiptContent, now: number): OutboxReceipt {
+  const key = { assignmentId: grant.assignment_id, generation: grant.generation };
+  const id = receiptId(key, content.kind, content.kind === "progress" ? content.seq : undefined);
+  const body = toJsonValue({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) }) as ReceiptBody;
+  // Validates the body against the wire schema before it is saved: a receipt the gateway would
+  // reject as malformed must fail here, in the handler's hands, not later in the outbox.
+  Receipt.parse({ ...body, claim_token: grant.claim_token });
+  return { ...key, receiptId: id, kind: content.kind, body, savedAt: now };
+}
+
+/** The wire message of a saved receipt. */
+export function wireReceipt(saved: OutboxReceipt, claimToken: string, replayed: boolean): Receipt {
+  return Receipt.parse({ ...saved.body, claim_token: claimToken, ...(replayed ? { replayed: true } : {}) });
+}
+
+function bounded(content: ReceiptContent): ReceiptContent {
+  switch (content.kind) {
+    case "failed":
+    case "reconciliation_required":
+      return { kind: content.kind, error: { code: clip(content.error.code, CODE_MAX), message: clip(content.error.message, TEXT_MAX) } };
+    case "cancelled":
+      return { kind: content.kind, reason: clip(content.reason, TEXT_MAX) };
+    default:
+      return content;
+  }
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+export class UnrepresentableValueError extends Error {
+  override readonly name = "UnrepresentableValueError";
+}
+
+/**
+ * The JSON value of `value` (plain objects, arrays, strings, finite numbers, booleans, null).
+ * Throws on what JSON would silently alter: NaN/Infinity, bigint, functions, cycles, undefined.
+ */
+export function toJsonValue(value: unknown): unknown {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value, (_key, v: unknown) => {
+      if (typeof v === "number" && !Number.isFinite(v)) throw new UnrepresentableValueError(`${v} is not a JSON number`);
+      if (typeof v === "bigint" || typeof v === "function" || typeof v === "symbol") throw new UnrepresentableValueError(`a ${typeof v} is not a JSON value`);
+      return v;
+    });
+  } catch (err) {
+    throw err instanceof UnrepresentableValueError ? err : new UnrepresentableValueError((err as Error).message); // cycles
+  }
+  if (text === undefined) throw new UnrepresentableValueError("undefined is not a JSON value");
+  return JSON.parse(text);
+}

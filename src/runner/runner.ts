@@ -1,0 +1,473 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { z } from "zod";
+import { argumentDigest } from "../wire/digest.js";
+import { Id, type Candidate, type ExecutorControl, type Grant, type RefusalCode } from "../wire/messages.js";
+import { defaultLogger, errorText, type Logger } from "./logger.js";
+import { NatsLink, type CandidateDelivery } from "./nats-link.js";
+import { describeError, finalReceipt, reportOf } from "./outcome.js";
+import { Outbox } from "./outbox.js";
+import { answerChange, transition, type Phase } from "./phases.js";
+import { ProgressReporter } from "./progress.js";
+import { buildReceipt, type FinalReport } from "./receipts.js";
+import { SqliteRunnerStore } from "./sqlite-store.js";
+import { PhaseConflictError, type LocalAssignment, type OutboxReceipt, type RunnerStore, type StoredAnswer } from "./store.js";
+import { CancelRequested, type Authorize, type ReconcileOutcome, type ToolDefinition, type ToolGrant } from "./tools.js";
+import { Notifier, sleep } from "./wait.js";
+
+/** Timing knobs, all in milliseconds. */
+const Timing = z
+  .object({
+    /** Claim, presence and receipt-query requests. */
+    requestTimeoutMs: z.number().int().positive().default(5_000),
+    /** Wait for a receipt's answer before querying and resending. */
+    answerTimeoutMs: z.number().int().positive().default(5_000),
+    /** Resend back-off ceiling. */
+    maxResendIntervalMs: z.number().int().positive().default(60_000),
+    /** Presence heartbeat interval; by default a third of the TTL the gateway announces. */
+    heartbeatIntervalMs: z.number().int().positive().optional(),
+    /** How long one pull waits for candidates (JetStream's minimum is 1 s). */
+    pullExpiresMs: z.number().int().min(1_000).default(5_000),
+    /** A candidate this executor cannot take is redelivered to the scope after this delay. */
+    releaseDelayMs: z.number().int().nonnegative().default(1_000),
+  })
+  .strict();
+type Timing = z.output<typeof Timing>;
+
+export type ToolRunnerOptions = z.input<typeof Timing> & {
+  /** NATS server(s); or pass a connection of your own in `nc` (the runner then never closes it). */
+  natsUrl?: string | string[];
+  nc?: NatsConnection;
+  /** This executor's id: stable across restarts (the store and the outbox are bound to it). */
+  executorId: string;
+  /** The executor scope its bindings are registered in. */
+  scope: string;
+  /** Durable store, or the path of the default SQLite file. */
+  store: RunnerStore | string;
+  /** The product's per-call permission check; runs after the digest check, before `accepted`. */
+  authorize: Authorize;
+  logger?: Logger;
+  /** Claims held at once (claimed, running or reporting). Default 16. */
+  maxConcurrent?: number;
+};
+
+type RunnerState = "idle" | "running" | "detaching" | "detached" | "closing" | "closed";
+
+interface RegisteredTool extends ToolDefinition<unknown> {
+  name: string;
+}
+
+/** One claim this process is working on, from the grant until its outcome is answered. */
+interface ActiveClaim {
+  grant: Grant;
+  abort: AbortController;
+  /** Set while the handler runs. */
+  handler?: Promise<void>;
+}
+
+/** A claim refusal worth another try later (the candidate goes back to the scope). */
+const RETRYABLE_CLAIM_REFUSALS: ReadonlySet<RefusalCode> = new Set(["executor_offline", "too_many_claims"]);
+
+/**
+ * The executor SDK: connects to the gateway over NATS, claims the candidates of its registered tools,
+ * runs their handlers behind the grant/accepted handshake, and delivers their receipts through a
+ * durable outbox. See docs/runner.md.
+ */
+export class ToolRunner {
+  private readonly timing: Timing;
+  private readonly logger: Logger;
+  private readonly store: RunnerStore;
+  private readonly tools = new Map<string, RegisteredTool>();
+  private readonly active = new Map<string, ActiveClaim>();
+  private readonly changed = new Notifier();
+  private readonly stopLoops = new AbortController();
+  private state: RunnerState = "idle";
+  private claiming = 0;
+  private online = false;
+  private heartbeatIntervalMs = 1_000;
+  private link!: NatsLink;
+  private outbox!: Outbox;
+  private loops: Promise<void>[] = [];
+
+  constructor(private readonly options: ToolRunnerOptions) {
+    Id.parse(options.executorId);
+    Id.parse(options.scope);
+    const { natsUrl: _u, nc: _n, executorId: _e, scope: _s, store, authorize: _a, logger, maxConcurrent: _m, ...timing } = options;
+    this.timing = Timing.parse(timing);
+    this.logger = logger ?? defaultLogger();
+    this.store = typeof store === "string" ? new SqliteRunnerStore(store) : store;
+  }
+
+  get executorId(): string {
+    return this.options.executorId;
+  }
+
+  /** Registers a tool; all tools are registered before `start`. */
+  tool<A>(name: string, definition: ToolDefinition<A>): this {
+    if (this.state !== "idle") throw new Error("register tools before start()");
+    if (this.tools.has(name)) throw new Error(`tool '${name}' is already registered`);
+    Id.parse(definition.bindingId);
+    if (definition.kind !== "read" && definition.kind !== "write") throw new Error(`tool '${name}': kind must be "read" or "write"`);
+    this.tools.set(name, { ...(definition as ToolDefinition<unknown>), name });
+    return this;
+  }
+
+  /**
+   * Opens the store, connects, resumes what the store holds (resends, reconciliation reports,
+   * handlers confirmed but never started), then keeps presence alive and pulls candidates.
+   */
+  async start(): Promise<void> {
+    if (this.state !== "idle") throw new Error(`cannot start a runner that is ${this.state}`);
+    if (this.tools.size === 0) throw new Error("register at least one tool before start()");
+    this.state = "running";
+    await this.store.open(this.executorId);
+    const { natsUrl, nc, scope, executorId } = this.options;
+    this.link = await NatsLink.open({ ...(natsUrl ? { natsUrl } : {}), ...(nc ? { nc } : {}), scope, executorId, requestTimeoutMs: this.timing.requestTimeoutMs, logger: this.logger });
+    this.outbox = new Outbox(this.store, this.link, this.timing, this.logger, (receipt, answer) => this.onAnswered(receipt, answer));
+    this.link.listen({ answer: (a) => this.outbox.handleAnswer(a), control: (c) => this.onControl(c) });
+    await this.heartbeat();
+    await this.recover();
+    this.loops = [this.presenceLoop(), this.pullLoop()];
+    this.logger.info({ executor_id: executorId, scope, tools: [...this.tools.keys()] }, "tool runner started");
+  }
+
+  /**
+   * Settles a `reconciliation_required` assignment with the outcome the product established in its
+   * own system. Resolves once the receipt is saved; the outbox delivers it.
+   */
+  async reconcile(assignmentId: string, outcome: ReconcileOutcome): Promise<void> {
+    this.assertConnected();
+    const local = await this.store.getAssignment(assignmentId);
+    if (!local) throw new Error(`assignment ${assignmentId} is not held by executor ${this.executorId}`);
+    if (local.phase !== "awaiting_reconciliation") throw new Error(`assignment ${assignmentId} is ${local.phase}, not awaiting_reconciliation`);
+    const report: FinalReport =
+      outcome.kind === "failed" ? { kind: "failed", error: { code: outcome.code, message: outcome.message } } : outcome;
+    this.track(local.grant);
+    await this.outbox.append(local.grant, buildReceipt(local.grant, report, Date.now()), transition("awaiting_reconciliation", "reconcile"));
+  }
+
+  /** Assignments waiting for `reconcile`, oldest first. */
+  async reconciliations(): Promise<ToolGrant[]> {
+    const open = await this.store.listOpen();
+    return open.filter((a) => a.phase === "awaiting_reconciliation").map((a) => toolGrant(a.grant));
+  }
+
+  /** The local record of an assignment (latest claim) and its receipts with their answers. */
+  async assignment(assignmentId: string): Promise<{ phase: Phase; receipts: OutboxReceipt[] } | undefined> {
+    const local = await this.store.getAssignment(assignmentId);
+    return local && { phase: local.phase, receipts: await this.store.listReceipts(local) };
+  }
+
+  /**
+   * Leaves cleanly: stops pulling, announces `detaching` (the gateway returns unconfirmed claims to
+   * the candidates; their `accepted` is refused), and resolves once confirmed work has finished and
+   * been answered. Presence then lapses; `reconcile` keeps working until `close`.
+   */
+  async detach(): Promise<void> {
+    if (this.state === "running") {
+      this.state = "detaching";
+      this.link.stopPulling();
+      await this.heartbeat();
+    }
+    while (this.state === "detaching" && (this.active.size > 0 || this.claiming > 0)) await this.changed.wait(1_000);
+    if (this.state === "detaching") this.state = "detached";
+  }
+
+  /**
+   * Shuts down (wire it to SIGTERM): stops pulling, announces `detaching`, waits for running handlers
+   * up to `deadlineMs`, reports those still running as `reconciliation_required`, gives the outbox
+   * what is left of the deadline (at least a second) to deliver, then closes. Whatever is not
+   * delivered stays in the store and goes out on the next start.
+   */
+  async close({ deadlineMs = 10_000 }: { deadlineMs?: number } = {}): Promise<void> {
+    if (this.state === "idle" || this.state === "closed" || this.state === "closing") {
+      this.state = "closed";
+      return;
+    }
+    const until = Date.now() + deadlineMs;
+    const wasPulling = this.state === "running";
+    this.state = "closing";
+    this.link.stopPulling();
+    if (wasPulling) await this.heartbeat();
+    const handlers = [...this.active.values()].flatMap((c) => (c.handler ? [c.handler] : []));
+    await Promise.race([Promise.all(handlers), sleep(deadlineMs)]);
+    for (const claim of this.active.values()) {
+      if (!claim.handler) continue;
+      claim.abort.abort(new CancelRequested("shutdown", "the executor is shutting down"));
+      const error = { code: "executor_shutdown", message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown` };
+      await this.report(claim.grant, finalReceipt(claim.grant, { kind: "reconciliation_required", error }, Date.now()), "running");
+    }
+    await this.outbox.flush(Math.max(until - Date.now(), 1_000));
+    this.state = "closed";
+    this.stopLoops.abort();
+    this.outbox.close();
+    this.changed.notify();
+    await Promise.all(this.loops);
+    await this.link.close();
+    await this.store.close();
+    this.logger.info({ executor_id: this.executorId }, "tool runner closed");
+  }
+
+  // --- start-up ---------------------------------------------------------------------------------
+
+  /**
+   * What the store says survived the last process (docs/runner.md, crash-point table):
+   * `accepting`/`reporting` are resent (replayed) and continue from the answer; `confirmed` never
+   * started its handler, so it starts now; `running` may have side effects: a write is reported
+   * `reconciliation_required`, never rerun; a read (no side effects by contract) runs again.
+   */
+  private async recover(): Promise<void> {
+    for (const local of await this.store.listOpen()) {
+      if (local.phase === "awaiting_reconciliation") continue;
+      const receipts = await this.store.listReceipts(local);
+      this.outbox.markReplays(receipts);
+      this.track(local.grant);
+      this.outbox.kick(local.grant);
+      this.logger.info({ assignment_id: local.assignmentId, phase: local.phase }, "resuming assignment from the store");
+      if (local.phase === "confirmed") await this.startHandler(local.grant, "confirmed", receipts);
+      else if (local.phase === "running" && local.grant.tool_kind === "read") await this.startHandler(local.grant, "running", receipts);
+      else if (local.phase === "running") {
+        const error = { code: "executor_restarted", message: "the executor stopped while the write handler was running; its outcome is unknown" };
+        await this.report(local.grant, finalReceipt(local.grant, { kind: "reconciliation_required", error }, Date.now()), "running");
+      }
+    }
+  }
+
+  // --- presence and candidates ------------------------------------------------------------------
+
+  private async presenceLoop(): Promise<void> {
+    const beating = () => this.state === "running" || this.state === "detaching" || this.state === "closing";
+    while (beating()) {
+      await sleep(this.heartbeatIntervalMs, this.stopLoops.signal);
+      if (beating()) await this.heartbeat();
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    try {
+      const reply = await this.link.heartbeat({
+        executor_id: this.executorId,
+        scope: this.options.scope,
+        bindings: [...new Set([...this.tools.values()].map((t) => t.bindingId))],
+        status: this.state === "running" ? "online" : "detaching",
+        in_flight: this.active.size,
+      });
+      this.heartbeatIntervalMs = this.timing.heartbeatIntervalMs ?? Math.max(100, Math.floor(reply.ttl_ms / 3));
+      if (reply.status === "refused") this.logger.warn({ reason: reply.reason }, "presence refused by the gateway");
+      this.setOnline(reply.status === "ok");
+    } catch (err) {
+      // Presence is the gateway's to expire; a missed beat (NATS or gateway away) is retried next interval.
+      this.logger.debug({ err: errorText(err) }, "presence heartbeat unanswered");
+    }
+  }
+
+  private setOnline(online: boolean): void {
+    this.online = online;
+    if (online) this.changed.notify();
+  }
+
+  private async pullLoop(): Promise<void> {
+    const maxConcurrent = this.options.maxConcurrent ?? 16;
+    while (this.state === "running") {
+      const free = maxConcurrent - this.active.size - this.claiming;
+      if (!this.online || free <= 0) {
+        await this.changed.wait(this.heartbeatIntervalMs);
+        continue;
+      }
+      try {
+        for await (const delivery of this.link.pull(free, this.timing.pullExpiresMs)) void this.onCandidate(delivery);
+      } catch (err) {
+        if (this.state !== "running") return;
+        this.logger.warn({ err: errorText(err) }, "candidate pull failed; retrying");
+        await sleep(this.timing.pullExpiresMs, this.stopLoops.signal);
+      }
+    }
+  }
+
+  private async onCandidate(delivery: CandidateDelivery): Promise<void> {
+    const { candidate } = delivery;
+    const tool = this.tools.get(candidate.tool_name);
+    // One durable consumer serves the whole scope: a candidate for a binding or tool another
+    // executor of the scope serves goes back to it.
+    if (!tool || tool.bindingId !== candidate.binding_id || this.state !== "running" || this.active.has(candidate.assignment_id)) {
+      delivery.release(this.timing.releaseDelayMs);
+      return;
+    }
+    this.claiming++;
+    try {
+      const reply = await this.link.claim({ assignment_id: candidate.assignment_id, executor_id: this.executorId, generation: candidate.generation });
+      if (reply.status === "refused") {
+        this.logger.debug({ assignment_id: candidate.assignment_id, code: reply.code, reason: reply.reason }, "claim refused");
+        if (reply.code === "executor_offline") this.setOnline(false);
+        if (RETRYABLE_CLAIM_REFUSALS.has(reply.code)) delivery.release(this.timing.releaseDelayMs);
+        else delivery.ack();
+        return;
+      }
+      delivery.ack();
+      await this.take(reply.grant, candidate, tool);
+    } catch (err) {
+      this.logger.warn({ err: errorText(err), assignment_id: candidate.assignment_id }, "claim failed; candidate released");
+      delivery.release(this.timing.releaseDelayMs);
+    } finally {
+      this.claiming--;
+      this.changed.notify();
+    }
+  }
+
+  /**
+   * From a grant to `accepted`: check it, ask the product, save the claim with its first receipt,
+   * send. A refusal (digest, arguments, authorize) is saved as `accepted` followed by `failed`, in
+   * the `reporting` phase: its `accepted` confirms nothing locally and no handler ever runs for it.
+   */
+  private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool): Promise<void> {
+    if (grant.assignment_id !== candidate.assignment_id || grant.executor_id !== this.executorId || grant.tool_name !== candidate.tool_name || grant.binding_id !== candidate.binding_id) {
+      // Not a grant for what was asked: nothing of it can be trusted, not even to refuse it. The
+      // gateway's lease returns the claim to the candidates.
+      this.logger.error({ assignment_id: candidate.assignment_id, granted: grant.assignment_id }, "grant does not match the claim request; ignored");
+      return;
+    }
+    this.track(grant);
+    try {
+      const refusal = await this.vet(grant, tool);
+      if (this.state !== "running") {
+        // Detaching: the gateway hands this unconfirmed claim back to the candidates.
+        this.untrack(grant.assignment_id);
+        return;
+      }
+      const now = Date.now();
+      const local: LocalAssignment = { assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: refusal ? "reporting" : "accepting", createdAt: now, updatedAt: now };
+      const receipts = [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, now)];
+      if (refusal) {
+        receipts.push(buildReceipt(grant, { kind: "failed", error: refusal }, now));
+        this.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
+      }
+      await this.store.createAssignment(local, receipts);
+      this.outbox.kick(grant);
+    } catch (err) {
+      this.untrack(grant.assignment_id);
+      this.logger.error({ err: errorText(err), assignment_id: grant.assignment_id }, "could not save the claim; it returns to the candidates when its lease expires");
+    }
+  }
+
+  /** Why a grant must be refused, or undefined when it may be accepted. */
+  private async vet(grant: Grant, tool: RegisteredTool): Promise<{ code: string; message: string } | undefined> {
+    if (grant.tool_kind !== tool.kind) return { code: "tool_kind_mismatch", message: `the grant says ${grant.tool_kind}, the executor registered ${tool.kind}` };
+    let digest: string | undefined;
+    try {
+      digest = argumentDigest(grant.arguments);
+    } catch {
+      digest = undefined;
+    }
+    if (digest !== grant.argument_digest) return { code: "argument_digest_mismatch", message: "the arguments do not match the grant's argument digest" };
+    try {
+      tool.arguments?.parse(grant.arguments);
+    } catch (err) {
+      return describeError("invalid_arguments", err);
+    }
+    try {
+      const decision = await this.options.authorize(toolGrant(grant));
+      const allowed = typeof decision === "boolean" ? decision : decision.allowed;
+      const reason = typeof decision === "object" ? decision.reason : undefined;
+      return allowed ? undefined : { code: "authorization_refused", message: reason ?? "refused by the product's authorize hook" };
+    } catch (err) {
+      return describeError("authorization_error", err);
+    }
+  }
+
+  // --- answers, handlers, outcomes --------------------------------------------------------------
+
+  private async onAnswered(receipt: OutboxReceipt, answer: StoredAnswer): Promise<void> {
+    const local = await this.store.getAssignment(receipt.assignmentId);
+    const change = local && local.generation === receipt.generation ? answerChange(receipt.kind, answer.status, local.phase) : undefined;
+    await this.store.recordAnswer(receipt.receiptId, answer, change);
+    const log = { receipt_id: receipt.receiptId, kind: receipt.kind, status: answer.status, code: answer.code, reason: answer.reason };
+    if (answer.status === "rejected") this.logger.warn(log, "receipt rejected by the gateway");
+    else this.logger.debug(log, "receipt answered");
+    const claim = this.active.get(receipt.assignmentId);
+    if (answer.status === "late_ignored") claim?.abort.abort(new CancelRequested("run_cancelled", "the run is terminated"));
+    if (!claim || !change) return;
+    if (change.to === "confirmed") await this.startHandler(claim.grant, "confirmed", []);
+    else if (change.to !== "reporting") this.untrack(receipt.assignmentId);
+  }
+
+  /**
+   * Runs the handler of a confirmed claim (`from: "confirmed"`: marked `running` first, durably),
+   * or again for a read interrupted by a crash (`from: "running"`; `saved` continues its progress seq).
+   */
+  private async startHandler(grant: Grant, from: "confirmed" | "running", saved: readonly OutboxReceipt[]): Promise<void> {
+    const claim = this.active.get(grant.assignment_id);
+    // Shutting down: a confirmed claim stays `confirmed` in the store and starts on the next start.
+    if (!claim || this.state === "closing" || this.state === "closed") return;
+    const tool = this.tools.get(grant.tool_name);
+    let args: unknown;
+    try {
+      if (!tool) throw new Error(`tool '${grant.tool_name}' is not registered in this executor`);
+      args = tool.arguments ? tool.arguments.parse(grant.arguments) : grant.arguments;
+    } catch (err) {
+      await this.report(grant, finalReceipt(grant, { kind: "failed", error: describeError("tool_unavailable", err) }, Date.now()), from);
+      return;
+    }
+    if (from === "confirmed") await this.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, transition("confirmed", "start"));
+    const seq = saved.filter((r) => r.kind === "progress").length + 1;
+    claim.handler = this.runHandler(grant, tool, args, claim.abort.signal, new ProgressReporter(grant, this.outbox, seq)).finally(() => {
+      claim.handler = undefined;
+    });
+  }
+
+  private async runHandler(grant: Grant, tool: RegisteredTool, args: unknown, signal: AbortSignal, progress: ProgressReporter): Promise<void> {
+    const [outcome] = await Promise.allSettled([
+      (async () => tool.handler({ arguments: args, grant: toolGrant(grant), signal, progress: (data) => progress.report(data) }))(),
+    ]);
+    await progress.close();
+    await this.report(grant, finalReceipt(grant, reportOf(outcome!), Date.now()), "running");
+  }
+
+  /** Saves a final receipt and sends it, unless another outcome was reported first (compare-and-set). */
+  private async report(grant: Grant, receipt: OutboxReceipt, from: "confirmed" | "running"): Promise<void> {
+    if (this.state === "closed") {
+      this.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome after close is not saved; the assignment was reported at shutdown");
+      return;
+    }
+    try {
+      await this.outbox.append(grant, receipt, transition(from, "report"));
+    } catch (err) {
+      if (!(err instanceof PhaseConflictError)) throw err;
+      this.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome ignored: the assignment was already reported");
+    }
+  }
+
+  private onControl(message: ExecutorControl): void {
+    this.logger.info({ control: message }, "control message");
+    switch (message.type) {
+      case "run_cancelled":
+        for (const id of message.assignment_ids) this.active.get(id)?.abort.abort(new CancelRequested("run_cancelled", `run ${message.run_id} was cancelled`));
+        return;
+      case "task_cancel_requested":
+        this.active.get(message.assignment_id)?.abort.abort(new CancelRequested("task_cancel_requested", message.reason));
+        return;
+      case "detach_requested":
+        if (message.executor_id === this.executorId) void this.detach();
+        return;
+      case "compensation_requested":
+        // A compensation is its own assignment with its own grant; it arrives as a candidate.
+        return;
+    }
+  }
+
+  private track(grant: Grant): void {
+    this.active.set(grant.assignment_id, { grant, abort: new AbortController() });
+  }
+
+  private untrack(assignmentId: string): void {
+    this.active.delete(assignmentId);
+    this.changed.notify();
+  }
+
+  private assertConnected(): void {
+    if (this.state === "idle" || this.state === "closed") throw new Error(`the runner is ${this.state}`);
+  }
+}
+
+function toolGrant(grant: Grant): ToolGrant {
+  const { claim_token: _token, ...rest } = grant;
+  return rest;
+}

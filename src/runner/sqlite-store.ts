@@ -1,0 +1,227 @@
+import Database from "better-sqlite3";
+import { Grant, ReceiptKind } from "../wire/messages.js";
+import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
+import {
+  PhaseConflictError,
+  type AssignmentKey,
+  type LocalAssignment,
+  type OutboxReceipt,
+  type PhaseChange,
+  type ReceiptBody,
+  type RunnerStore,
+  type StoredAnswer,
+} from "./store.js";
+
+const SCHEMA_VERSION = "1";
+
+/**
+ * The default `RunnerStore`: one SQLite file (better-sqlite3, synchronous API).
+ *
+ * Pragmas, and why:
+ * - `journal_mode=WAL`: a commit is one sequential append, readers never block the writer.
+ * - `synchronous=FULL`: with WAL, NORMAL survives a process crash (SIGKILL) but may lose the last
+ *   commits on power loss or an OS crash. Losing the `running` mark after the handler started would
+ *   make a restart run a write handler twice, so every commit is fsynced; one fsync per phase change
+ *   costs far less than the network round trip next to it.
+ * - `locking_mode=EXCLUSIVE`: the file belongs to one process; a second runner opening it (a
+ *   mis-deployed replica with the same executor id) fails instead of interleaving two outboxes.
+ *   The OS releases the lock when the process dies, so a restart after SIGKILL opens it again.
+ */
+export class SqliteRunnerStore implements RunnerStore {
+  private readonly db: Database.Database;
+
+  constructor(readonly path: string) {
+    this.db = new Database(path, { timeout: 1_000 });
+    this.db.pragma("locking_mode = EXCLUSIVE");
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = FULL");
+    this.db.pragma("foreign_keys = ON");
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+      CREATE TABLE IF NOT EXISTS assignments (
+        assignment_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        phase TEXT NOT NULL CHECK (phase IN (${PHASES.map((p) => `'${p}'`).join(", ")})),
+        operation_key TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        grant_json TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (assignment_id, generation)
+      ) STRICT;
+      CREATE INDEX IF NOT EXISTS assignments_open ON assignments (created_at)
+        WHERE phase NOT IN (${[...FINAL_PHASES].map((p) => `'${p}'`).join(", ")});
+      CREATE TABLE IF NOT EXISTS receipts (
+        position INTEGER PRIMARY KEY AUTOINCREMENT,
+        receipt_id TEXT NOT NULL UNIQUE,
+        assignment_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        body_json TEXT NOT NULL,
+        saved_at INTEGER NOT NULL,
+        answer_status TEXT,
+        answer_code TEXT,
+        answer_reason TEXT,
+        answered_at INTEGER,
+        FOREIGN KEY (assignment_id, generation) REFERENCES assignments (assignment_id, generation)
+      ) STRICT;
+      CREATE INDEX IF NOT EXISTS receipts_of_claim ON receipts (assignment_id, generation, position);
+    `);
+  }
+
+  async open(executorId: string): Promise<void> {
+    this.db.transaction(() => {
+      const bound = this.db.prepare("SELECT value FROM meta WHERE key = 'executor_id'").pluck().get() as string | undefined;
+      if (bound !== undefined && bound !== executorId) {
+        throw new Error(`store ${this.path} belongs to executor '${bound}', not '${executorId}': its outbox would be resent under the wrong identity`);
+      }
+      const version = this.db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get() as string | undefined;
+      if (version !== undefined && version !== SCHEMA_VERSION) throw new Error(`store ${this.path} has schema version ${version}, this runner reads ${SCHEMA_VERSION}`);
+      const put = this.db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)");
+      put.run("executor_id", executorId);
+      put.run("schema_version", SCHEMA_VERSION);
+    })();
+  }
+
+  async createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void> {
+    this.db.transaction(() => {
+      this.db
+        .prepare(
+          `INSERT INTO assignments (assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at)
+           VALUES (@assignmentId, @generation, @phase, @operationKey, @toolName, @grantJson, @createdAt, @updatedAt)`,
+        )
+        .run({
+          assignmentId: assignment.assignmentId,
+          generation: assignment.generation,
+          phase: assignment.phase,
+          operationKey: assignment.grant.operation_key,
+          toolName: assignment.grant.tool_name,
+          grantJson: JSON.stringify(assignment.grant),
+          createdAt: assignment.createdAt,
+          updatedAt: assignment.updatedAt,
+        });
+      for (const receipt of receipts) this.insertReceipt(receipt);
+    })();
+  }
+
+  async appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
+    this.db.transaction(() => {
+      if (change) this.changePhase(receipt, change);
+      this.insertReceipt(receipt);
+    })();
+  }
+
+  async recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
+    this.db.transaction(() => {
+      const row = this.db.prepare("SELECT assignment_id, generation FROM receipts WHERE receipt_id = ?").get(receiptId) as
+        | { assignment_id: string; generation: number }
+        | undefined;
+      if (!row) throw new Error(`no saved receipt ${receiptId}`);
+      if (change) this.changePhase({ assignmentId: row.assignment_id, generation: row.generation }, change);
+      this.db
+        .prepare("UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ?")
+        .run(answer.status, answer.code ?? null, answer.reason ?? null, answer.answeredAt, receiptId);
+    })();
+  }
+
+  async setPhase(key: AssignmentKey, change: PhaseChange): Promise<void> {
+    this.db.transaction(() => this.changePhase(key, change))();
+  }
+
+  async getAssignment(assignmentId: string): Promise<LocalAssignment | undefined> {
+    const row = this.db.prepare("SELECT * FROM assignments WHERE assignment_id = ? ORDER BY generation DESC LIMIT 1").get(assignmentId) as
+      | AssignmentRow
+      | undefined;
+    return row && toAssignment(row);
+  }
+
+  async listOpen(): Promise<LocalAssignment[]> {
+    const final = [...FINAL_PHASES];
+    const rows = this.db
+      .prepare(`SELECT * FROM assignments WHERE phase NOT IN (${final.map(() => "?").join(", ")}) ORDER BY created_at, assignment_id`)
+      .all(...final) as AssignmentRow[];
+    return rows.map(toAssignment);
+  }
+
+  async listReceipts(key: AssignmentKey): Promise<OutboxReceipt[]> {
+    const rows = this.db
+      .prepare("SELECT * FROM receipts WHERE assignment_id = ? AND generation = ? ORDER BY position")
+      .all(key.assignmentId, key.generation) as ReceiptRow[];
+    return rows.map(toReceipt);
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  private insertReceipt(r: OutboxReceipt): void {
+    this.db
+      .prepare(
+        `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(r.receiptId, r.assignmentId, r.generation, r.kind, JSON.stringify(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
+  }
+
+  private changePhase(key: AssignmentKey, change: PhaseChange): void {
+    const result = this.db
+      .prepare("UPDATE assignments SET phase = ?, updated_at = ? WHERE assignment_id = ? AND generation = ? AND phase = ?")
+      .run(change.to, Date.now(), key.assignmentId, key.generation, change.from);
+    if (result.changes === 1) return;
+    const actual = this.db.prepare("SELECT phase FROM assignments WHERE assignment_id = ? AND generation = ?").pluck().get(key.assignmentId, key.generation) as
+      | Phase
+      | undefined;
+    throw new PhaseConflictError(key, change.from, actual);
+  }
+}
+
+interface AssignmentRow {
+  assignment_id: string;
+  generation: number;
+  phase: Phase;
+  grant_json: string;
+  created_at: number;
+  updated_at: number;
+}
+
+interface ReceiptRow {
+  receipt_id: string;
+  assignment_id: string;
+  generation: number;
+  kind: string;
+  body_json: string;
+  saved_at: number;
+  answer_status: StoredAnswer["status"] | null;
+  answer_code: string | null;
+  answer_reason: string | null;
+  answered_at: number | null;
+}
+
+function toAssignment(row: AssignmentRow): LocalAssignment {
+  return {
+    assignmentId: row.assignment_id,
+    generation: row.generation,
+    // Re-validated: the file is outside the process and a grant drives what the runner publishes.
+    grant: Grant.parse(JSON.parse(row.grant_json)),
+    phase: row.phase,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toReceipt(row: ReceiptRow): OutboxReceipt {
+  const receipt: OutboxReceipt = {
+    receiptId: row.receipt_id,
+    assignmentId: row.assignment_id,
+    generation: row.generation,
+    kind: ReceiptKind.parse(row.kind),
+    body: JSON.parse(row.body_json) as ReceiptBody,
+    savedAt: row.saved_at,
+  };
+  if (row.answer_status !== null && row.answered_at !== null) {
+    receipt.answer = { status: row.answer_status, answeredAt: row.answered_at };
+    if (row.answer_code !== null) receipt.answer.code = row.answer_code;
+    if (row.answer_reason !== null) receipt.answer.reason = row.answer_reason;
+  }
+  return receipt;
+}

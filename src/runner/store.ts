@@ -1,0 +1,82 @@
+import type { Grant, ReceiptKind, ReceiptStatus } from "../wire/messages.js";
+import type { Phase } from "./phases.js";
+
+/**
+ * The runner's durable memory. Everything the runner must not forget across a crash goes through
+ * this interface, so a product can back it with its own database; `SqliteRunnerStore` is the default.
+ *
+ * Contract for an implementation:
+ * - Every method is durable when its promise resolves (committed, not merely buffered): the runner
+ *   publishes to the gateway only after the write that must precede it has resolved.
+ * - Each method is one atomic transaction (a receipt and the phase change that goes with it land
+ *   together or not at all).
+ * - Phase changes are compare-and-set: `change.from` must be the stored phase, otherwise the
+ *   method throws `PhaseConflictError` and changes nothing.
+ * - A store file/schema belongs to one executor id and one process at a time (`open` refuses another
+ *   executor id).
+ */
+export interface RunnerStore {
+  /** Prepares the store for `executorId`; throws when it already belongs to another executor. */
+  open(executorId: string): Promise<void>;
+  /** Saves a new local assignment together with its first outbox receipts (in order). */
+  createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void>;
+  /** Appends a receipt to the outbox (and changes the phase, when given). */
+  appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void>;
+  /** Records the gateway's answer to a saved receipt (and changes the phase, when given). */
+  recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void>;
+  /** Changes a local assignment's phase. */
+  setPhase(key: AssignmentKey, change: PhaseChange): Promise<void>;
+  /** The latest claim (highest generation) of an assignment held by this executor. */
+  getAssignment(assignmentId: string): Promise<LocalAssignment | undefined>;
+  /** Every local assignment whose phase is not final, oldest first. */
+  listOpen(): Promise<LocalAssignment[]>;
+  /** The receipts of one claim, in the order they were appended. */
+  listReceipts(key: AssignmentKey): Promise<OutboxReceipt[]>;
+  close(): Promise<void>;
+}
+
+/** One claim of one assignment: an assignment returned to the candidates is claimed again with a higher generation. */
+export interface AssignmentKey {
+  assignmentId: string;
+  generation: number;
+}
+
+export interface PhaseChange {
+  from: Phase;
+  to: Phase;
+}
+
+export interface LocalAssignment extends AssignmentKey {
+  /** The grant as received (validated), claim token included: receipts are resent with it after a restart. */
+  grant: Grant;
+  phase: Phase;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** A receipt's body: the receipt without its transport fields (`claim_token`, `replayed`). */
+export type ReceiptBody = { receipt_id: string; assignment_id: string; executor_id: string; kind: ReceiptKind } & Record<string, unknown>;
+
+/** A receipt in the outbox. `body` must come back exactly as saved (as a JSON value). */
+export interface OutboxReceipt extends AssignmentKey {
+  receiptId: string;
+  kind: ReceiptKind;
+  body: ReceiptBody;
+  savedAt: number;
+  /** Absent until the gateway answered. */
+  answer?: StoredAnswer;
+}
+
+export interface StoredAnswer {
+  status: Exclude<ReceiptStatus, "pending">;
+  code?: string;
+  reason?: string;
+  answeredAt: number;
+}
+
+export class PhaseConflictError extends Error {
+  override readonly name = "PhaseConflictError";
+  constructor(key: AssignmentKey, expected: Phase, actual: Phase | undefined) {
+    super(`assignment ${key.assignmentId} (generation ${key.generation}) is ${actual ?? "unknown"}, expected ${expected}`);
+  }
+}

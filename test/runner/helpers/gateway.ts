@@ -1,0 +1,59 @@
+import type { ExecutionOptions } from "../../../src/execution/execution.js";
+import { ADMIN_KEY, startTestGateway as startGateway } from "../../helpers/gateway.js";
+
+/** The whole gateway in this process (config plane, execution path, HTTP) on a test NATS server. */
+export interface TestGateway {
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  /** JSON over HTTP with the admin key; throws on a non-2xx answer. */
+  api<T = any>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** The shared test gateway with a short lease and sweep, so crash tests do not wait long for an expired claim. */
+export async function startTestGateway(natsUrl: string, options: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
+  const gw = await startGateway(natsUrl, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000, ...options });
+  return {
+    baseUrl: gw.baseUrl,
+    apiKey: ADMIN_KEY,
+    async api(method, path, body) {
+      const res = await gw.http(method, path, body);
+      if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    },
+    close: () => gw.close(),
+  };
+}
+
+/** Registers a binding, publishes a toolset with `tasks.read` and `tasks.create`, an agent version, and opens a session. */
+export async function publishTasksAgent(gw: TestGateway, ids: { scope: string; readBinding: string; writeBinding: string; agent: string }): Promise<{ sessionId: string; agentVersion: string }> {
+  await gw.api("POST", "/v1/bindings", { binding_id: ids.readBinding, executor_scope: ids.scope, tool_kind: "read" });
+  await gw.api("POST", "/v1/bindings", { binding_id: ids.writeBinding, executor_scope: ids.scope, tool_kind: "write" });
+  const toolset = `${ids.agent}-tools`;
+  await gw.api("POST", `/v1/toolsets/${toolset}/versions`, {
+    version: "v1",
+    tools: [
+      { name: "tasks.read", description: "Read tasks, a page at a time", binding_id: ids.readBinding, input_schema: { type: "object", properties: { cursor: { type: "string" } } }, output_schema: { type: "object" }, max_result_context_bytes: 1024 },
+      { name: "tasks.create", description: "Create a task", binding_id: ids.writeBinding, input_schema: { type: "object", properties: { title: { type: "string" } }, required: ["title"] }, output_schema: { type: "object" } },
+    ],
+  });
+  const agentVersion = await gw.api("POST", `/v1/agents/${ids.agent}/versions`, { toolset, toolset_version: "v1", max_context_tokens: 100_000 });
+  const session = await gw.api("POST", "/v1/sessions", { agent_version: agentVersion.agent_version, subject: "user-42" });
+  return { sessionId: session.session_id, agentVersion: agentVersion.agent_version };
+}
+
+/** Polls `probe` until it returns a value other than undefined; fails after `timeoutMs`. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

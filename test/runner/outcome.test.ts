@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { finalReceipt, reportOf, BusinessCancelled, BusinessFailure } from "../../src/runner/outcome.js";
+import { answerChange, IllegalTransitionError, transition } from "../../src/runner/phases.js";
+import { buildReceipt, receiptId, wireReceipt } from "../../src/runner/receipts.js";
+import { sampleGrant } from "./helpers/grants.js";
+
+describe("handler outcome model", () => {
+  it("maps a return value, confirmed failures and cancellations, and any other exception", () => {
+    expect(reportOf({ status: "fulfilled", value: { id: 1 } })).toEqual({ kind: "completed", result: { id: 1 } });
+    expect(reportOf({ status: "rejected", reason: new BusinessFailure("quota", "over quota") })).toEqual({ kind: "failed", error: { code: "quota", message: "over quota" } });
+    expect(reportOf({ status: "rejected", reason: new BusinessCancelled("user stopped it") })).toEqual({ kind: "cancelled", reason: "user stopped it" });
+    const err = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+    expect(reportOf({ status: "rejected", reason: err })).toEqual({ kind: "reconciliation_required", error: { code: "handler_error", message: "Error [ECONNRESET]: socket hang up" } });
+    expect(reportOf({ status: "rejected", reason: "just a string" })).toMatchObject({ kind: "reconciliation_required" });
+  });
+
+  it("recognises a BusinessFailure from another copy of the library by its brand", () => {
+    const foreign = Object.assign(new Error("nope"), { code: "x", [Symbol.for("toolgate.BusinessFailure")]: true });
+    expect(reportOf({ status: "rejected", reason: foreign }).kind).toBe("failed");
+  });
+
+  it("turns a result JSON cannot represent into reconciliation, never a silently altered completed", () => {
+    const grant = sampleGrant();
+    for (const result of [{ n: Number.NaN }, { n: 1n }, (() => { const a: Record<string, unknown> = {}; a.self = a; return a; })()]) {
+      const r = finalReceipt(grant, { kind: "completed", result }, 1);
+      expect(r.kind).toBe("reconciliation_required");
+      expect(r.body.error).toMatchObject({ code: "unrepresentable_result" });
+    }
+  });
+});
+
+describe("receipts", () => {
+  it("derives ids from assignment, generation, kind and seq only", () => {
+    const key = { assignmentId: "asg-9", generation: 2 };
+    expect(receiptId(key, "accepted")).toBe("asg-9_g2_accepted");
+    expect(receiptId(key, "progress", 3)).toBe("asg-9_g2_p3");
+    expect(receiptId(key, "reconciliation_required")).toBe("asg-9_g2_reconciliation_required");
+    const long = receiptId({ assignmentId: "a".repeat(128), generation: 0 }, "completed");
+    expect(long).toMatch(/^r_[0-9a-f]{64}$/);
+    expect(receiptId({ assignmentId: "a".repeat(128), generation: 0 }, "completed")).toBe(long);
+  });
+
+  it("sends the saved body with the claim token and the replay flag as transport fields", () => {
+    const grant = sampleGrant();
+    const saved = buildReceipt(grant, { kind: "failed", error: { code: "c".repeat(300), message: "m" } }, 1);
+    expect((saved.body.error as { code: string }).code).toHaveLength(128);
+    expect(wireReceipt(saved, grant.claim_token, true)).toEqual({ ...saved.body, claim_token: grant.claim_token, replayed: true });
+    expect(wireReceipt(saved, grant.claim_token, false)).not.toHaveProperty("replayed");
+  });
+});
+
+describe("local assignment phases", () => {
+  it("allows only the table's edges", () => {
+    expect(transition("accepting", "confirm")).toEqual({ from: "accepting", to: "confirmed" });
+    expect(() => transition("accepting", "start")).toThrow(IllegalTransitionError);
+    expect(() => transition("settled", "reconcile")).toThrow(IllegalTransitionError);
+  });
+
+  it("confirms only on an explicit recorded answer to accepted", () => {
+    expect(answerChange("accepted", "recorded", "accepting")?.to).toBe("confirmed");
+    for (const status of ["duplicate", "late_ignored", "rejected"] as const) expect(answerChange("accepted", status, "accepting")?.to).toBe("refused");
+    expect(answerChange("progress", "rejected", "running")).toBeUndefined();
+    expect(answerChange("reconciliation_required", "recorded", "reporting")?.to).toBe("awaiting_reconciliation");
+    expect(answerChange("reconciliation_required", "late_ignored", "reporting")?.to).toBe("settled");
+    expect(answerChange("completed", "rejected", "reporting")?.to).toBe("settled");
+  });
+});

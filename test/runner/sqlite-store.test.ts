@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { transition } from "../../src/runner/phases.js";
+import { buildReceipt } from "../../src/runner/receipts.js";
+import { SqliteRunnerStore } from "../../src/runner/sqlite-store.js";
+import { PhaseConflictError, type LocalAssignment } from "../../src/runner/store.js";
+import { sampleGrant } from "./helpers/grants.js";
+
+describe("SqliteRunnerStore (real SQLite file)", () => {
+  let dir: string;
+  let path: string;
+  let store: SqliteRunnerStore;
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), "toolgate-store-"));
+    path = join(dir, "runner.db");
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+  });
+  afterEach(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const local = (grant = sampleGrant()): LocalAssignment => ({ assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: "accepting", createdAt: 1, updatedAt: 1 });
+
+  it("saves a claim with its accepted receipt atomically and reads both back after reopening", async () => {
+    const grant = sampleGrant();
+    await store.createAssignment(local(grant), [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, 10)]);
+    await store.close();
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    const [open] = await store.listOpen();
+    expect(open).toMatchObject({ assignmentId: grant.assignment_id, phase: "accepting", grant });
+    const receipts = await store.listReceipts(open!);
+    expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[`${grant.assignment_id}_g0_accepted`, "accepted", undefined]]);
+    expect(receipts[0]!.body).toEqual({ receipt_id: `${grant.assignment_id}_g0_accepted`, assignment_id: grant.assignment_id, executor_id: "exec-1", kind: "accepted", operation_key: grant.operation_key });
+  });
+
+  it("records answers and phase changes together, compare-and-set", async () => {
+    const grant = sampleGrant();
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, 10);
+    await store.createAssignment(local(grant), [accepted]);
+    await store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: 11 }, transition("accepting", "confirm"));
+    await expect(store.setPhase(local(grant), transition("accepting", "refuse"))).rejects.toBeInstanceOf(PhaseConflictError);
+    await store.setPhase(local(grant), transition("confirmed", "start"));
+    const progress = buildReceipt(grant, { kind: "progress", seq: 1, progress: { done: 1 } }, 12);
+    await store.appendReceipt(progress);
+    const final = buildReceipt(grant, { kind: "completed", result: { id: "t-1", 名前: "タスク" } }, 13);
+    // A failed phase change takes its receipt down with it.
+    await expect(store.appendReceipt(final, transition("confirmed", "report"))).rejects.toBeInstanceOf(PhaseConflictError);
+    expect((await store.listReceipts(local(grant))).map((r) => r.kind)).toEqual(["accepted", "progress"]);
+    await store.appendReceipt(final, transition("running", "report"));
+    await store.recordAnswer(final.receiptId, { status: "duplicate", code: "x", reason: "already", answeredAt: 14 }, transition("reporting", "settle"));
+    const receipts = await store.listReceipts(local(grant));
+    expect(receipts.map((r) => r.kind)).toEqual(["accepted", "progress", "completed"]);
+    expect(receipts[2]!.answer).toEqual({ status: "duplicate", code: "x", reason: "already", answeredAt: 14 });
+    expect(receipts[2]!.body.result).toEqual({ id: "t-1", 名前: "タスク" });
+    expect(await store.listOpen()).toEqual([]);
+    expect((await store.getAssignment(grant.assignment_id))?.phase).toBe("settled");
+  });
+
+  it("keeps claims of several generations apart and returns the latest", async () => {
+    const first = sampleGrant({ generation: 0 });
+    const second = sampleGrant({ generation: 1, claim_token: "t".repeat(40) });
+    await store.createAssignment(local(first), [buildReceipt(first, { kind: "accepted", operation_key: first.operation_key }, 1)]);
+    await store.recordAnswer(`${first.assignment_id}_g0_accepted`, { status: "rejected", code: "lease_expired", answeredAt: 2 }, transition("accepting", "refuse"));
+    await store.createAssignment(local(second), [buildReceipt(second, { kind: "accepted", operation_key: second.operation_key }, 3)]);
+    expect((await store.getAssignment(first.assignment_id))?.generation).toBe(1);
+    expect((await store.listOpen()).map((a) => a.generation)).toEqual([1]);
+  });
+
+  it("refuses a store that belongs to another executor, and a second process on the same file", async () => {
+    await store.close();
+    const other = new SqliteRunnerStore(path);
+    await expect(other.open("exec-2")).rejects.toThrow(/belongs to executor 'exec-1'/);
+    await other.close();
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    expect(() => new SqliteRunnerStore(path)).toThrow(/locked/);
+  });
+
+  it("refuses a receipt id saved twice", async () => {
+    const grant = sampleGrant();
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, 10);
+    await store.createAssignment(local(grant), [accepted]);
+    await expect(store.appendReceipt(accepted)).rejects.toThrow(/UNIQUE/);
+  });
+});
