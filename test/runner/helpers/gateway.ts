@@ -1,5 +1,5 @@
 import type { ExecutionOptions } from "../../../src/execution/execution.js";
-import { ADMIN_KEY, startTestGateway as startGateway } from "../../helpers/gateway.js";
+import { ADMIN_KEY, startExecutionGateway as startGateway } from "../../helpers/execution-gateway.js";
 
 /** The whole gateway in this process (config plane, execution path, HTTP) on a test NATS server. */
 export interface TestGateway {
