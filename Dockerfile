@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The toolgate gateway: `toolgate serve` as a non-root process. Build where a Docker engine runs:
-#   docker build -t toolgate:0.1.0 .
-# It needs a NATS JetStream server (NATS_URL); the image has no embedded nats-server.
+#   docker build -t toolgate:0.1.0 .                                   (the gateway: last stage)
+#   docker build --target example-executor -t toolgate-example-executor:0.1.0 .
+# The gateway needs a NATS JetStream server (NATS_URL); the image has no embedded nats-server.
 # See docs/operations.md (environment, deployment) and deploy/ (compose, Kubernetes).
 
 ARG NODE_IMAGE=node:20-bookworm-slim
@@ -18,13 +19,15 @@ COPY package.json package-lock.json ./
 # this layer is cached across source changes; the native modules' scripts are run by the rebuild.
 RUN npm ci --ignore-scripts --no-audit --no-fund \
  && npm rebuild better-sqlite3 msgpackr-extract
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json tsconfig.build.json tsconfig.examples.json ./
 COPY src ./src
+COPY examples ./examples
 RUN npm run build \
+ && npx tsc -p tsconfig.examples.json \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
-# ---- runtime: production node_modules (with their native builds), dist/, bin/, streams/
-FROM ${NODE_IMAGE} AS runtime
+# ---- app: production node_modules (with their native builds), dist/, bin/, streams/, non-root
+FROM ${NODE_IMAGE} AS app
 ENV NODE_ENV=production \
     TOOLGATE_HTTP_HOST=0.0.0.0 \
     TOOLGATE_HTTP_PORT=8080 \
@@ -38,6 +41,15 @@ COPY streams ./streams
 RUN mkdir -p /var/lib/toolgate && chown 1000:1000 /var/lib/toolgate
 # The image's `node` user, by number so Kubernetes' runAsNonRoot can verify it.
 USER 1000:1000
+
+# ---- example-executor: the ToolRunner example of examples/ (deploy/compose.yaml runs it)
+FROM app AS example-executor
+COPY --from=build /app/dist-examples ./dist-examples
+ENV RUNNER_STORE=/var/lib/toolgate/tasks-executor.db
+ENTRYPOINT ["node", "/app/dist-examples/examples/tasks-executor.js"]
+
+# ---- runtime: the gateway. Last, so it is what a plain `docker build` produces.
+FROM app AS runtime
 EXPOSE 8080 9464
 # No curl in the slim image: node's fetch asks /healthz on the configured port.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \

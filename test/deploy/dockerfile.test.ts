@@ -40,14 +40,13 @@ const pkg = JSON.parse(readFileSync("package.json", "utf8")) as { bin: Record<st
 const { args, stages } = parseDockerfile(readFileSync("Dockerfile", "utf8"));
 const stage = (name: string) => stages.find((s) => s.name === name)!;
 const all = (s: Stage, op: string) => s.body.filter((i) => i.op === op).map((i) => i.args);
-const runtimeEnv = Object.fromEntries(all(stage("runtime"), "ENV").flatMap((a) => a.split(" ").map((kv) => kv.split("=") as [string, string])));
+const runtimeEnv = Object.fromEntries(all(stage("app"), "ENV").flatMap((a) => a.split(" ").map((kv) => kv.split("=") as [string, string])));
 
 describe("Dockerfile", () => {
-  it("has a build and a runtime stage on the same slim Node image, of a major package.json's engines accept", () => {
-    expect(stages.map((s) => s.name)).toEqual(["build", "runtime"]);
+  it("builds on the slim Node image of a major package.json's engines accept; the gateway is the last (default) stage", () => {
+    expect(stages.map((s) => `${s.name}<-${s.from}`)).toEqual(["build<-${NODE_IMAGE}", "app<-${NODE_IMAGE}", "example-executor<-app", "runtime<-app"]);
     const image = /^NODE_IMAGE=(\S+)$/.exec(args.find((a) => a.op === "ARG")?.args ?? "")?.[1];
     expect(image).toMatch(/^node:\d+-bookworm-slim$/);
-    for (const s of stages) expect(s.from).toBe("${NODE_IMAGE}");
     const major = Number(/^node:(\d+)/.exec(image!)![1]);
     // The floating `<major>` tag is that major's newest release, so the major decides (`>=20.10`: 20 or later).
     expect(major).toBeGreaterThanOrEqual(Number(/^>=(\d+)/.exec(pkg.engines.node)![1]));
@@ -58,23 +57,24 @@ describe("Dockerfile", () => {
     expect(pkg.scripts.build).toMatch(/^tsc -p tsconfig\.build\.json$/);
     expect(run).toMatch(/npm ci .*&& npm rebuild better-sqlite3 msgpackr-extract/);
     expect(run).toContain("npm run build");
+    expect(run).toContain("npx tsc -p tsconfig.examples.json");
     expect(run).toMatch(/npm prune --omit=dev/);
     expect(run.indexOf("npm run build")).toBeLessThan(run.indexOf("npm prune"));
     const copied = all(stage("build"), "COPY").join(" ");
-    for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "src"]) expect(copied).toContain(f);
+    for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "tsconfig.examples.json", "src", "examples"]) expect(copied).toContain(f);
   });
 
-  it("ships what package.json publishes (files) plus the pruned node_modules, and nothing built in the runtime stage", () => {
-    const copies = all(stage("runtime"), "COPY");
+  it("ships what package.json publishes (files) plus the pruned node_modules, and builds nothing after the build stage", () => {
+    const copies = all(stage("app"), "COPY");
     expect(copies).toContain("--from=build /app/node_modules ./node_modules");
     expect(copies).toContain("--from=build /app/dist ./dist");
     expect(copies).toContain("package.json ./");
     for (const f of pkg.files.filter((f) => f !== "dist")) expect(copies).toContain(`${f} ./${f}`);
-    expect(all(stage("runtime"), "RUN").join(" ")).not.toMatch(/npm (ci|install)|apt-get/);
+    for (const s of stages.slice(1)) expect(all(s, "RUN").join(" ")).not.toMatch(/npm (ci|install)|apt-get/);
   });
 
   it("runs 'toolgate serve' from package.json's bin as a numeric non-root user, listening on all interfaces", () => {
-    const user = all(stage("runtime"), "USER");
+    const user = stages.flatMap((s) => all(s, "USER"));
     expect(user).toHaveLength(1);
     expect(user[0]).toMatch(/^[1-9]\d*:[1-9]\d*$/);
     expect(JSON.parse(all(stage("runtime"), "ENTRYPOINT")[0]!)).toEqual(["node", `/app/${pkg.bin.toolgate!.replace(/^\.\//, "")}`]);
@@ -86,6 +86,7 @@ describe("Dockerfile", () => {
   });
 
   it("sets only valid gateway variables, exposes the HTTP port and checks /healthz on it with node", () => {
+    expect(stage("runtime").body.map((i) => i.op)).toEqual(["EXPOSE", "HEALTHCHECK", "ENTRYPOINT", "CMD"]);
     const toolgateEnv = Object.fromEntries(Object.entries(runtimeEnv).filter(([k]) => k.startsWith("TOOLGATE_")));
     for (const name of Object.keys(toolgateEnv)) expect(Object.keys(GatewayEnvSchema.shape), name).toContain(name);
     const config = GatewayEnvSchema.parse(toolgateEnv);
@@ -96,6 +97,16 @@ describe("Dockerfile", () => {
     expect(probe.slice(0, 2)).toEqual(["node", "-e"]);
     expect(probe[2]).toContain("/healthz");
     expect(probe[2]).toContain("process.env.TOOLGATE_HTTP_PORT");
+  });
+
+  it("has an example-executor target running the compiled examples/tasks-executor.ts with a writable store", () => {
+    const example = stage("example-executor");
+    expect(all(example, "COPY")).toEqual(["--from=build /app/dist-examples ./dist-examples"]);
+    const tsconfig = JSON.parse(readFileSync("tsconfig.examples.json", "utf8")) as { compilerOptions: { outDir: string; rootDir: string }; include: string[] };
+    expect(tsconfig).toMatchObject({ compilerOptions: { outDir: "dist-examples", rootDir: "." }, include: ["examples"] });
+    expect(JSON.parse(all(example, "ENTRYPOINT")[0]!)).toEqual(["node", "/app/dist-examples/examples/tasks-executor.js"]);
+    expect(readFileSync("examples/tasks-executor.ts", "utf8")).toContain("process.env.RUNNER_STORE");
+    expect(all(example, "ENV")).toEqual([`RUNNER_STORE=${runtimeEnv.TOOLGATE_DATA_DIR}/tasks-executor.db`]);
   });
 
   it("sends only the files the build copies as its context (.dockerignore)", () => {
