@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -7,6 +7,7 @@ import { jetstream } from "@nats-io/jetstream";
 import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
 import { gatewayConfigFromEnv } from "../../src/gateway/config.js";
 import { createLogger } from "../../src/log/logger.js";
+import { GatewayMetrics } from "../../src/metrics/metrics.js";
 import { DefinitionSchema, loadDefinitions } from "../../src/streams/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { admin, ADMIN_KEY, bearer } from "../helpers/gateway.js";
@@ -117,6 +118,13 @@ describe("/metrics", () => {
     expect(sample(await res.text(), "toolgate_nats_connected")).toBe(1);
     expect((await fetch(`${gw.metricsUrl}/v1/bindings`)).status).toBe(404);
     expect((await gw.app.inject({ method: "GET", url: "/metrics" })).statusCode).toBe(404);
+  });
+
+  it("documents every toolgate_ metric in docs/operations.md", () => {
+    const doc = readFileSync("docs/operations.md", "utf8");
+    const names = new GatewayMetrics().registry.getMetricsAsArray().map((m) => m.name).filter((n) => n.startsWith("toolgate_"));
+    expect(names.length).toBeGreaterThan(10);
+    for (const name of names) expect(doc, name).toContain(`| \`${name}\` |`);
   });
 
   it("follows the NATS connection through a server restart", async () => {
