@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { ConfigStore } from "../../src/config/config-store.js";
 import type { Candidate } from "../../src/wire/messages.js";
-import { admin, ADMIN_KEY } from "../helpers/gateway.js";
-import { seedSession } from "../helpers/execution-gateway.js";
+import { admin } from "../helpers/gateway.js";
+import { requestJson, seedSession } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { serve, type ServeProcess } from "../helpers/serve.js";
@@ -15,15 +15,11 @@ const SCOPE = "spread";
 const TOOL_CALLS = 90;
 const GATEWAYS = 3;
 
+/** A JSON request that must succeed. */
 async function http(base: string, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(base + path, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = await res.json();
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
+  const res = await requestJson(base, method, path, body);
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
 }
 
 /** Sum of every sample of `name` whose labels contain all of `labels` (e.g. `status="recorded"`). */
