@@ -4,26 +4,18 @@
  *
  *   NATS_URL=nats://127.0.0.1:4222 node --import tsx examples/tasks-executor.ts
  *
- * With NATS authorization also NATS_USER / NATS_PASSWORD; in a container: the Dockerfile's
- * `example-executor` target (deploy/compose.yaml runs it).
+ * Behind NATS authorization also NATS_NKEY_SEED_FILE (docs/security.md); in a container: the
+ * Dockerfile's `example-executor` target (deploy/compose.yaml and deploy/k8s/ run it).
  *
  * In a product, import from "toolgate/runner" instead of the source path.
  */
-import { connect } from "@nats-io/transport-node";
 import { BusinessFailure, ToolRunner } from "../src/runner/index.js";
 
 /** The product's own system: an in-memory task list standing in for its database. */
 const tasks = new Map<string, { id: string; title: string; owner: string }>();
 
-// Behind NATS authorization (deploy/nats/auth.conf) the executor logs in as its scope's user.
-const nc = await connect({
-  servers: (process.env.NATS_URL ?? "nats://127.0.0.1:4222").split(","),
-  maxReconnectAttempts: -1,
-  ...(process.env.NATS_USER ? { user: process.env.NATS_USER, pass: process.env.NATS_PASSWORD } : {}),
-});
-
 const runner = new ToolRunner({
-  nc,
+  natsUrl: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
   executorId: process.env.EXECUTOR_ID ?? "tasks-executor-1",
   scope: "tasks-product",
   store: process.env.RUNNER_STORE ?? "./tasks-executor.db",
@@ -57,8 +49,7 @@ runner.tool<{ title: string }>("tasks.create", {
   },
 });
 
-const stop = () => void runner.close({ deadlineMs: 10_000 }).then(() => nc.drain()).then(() => process.exit(0));
-process.on("SIGTERM", stop);
-process.on("SIGINT", stop);
+process.on("SIGTERM", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
+process.on("SIGINT", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
 await runner.start();
 console.log("tasks executor online (scope tasks-product); Ctrl-C to stop");

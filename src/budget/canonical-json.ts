@@ -43,7 +43,7 @@ export const isHighSurrogate = (u: number): boolean => u >= 0xd800 && u <= 0xdbf
 export const isLowSurrogate = (u: number): boolean => u >= 0xdc00 && u <= 0xdfff;
 
 /** Compares two strings by Unicode code point, as Python compares `str`. */
-export function compareCodePoints(a: string, b: string): number {
+function compareCodePoints(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
   let i = 0;
   while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
@@ -64,7 +64,7 @@ export function sortKeys(keys: string[]): string[] {
 }
 
 /** Plain objects only: a Date, Map or class instance has no JSON form Python would agree on. */
-export function isPlainObject(v: object): boolean {
+function isPlainObject(v: object): boolean {
   const proto: unknown = Object.getPrototypeOf(v);
   return proto === Object.prototype || proto === null;
 }
@@ -79,15 +79,43 @@ const HEX = "0123456789abcdef";
 // Two-character escapes Python uses; other controls get \u00XX.
 const SHORT_ESCAPES: Record<number, number> = { 0x22: 0x22, 0x5c: 0x5c, 0x08: 0x62, 0x0c: 0x66, 0x0a: 0x6e, 0x0d: 0x72, 0x09: 0x74 };
 
-class Utf8JsonWriter {
-  private buf = new Uint8Array(1 << 14);
-  private pos = 0;
-  // Per depth, the last key order seen and its sorted form: arrays of like objects sort once.
-  private readonly lastKeys: string[][] = [];
-  private readonly lastSorted: string[][] = [];
+// One buffer kept between measurements, so that neither the many small ones of a projection nor the
+// repeated large ones allocate and grow it again; one beyond the cap is left to the garbage collector.
+const SPARE_BUFFER_CAP = 4 << 20;
+let spareBuffer: Uint8Array | undefined;
 
+/** The keys of an object in producer order, sorted, and (once seen twice) encoded as `"key":`. */
+interface Shape {
+  readonly keys: readonly string[];
+  readonly sorted: readonly string[];
+  encoded: Uint8Array[] | undefined;
+}
+
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+class Utf8JsonWriter {
+  private buf: Uint8Array;
+  private pos = 0;
+  // Per depth, the last object shape seen: arrays of like objects sort and encode their keys once.
+  private readonly shapes: (Shape | undefined)[] = [];
+
+  constructor() {
+    this.buf = spareBuffer ?? new Uint8Array(1 << 16);
+    spareBuffer = undefined; // taken; a re-entrant measurement (from a getter) allocates its own
+  }
+
+  /** The bytes written so far, valid until release(). */
   bytes(): Uint8Array {
     return this.buf.subarray(0, this.pos);
+  }
+
+  /** Gives the buffer back for reuse. */
+  release(): void {
+    if (this.buf.length <= SPARE_BUFFER_CAP) spareBuffer = this.buf;
   }
 
   private reserve(n: number): void {
@@ -100,8 +128,24 @@ class Utf8JsonWriter {
   }
 
   private byte(b: number): void {
-    this.reserve(1);
+    if (this.pos === this.buf.length) this.reserve(1);
     this.buf[this.pos++] = b;
+  }
+
+  private raw(bytes: Uint8Array): void {
+    this.reserve(bytes.length);
+    const b = this.buf;
+    for (let i = 0; i < bytes.length; i++) b[this.pos++] = bytes[i] as number;
+  }
+
+  /** `"key":`, copied out of the buffer for reuse. */
+  private encodedKey(key: string): Uint8Array {
+    const start = this.pos;
+    this.string(key);
+    this.byte(0x3a);
+    const bytes = this.buf.slice(start, this.pos);
+    this.pos = start;
+    return bytes;
   }
 
   private ascii(s: string): void {
@@ -208,15 +252,19 @@ class Utf8JsonWriter {
 
   private object(o: object, depth: number): void {
     if (!isPlainObject(o)) throw new Failure(`${o.constructor?.name ?? "exotic"} object is not a plain JSON object`);
-    const keys = this.keysOf(o, depth);
+    const { sorted: keys, encoded } = this.shapeOf(o, depth);
     this.byte(0x7b);
     let key = "";
     try {
       for (let i = 0; i < keys.length; i++) {
         key = keys[i] as string;
         if (i > 0) this.byte(0x2c);
-        this.string(key);
-        this.byte(0x3a);
+        if (encoded !== undefined) {
+          this.raw(encoded[i] as Uint8Array);
+        } else {
+          this.string(key);
+          this.byte(0x3a);
+        }
         this.value((o as Record<string, unknown>)[key], depth);
       }
     } catch (err) {
@@ -225,16 +273,16 @@ class Utf8JsonWriter {
     this.byte(0x7d);
   }
 
-  private keysOf(o: object, depth: number): string[] {
+  private shapeOf(o: object, depth: number): Shape {
     const keys = Object.keys(o);
-    const last = this.lastKeys[depth];
-    if (last !== undefined && last.length === keys.length && last.every((k, i) => k === keys[i])) {
-      return this.lastSorted[depth] as string[];
+    const last = this.shapes[depth];
+    if (last !== undefined && sameKeys(last.keys, keys)) {
+      last.encoded ??= last.sorted.map((k) => this.encodedKey(k));
+      return last;
     }
-    const sorted = sortKeys([...keys]);
-    this.lastKeys[depth] = keys;
-    this.lastSorted[depth] = sorted;
-    return sorted;
+    const shape: Shape = { keys, sorted: sortKeys([...keys]), encoded: undefined };
+    this.shapes[depth] = shape;
+    return shape;
   }
 }
 
@@ -269,18 +317,32 @@ function toCanonicalError(f: Failure): CanonicalJsonError {
   return new CanonicalJsonError(jsonPath(segments), f.reason);
 }
 
-/** The canonical compact JSON of a value as UTF-8 bytes. Throws CanonicalJsonError for values JSON cannot carry. */
-export function encodeCanonicalJson(value: unknown): Uint8Array {
+function written(value: unknown): Utf8JsonWriter {
   const writer = new Utf8JsonWriter();
   try {
     writer.value(value, 0);
   } catch (err) {
     throw err instanceof Failure ? toCanonicalError(err) : err;
   }
-  return writer.bytes();
+  return writer;
 }
 
-const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+/** Runs `use` on the canonical bytes of a value without copying them; `use` must not keep them. */
+export function withCanonicalJson<T>(value: unknown, use: (bytes: Uint8Array) => T): T {
+  const writer = written(value);
+  try {
+    return use(writer.bytes());
+  } finally {
+    writer.release();
+  }
+}
+
+/** The canonical compact JSON of a value as UTF-8 bytes. Throws CanonicalJsonError for values JSON cannot carry. */
+export function encodeCanonicalJson(value: unknown): Uint8Array {
+  return withCanonicalJson(value, (bytes) => bytes.slice());
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }); // a U+FEFF may start a tail
 
 /** UTF-8 bytes (of canonical JSON, so always well-formed) as a string. */
 export function decodeUtf8(bytes: Uint8Array): string {
@@ -289,10 +351,10 @@ export function decodeUtf8(bytes: Uint8Array): string {
 
 /** The canonical compact JSON text of a value. */
 export function canonicalJson(value: unknown): string {
-  return decodeUtf8(encodeCanonicalJson(value));
+  return withCanonicalJson(value, decodeUtf8);
 }
 
 /** UTF-8 byte length of the canonical compact JSON text: the size the context budget measures. */
 export function compactByteLength(value: unknown): number {
-  return encodeCanonicalJson(value).length;
+  return withCanonicalJson(value, (bytes) => bytes.length);
 }

@@ -42,7 +42,7 @@ export function isMultimodal(result: unknown): result is MultimodalResult {
 /** Escaped size of a string's contents inside a JSON string literal. */
 const textCost = (s: string): number => compactByteLength(s) - 2;
 
-export const textNotice = (omittedBytes: number, budget: number): string =>
+const textNotice = (omittedBytes: number, budget: number): string =>
   `\n[toolgate: ${omittedBytes} bytes of this text omitted, max_result_context_bytes=${budget}]\n`;
 
 /** A text cut to `allowance` escaped bytes, notice included (the notice alone when nothing else fits). */

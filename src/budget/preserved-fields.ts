@@ -14,7 +14,7 @@
 import { compactByteLength, sortKeys } from "./canonical-json.js";
 
 export const PRESERVED_MAX_DEPTH = 3;
-export const PRESERVED_MAX_STRING_BYTES = 128;
+const PRESERVED_MAX_STRING_BYTES = 128;
 export const STATUS_KEYS: ReadonlySet<string> = new Set([
   "id",
   "status",
@@ -30,9 +30,12 @@ export const STATUS_KEYS: ReadonlySet<string> = new Set([
   "code",
 ]);
 
+/** Any key ending in this names an id worth preserving (`task_id`, `order_id`). */
+export const STATUS_KEY_SUFFIX = "_id";
+
 export type PreservedValue = string | number | boolean | null;
 
-export const isStatusKey = (key: string): boolean => STATUS_KEYS.has(key) || key.endsWith("_id");
+export const isStatusKey = (key: string): boolean => STATUS_KEYS.has(key) || key.endsWith(STATUS_KEY_SUFFIX);
 
 function isPreservable(v: unknown): v is PreservedValue {
   if (typeof v === "string") return Buffer.byteLength(v, "utf8") <= PRESERVED_MAX_STRING_BYTES;
@@ -55,7 +58,7 @@ export function preservedFields(result: unknown, maxBytes: number): Record<strin
       const isArray = Array.isArray(value);
       for (const segment of interestingSegments(value, isArray, depth < PRESERVED_MAX_DEPTH)) {
         const child: unknown = (value as Record<string, unknown>)[segment];
-        const childPath = path === "" ? segment : `${path}.${segment}`;
+        const childPath = depth === 1 ? segment : `${path}.${segment}`;
         if (!isArray && isStatusKey(segment) && isPreservable(child)) {
           const entry = compactByteLength(childPath) + 1 + compactByteLength(child) + (size > 2 ? 1 : 0);
           if (size + entry > maxBytes) return fields;

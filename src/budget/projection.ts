@@ -3,7 +3,7 @@
  * within budget, otherwise a head/tail preview of its canonical JSON that fits the budget.
  */
 import { z } from "zod";
-import { decodeUtf8, encodeCanonicalJson, compactByteLength } from "./canonical-json.js";
+import { compactByteLength, decodeUtf8, withCanonicalJson } from "./canonical-json.js";
 import { takeHead, takeTail } from "./head-tail.js";
 import { isMultimodal, projectMultimodal } from "./multimodal.js";
 import { preservedFields, type PreservedValue } from "./preserved-fields.js";
@@ -34,7 +34,11 @@ export interface PreviewResult {
 
 /** Projects `result` for a budget already validated; throws CanonicalJsonError when it is no JSON value. */
 export function projectResult(result: unknown, budget: number, kind: ResultKind): Projection {
-  const canonical = encodeCanonicalJson(result); // also validates every kind, exempt ones included
+  // Measuring also validates: exempt kinds must be JSON too.
+  return withCanonicalJson(result, (canonical) => project(result, canonical, budget, kind));
+}
+
+function project(result: unknown, canonical: Uint8Array, budget: number, kind: ResultKind): Projection {
   const originalBytes = canonical.length;
   const unchanged: Projection = { result, truncated: false, originalBytes, retainedBytes: originalBytes };
   if (kind !== "completed") return unchanged;
@@ -53,6 +57,12 @@ const digits = (n: number): number => String(n).length;
 /** Start of the UTF-8 character holding byte `i` (or `i` itself at the end). */
 function charStart(bytes: Uint8Array, i: number): number {
   while (i > 0 && i < bytes.length && ((bytes[i] as number) & 0xc0) === 0x80) i--;
+  return i;
+}
+
+/** First UTF-8 character start at or after byte `i`. */
+function nextCharStart(bytes: Uint8Array, i: number): number {
+  while (i < bytes.length && ((bytes[i] as number) & 0xc0) === 0x80) i++;
   return i;
 }
 
@@ -82,10 +92,4 @@ function previewOf(result: unknown, canonical: Uint8Array, budget: number): Prev
     tail: tailRegion.slice(tail.index),
   };
   return skeleton;
-}
-
-/** First UTF-8 character start at or after byte `i`. */
-function nextCharStart(bytes: Uint8Array, i: number): number {
-  while (i < bytes.length && ((bytes[i] as number) & 0xc0) === 0x80) i++;
-  return i;
 }

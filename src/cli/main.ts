@@ -2,12 +2,14 @@ import { NatsEnvError } from "../nats/connect.js";
 import { UsageError, type Command } from "./command.js";
 import { measureCommand } from "./commands/measure.js";
 import { migrateCommand } from "./commands/migrate.js";
+import { natsConfigCommand } from "./commands/nats-config.js";
+import { nkeyCommand } from "./commands/nkey.js";
 import { serveCommand } from "./commands/serve.js";
 import { statusCommand } from "./commands/status.js";
 import { streamsCommand } from "./commands/streams.js";
 
 /** Every `toolgate` sub-command; a test checks each has usage text and answers `--help`. */
-export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand];
+export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

@@ -20,6 +20,7 @@ export type AssignmentState = (typeof ASSIGNMENT_STATES)[number];
 
 export const ASSIGNMENT_EVENTS = [
   "claim",
+  "reoffer",
   "expire_lease",
   "accept",
   "progress",
@@ -43,6 +44,7 @@ export interface Transition {
 
 export const ASSIGNMENT_TRANSITIONS: readonly Transition[] = [
   { from: "pending", event: "claim", to: "claimed", why: "an online executor of the binding's scope won the compare-and-set" },
+  { from: "pending", event: "reoffer", to: "pending", why: "its candidate was taken but never claimed (the executor vanished): offered again, generation + 1" },
   { from: "claimed", event: "expire_lease", to: "pending", why: "no `accepted` within the lease: back to the candidates, generation + 1" },
   { from: "claimed", event: "accept", to: "running", why: "`accepted` with the claim token: the explicit confirmation, side effects may start" },
   { from: "running", event: "progress", to: "running", why: "`progress` is stored by seq, the state does not move" },

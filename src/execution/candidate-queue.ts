@@ -57,6 +57,11 @@ export class CandidateQueue {
     return ack.seq;
   }
 
+  /** Whether the candidate at `seq` is still waiting in the stream (not yet taken by an executor). */
+  async waiting(seq: number): Promise<boolean> {
+    return (await this.jsm.streams.getMessage(STREAMS.candidates, { seq })) !== null;
+  }
+
   /** Deletes a withdrawn candidate; one already pulled and acknowledged is simply gone. */
   async delete(seq: number): Promise<void> {
     try {

@@ -31,9 +31,9 @@ export class ClaimService {
   ) {}
 
   async claim(scope: string, req: ClaimRequest): Promise<ClaimReply> {
-    const executor = await this.presence.online(scope, req.executor_id);
+    // Independent reads, both needed by every claim that can succeed: read together.
+    const [executor, found] = await Promise.all([this.presence.online(scope, req.executor_id), this.assignments.get(req.assignment_id)]);
     if (!executor) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
-    const found = await this.assignments.get(req.assignment_id);
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
     if (a.scope !== scope || !executor.bindings.includes(a.binding_id))
@@ -54,7 +54,7 @@ export class ClaimService {
         return { result: refused("stale_generation", `the candidate is of generation ${req.generation}, the assignment is at ${cur.generation}`) };
       const claim = { executor_id: req.executor_id, generation: cur.generation, token_sha256: sha256, claimed_at: claimedAt, lease_expires_at: leaseExpiresAt };
       return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
-    });
+    }, found);
     if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     if (outcome.result) return outcome.result;
 

@@ -1,7 +1,8 @@
 import { nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "./versioned-store.js";
+import type { Watchlist } from "./watchlist.js";
 
 /**
  * Puts a pending assignment in front of executors: lists it on its run (refused once the run ended,
@@ -14,23 +15,36 @@ export class Dispatcher {
     private readonly runs: VersionedStore<RunRecord>,
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly candidates: CandidateQueue,
+    private readonly watchlist: Watchlist,
+    /** A candidate taken but not claimed for this long is offered again (see the sweeper). */
+    private readonly reofferAfterMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Returns the assignment as it stands afterwards (null if it does not exist). */
-  async dispatch(assignmentId: string): Promise<AssignmentRecord | null> {
-    const current = await this.assignments.get(assignmentId);
+  /**
+   * Returns the assignment as it stands afterwards (null if it does not exist). `known` holds what
+   * the creating request has just written and read (saving those reads; compare-and-set still
+   * guards every write).
+   */
+  async dispatch(assignmentId: string, known?: { assignment: Versioned<AssignmentRecord>; run: Versioned<RunRecord> }): Promise<AssignmentRecord | null> {
+    const current = known?.assignment ?? (await this.assignments.get(assignmentId));
     if (!current || current.value.state !== "pending") return current?.value ?? null;
     const a = current.value;
 
-    const listing = await this.runs.mutate(a.run_id, (run) => {
-      if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
-      if (run.state !== "active") return { result: "run_ended" as const };
-      return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
-    });
+    const listing = await this.runs.mutate(
+      a.run_id,
+      (run) => {
+        if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
+        if (run.state !== "active") return { result: "run_ended" as const };
+        return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
+      },
+      known?.run,
+    );
     if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
     if (a.candidate_seq !== null) return a;
 
+    // Watched before it can be taken: should the executor that takes it vanish without claiming, a sweeper offers it again.
+    await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
     const seq = await this.candidates.publish(a.scope, {
       assignment_id: a.assignment_id,
       run_id: a.run_id,
@@ -39,14 +53,22 @@ export class Dispatcher {
       generation: a.generation,
       created_at: a.created_at,
     });
-    const recorded = await this.assignments.mutate(assignmentId, (cur) =>
-      cur.state === "pending" && cur.generation === a.generation && cur.candidate_seq === null
-        ? { write: { ...cur, candidate_seq: seq, updated_at: this.now() }, result: undefined }
-        : { result: undefined },
+    const recorded = await this.assignments.mutate(
+      assignmentId,
+      (cur) =>
+        cur.state === "pending" && cur.generation === a.generation && cur.candidate_seq === null
+          ? { write: { ...cur, candidate_seq: seq, updated_at: this.now() }, result: undefined }
+          : { result: undefined },
+      current,
     );
     // Withdrawn meanwhile (the run ended between listing and publishing): take the message back.
     if (recorded && recorded.value.state === "withdrawn" && recorded.value.candidate_seq === null) await this.candidates.delete(seq);
     return recorded?.value ?? null;
+  }
+
+  /** Looks at a dispatched assignment again later (its candidate is still waiting for an executor). */
+  async rewatch(assignmentId: string): Promise<void> {
+    await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
   }
 
   /** An assignment its run never listed (the run ended first) is withdrawn, never offered. */

@@ -34,6 +34,8 @@ export interface ExecutionOptions {
   dispatchGraceMs: number;
   /** How long an executor may hold a pulled candidate before it is redelivered to another. */
   candidateAckWaitMs: number;
+  /** A candidate taken but not claimed for this long is offered again with the next generation. */
+  reofferAfterMs: number;
   /** Receipts processed at once by this process. */
   receiptConcurrency: number;
   /** Replica count of the per-scope consumers made at run time. */
@@ -45,6 +47,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   sweepIntervalMs: 1_000,
   dispatchGraceMs: 10_000,
   candidateAckWaitMs: 30_000,
+  reofferAfterMs: 60_000,
   receiptConcurrency: 64,
   replicas: 1,
 };
@@ -98,7 +101,7 @@ export async function startExecution(deps: {
   const assignmentStore = (await store("assignments", AssignmentRecord)).observeWrites((previous, next) => metrics.assignmentWritten(previous, next));
   const watchlist = new Watchlist(await store("watch", WatchEntry));
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
-  const dispatcher = new Dispatcher(runStore, assignmentStore, candidates);
+  const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs);
   const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, presenceTtlMs(deps.definitions));
   const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, options.leaseMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
@@ -130,7 +133,7 @@ export async function startExecution(deps: {
   ];
   const consumer = new ReceiptConsumer(nc, js, processor, log, metrics, options.receiptConcurrency);
   await consumer.start();
-  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, log, options.sweepIntervalMs);
+  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, log, options.sweepIntervalMs);
   sweeper.start();
 
   return {

@@ -1,5 +1,6 @@
 import type { Logger } from "../log/logger.js";
 import { nextAssignmentState } from "./assignment-states.js";
+import type { CandidateQueue } from "./candidate-queue.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { AssignmentRecord } from "./records.js";
 import type { VersionedStore } from "./versioned-store.js";
@@ -22,6 +23,7 @@ export class LeaseSweeper {
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly watchlist: Watchlist,
     private readonly dispatcher: Dispatcher,
+    private readonly candidates: CandidateQueue,
     private readonly log: Logger,
     private readonly intervalMs: number,
     private readonly now: () => number = Date.now,
@@ -65,7 +67,27 @@ export class LeaseSweeper {
       await this.watchlist.watch(assignmentId, a.claim!.lease_expires_at);
       return false;
     }
+    if (a.state === "pending" && a.candidate_seq !== null && !expired.result) return this.reofferIfTaken(a);
     if (a.state === "pending") await this.dispatcher.dispatch(assignmentId);
+    return true;
+  }
+
+  /**
+   * A pending assignment whose candidate an executor took but never claimed would wait forever:
+   * offer it again with the next generation. One still waiting in the stream is simply watched again.
+   */
+  private async reofferIfTaken(a: AssignmentRecord): Promise<boolean> {
+    if (await this.candidates.waiting(a.candidate_seq!)) {
+      await this.dispatcher.rewatch(a.assignment_id);
+      return false;
+    }
+    const res = await this.assignments.mutate(a.assignment_id, (cur) => {
+      const to = nextAssignmentState(cur.state, "reoffer");
+      if (!to || cur.generation !== a.generation || cur.candidate_seq !== a.candidate_seq) return { result: false };
+      return { write: { ...cur, state: to, generation: cur.generation + 1, candidate_seq: null, updated_at: this.now() }, result: true };
+    });
+    if (res?.result) this.log.warn({ assignment_id: a.assignment_id, generation: res.value.generation }, "candidate taken but never claimed; offered again");
+    await this.dispatcher.dispatch(a.assignment_id);
     return true;
   }
 }

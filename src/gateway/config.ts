@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { checkNatsCredentials, NatsEnvShape } from "../nats/connect.js";
+import { NatsClientConfigError, natsClientOptions } from "../nats/client-options.js";
+import { NatsEnvShape } from "../nats/connect.js";
 import { ReplicasSchema } from "../streams/definitions.js";
 import { envVar, parseEnv, renderEnvTable } from "../validation/env.js";
 
@@ -35,6 +36,16 @@ const GatewayEnvShape = {
     meaning: "receipts one replica processes at once; it pulls up to twice as many from the shared `gateway` consumer. Total throughput scales with replicas × this, up to the consumer's `max_ack_pending`",
     allowed: "integer 1..4096",
   }),
+  TOOLGATE_HTTP_BODY_LIMIT: envVar(z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(4 * 1024 * 1024), {
+    meaning: "largest request body in bytes (413 beyond)",
+    allowed: "integer 1024..268435456",
+  }),
+  TOOLGATE_JSON_MAX_DEPTH: envVar(z.coerce.number().int().min(8).max(1024).default(64), { meaning: "deepest nesting of a JSON body or NATS message", allowed: "integer 8..1024" }),
+  TOOLGATE_RATE_LIMIT_RPS: envVar(z.coerce.number().positive().max(1_000_000).default(100), {
+    meaning: "requests per second each API identity may make (token bucket refill; 429 `rate_limited` beyond)",
+    allowed: "a positive number up to 1000000",
+  }),
+  TOOLGATE_RATE_LIMIT_BURST: envVar(z.coerce.number().int().min(1).max(1_000_000).default(200), { meaning: "bucket size: requests an identity may make at once", allowed: "integer 1..1000000" }),
   TOOLGATE_SHUTDOWN_TIMEOUT_MS: envVar(ms(1_000, 600_000).default(25_000), {
     meaning: "on SIGTERM, how long in-flight HTTP requests and receipts may take before the process exits 1 anyway; keep it below the orchestrator's grace period (Kubernetes: 30 s)",
     allowed: "integer 1000..600000",
@@ -48,7 +59,6 @@ const GatewayEnvShape = {
 /** The gateway's environment. Every value is checked at start; a bad one stops it with its name. */
 export const GatewayEnvSchema = z
   .object(GatewayEnvShape)
-  .superRefine(checkNatsCredentials)
   .superRefine((env, ctx) => {
     if (env.TOOLGATE_IDENTITIES !== undefined && env.TOOLGATE_IDENTITIES_FILE !== undefined)
       ctx.addIssue({ code: "custom", path: ["TOOLGATE_IDENTITIES_FILE"], message: "set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE" });
@@ -62,7 +72,14 @@ export class GatewayConfigError extends Error {
 
 /** Reads the gateway configuration from the environment (unknown variables are ignored). */
 export function gatewayConfigFromEnv(env: Record<string, string | undefined> = process.env): GatewayConfig {
-  return parseEnv(GatewayEnvSchema, env, GatewayConfigError);
+  const config = parseEnv(GatewayEnvSchema, env, GatewayConfigError);
+  try {
+    natsClientOptions(config); // files readable, seed well-formed: fail at start, not on first reconnect
+  } catch (err) {
+    if (err instanceof NatsClientConfigError) throw new GatewayConfigError(err.message);
+    throw err;
+  }
+  return config;
 }
 
 /** The environment table of docs/operations.md. */

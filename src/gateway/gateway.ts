@@ -3,12 +3,18 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { FastifyInstance } from "fastify";
 import { ConfigStore } from "../config/config-store.js";
+import { registerConsole } from "../console/static.js";
+import { ContextWindows } from "../context/context-windows.js";
+import { contextRoutes } from "../context/routes.js";
 import { configRoutes } from "../config/routes.js";
+import { ExecutorStore } from "../executors/executor-store.js";
+import { executorRoutes } from "../executors/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
 import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
-import { executionRoutes } from "../execution/routes.js";
+import { executionRoutes, runAgentScope } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
+import { TokenBuckets } from "../http/rate-limit.js";
 import { registerRoutes } from "../http/register.js";
 import type { RouteDef } from "../http/route.js";
 import { createHttpApp } from "../http/server.js";
@@ -17,6 +23,7 @@ import { createLogger, type Logger } from "../log/logger.js";
 import { GatewayMetrics } from "../metrics/metrics.js";
 import { startMetricsServer, type MetricsServer } from "../metrics/server.js";
 import { natsConnectionOptions } from "../nats/connect.js";
+import { bridgeExecutorJetStreamApi } from "../security/jsapi-bridge.js";
 import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
 import { declaredStreamNames, definitionLabel, ensureStreams, inspectStreams, loadDefinitions, type Definition } from "../streams/index.js";
 import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
@@ -87,6 +94,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
     const store = await ConfigStore.open(nc);
+    const executors = await ExecutorStore.open(nc, store);
     const ctx: GatewayContext = { nc, store, logger, config };
     const execution = await startExecution({
       nc,
@@ -96,6 +104,8 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       metrics,
       options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, receiptConcurrency: config.TOOLGATE_RECEIPT_CONCURRENCY, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
     });
+    const contextWindows = await ContextWindows.open(nc, execution, store);
+    bridgeExecutorJetStreamApi(nc); // ended by the drain on close
 
     const declaredStreams = declaredStreamNames(definitions);
     metrics.readJetStreamFrom(() => inspectStreams(jsm, declaredStreams));
@@ -108,11 +118,20 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     };
     const routes: RouteDef[] = [];
     const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
-    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+    routes.push(
+      ...systemRoutes({ readiness, openapi }),
+      ...configRoutes(store),
+      ...executorRoutes(executors),
+      ...dryRunRoutes(store),
+      ...executionRoutes(execution, store),
+      ...contextRoutes(contextWindows, runAgentScope(execution)),
+      ...(options.routes ?? []).flatMap((f) => f(ctx)),
+    );
 
-    const app = createHttpApp({ logger });
+    const app = createHttpApp({ logger, bodyLimit: config.TOOLGATE_HTTP_BODY_LIMIT, maxJsonDepth: config.TOOLGATE_JSON_MAX_DEPTH });
     metrics.instrumentHttp(app);
-    registerRoutes(app, routes, identities);
+    registerRoutes(app, routes, identities, new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST));
+    registerConsole(app);
     // Prometheus text, not a JSON API route: registered beside the declared routes, absent from OpenAPI.
     if (config.TOOLGATE_METRICS_PORT === undefined) app.get("/metrics", async (_req, reply) => {
       const { contentType, body } = await metrics.exposition();

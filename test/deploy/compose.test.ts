@@ -9,7 +9,6 @@ import { GatewayEnvSchema, gatewayConfigFromEnv } from "../../src/gateway/config
  */
 const compose = readFileSync("deploy/compose.yaml", "utf8");
 const natsConf = readFileSync("deploy/nats/nats.conf", "utf8");
-const authConf = readFileSync("deploy/nats/auth.conf", "utf8");
 const dockerfile = readFileSync("Dockerfile", "utf8");
 
 /** The lines of a top-level key (`x-nats: &nats`) or a service (`  gateway:`), up to the next sibling. */
@@ -52,13 +51,17 @@ describe("deploy/compose.yaml", () => {
     }
   });
 
-  it("hands nats-server every password auth.conf references, and only ever as required variables", () => {
-    const referenced = [...new Set([...authConf.matchAll(/password: \$([A-Z_]+)/g)].map((m) => m[1]!))];
-    expect(referenced.length).toBeGreaterThan(0);
-    const natsEnv = envPairs(block("x-nats: &nats"));
-    for (const name of referenced) expect(natsEnv[name]).toMatch(new RegExp(`^\\$\\{${name}:\\?.+\\}$`));
+  it("gives every NATS client its nkey seed as a compose secret file, and keeps secrets out of the file", () => {
+    const secrets = Object.fromEntries([...block("secrets:").matchAll(/^ {2}([\w-]+):\n {4}file: (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
+    expect(Object.keys(secrets).sort()).toEqual(["executor-nkey", "gateway-nkey"]);
+    for (const [service, secret] of [["streams", "gateway-nkey"], ["gateway", "gateway-nkey"], ["executor", "executor-nkey"]]) {
+      expect(block(`  ${service}:`), service).toContain(`secrets: [${secret}]`);
+      const env = service === "executor" ? envPairs(block("  executor:")) : gatewayEnv;
+      expect(env.NATS_NKEY_SEED_FILE, service).toBe(`/run/secrets/${secret}`);
+    }
     // Every secret-bearing value in the file is a `${VAR:?message}` reference, never a literal.
-    for (const [, key, value] of compose.matchAll(/^\s+([A-Z_]*(?:PASSWORD|IDENTITIES|KEY|TOKEN)[A-Z_]*): (.+)$/gm)) expect(value, key).toMatch(/^\$\{[A-Z_]+:\?[^}]+\}$/);
+    for (const [, key, value] of compose.matchAll(/^\s+([A-Z_]*(?:PASSWORD|IDENTITIES|SEED|KEY|TOKEN)[A-Z_]*): (.+)$/gm))
+      if (!key!.endsWith("_FILE")) expect(value, key).toMatch(/^\$\{[A-Z_]+:\?[^}]+\}$/);
   });
 
   it("runs two gateway replicas on R3 streams with a configuration the gateway accepts", () => {
@@ -68,23 +71,19 @@ describe("deploy/compose.yaml", () => {
     expect(gatewayEnv.TOOLGATE_STREAM_REPLICAS).toBe("3");
     expect(block("  streams:")).toContain('command: ["streams", "apply", "--replicas", "3"]');
     expect(gatewayEnv.NATS_URL!.split(",")).toEqual(natsServices.map((s) => `nats://${s}:${clientPort}`));
-    expect(authConf).toContain(`user: ${gatewayEnv.NATS_USER}\n`);
     for (const name of Object.keys(gatewayEnv)) expect(Object.keys(GatewayEnvSchema.shape), name).toContain(name);
     const literal = Object.fromEntries(Object.entries(gatewayEnv).map(([k, v]) => [k, v.startsWith("${") ? "placeholder-0123456789" : v]));
-    const config = gatewayConfigFromEnv({ ...literal, NATS_PASSWORD: "placeholder", TOOLGATE_IDENTITIES: "[]" });
+    const config = gatewayConfigFromEnv({ ...literal, NATS_NKEY_SEED_FILE: undefined, TOOLGATE_IDENTITIES: "[]" }); // the seed file exists only in a deployment
     // The orchestrator's grace period must outlast the gateway's own shutdown deadline.
     const grace = Number(/stop_grace_period: (\d+)s/.exec(gateway)![1]) * 1000;
     expect(grace).toBeGreaterThan(config.TOOLGATE_SHUTDOWN_TIMEOUT_MS);
     expect(gateway).toContain(`ports: ["127.0.0.1:8081-8082:${/TOOLGATE_HTTP_PORT=(\d+)/.exec(dockerfile)![1]}"]`);
   });
 
-  it("runs one example executor as its scope's NATS user, from the Dockerfile's example-executor target", () => {
+  it("runs one example executor from the Dockerfile's example-executor target, on a persistent store", () => {
     const executor = block("  executor:");
     const env = envPairs(executor);
-    expect(authConf).toContain(`user: ${env.NATS_USER}\n`);
-    expect(env.NATS_USER).toBe("executor-tasks-product");
-    expect(readFileSync("examples/tasks-executor.ts", "utf8")).toContain('scope: "tasks-product"');
-    expect(env.NATS_URL).toBe(gatewayEnv.NATS_URL);
+    expect(gatewayEnv.NATS_URL!.split(",")).toContain(env.NATS_URL);
     expect(executor).toMatch(/^ {4}volumes: \["executor-data:\/var\/lib\/toolgate"\]$/m);
     for (const [, target] of compose.matchAll(/target: ([\w-]+)/g)) expect(dockerfile).toMatch(new RegExp(`^FROM \\S+ AS ${target}$`, "m"));
     expect(executor).not.toMatch(/^ {4}deploy:/m); // one replica: the example's store is a single SQLite file

@@ -2,114 +2,56 @@ import { spawnSync } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
-import { gatewayConfigFromEnv } from "../../src/gateway/config.js";
-import { createLogger } from "../../src/log/logger.js";
-import { natsServerBinary, startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
-import { ToolRunner } from "../../src/runner/index.js";
-import { candidateConsumer, STREAMS, subjects } from "../../src/wire/subjects.js";
-import { admin, ADMIN_KEY, bearer } from "../helpers/gateway.js";
-import { seedSession } from "../helpers/execution-gateway.js";
-import { eventually } from "../helpers/protocol-executor.js";
+import { natsServerBinary } from "../../src/nats/nats-server-process.js";
+import { runCli } from "../helpers/serve.js";
 
-const SCOPE = "tasks-product";
-const GATEWAY_PASSWORD = "test-gateway-password-0123";
-const EXECUTOR_PASSWORD = "test-executor-password-0123";
-const passwords = { TOOLGATE_GATEWAY_NATS_PASSWORD: GATEWAY_PASSWORD, TOOLGATE_EXECUTOR_NATS_PASSWORD: EXECUTOR_PASSWORD };
-const authConf = readFileSync("deploy/nats/auth.conf", "utf8");
-
-/** The quoted subjects of one `allow: [...]` list of the executor user, in file order. */
-function executorAllow(kind: "publish" | "subscribe"): string[] {
-  const user = authConf.slice(authConf.indexOf(`user: executor-${SCOPE}`));
-  const block = user.slice(user.indexOf(`${kind}: {`));
-  const list = block.slice(block.indexOf("["), block.indexOf("]") + 1);
-  return [...list.matchAll(/"([^"]+)"/g)].map((m) => m[1]!);
-}
-
-describe("deploy/nats: cluster config and authorization", () => {
+/**
+ * deploy/nats/nats.conf (the cluster config of compose and Kubernetes) with the auth.conf that
+ * `toolgate nats-config` generates, following the steps in compose.yaml's header. What the generated
+ * permissions allow and refuse is tested by the security suites against a running server.
+ */
+describe("deploy/nats: cluster config with the generated authorization", () => {
   let dir: string;
-  let server: NatsServerProcess;
-  let gateway: Gateway;
-  const conns: NatsConnection[] = [];
+  const compose = readFileSync("deploy/compose.yaml", "utf8");
 
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "toolgate-natsauth-"));
-    // include paths are relative to the including file: the authorization beside a single-node config.
-    copyFileSync("deploy/nats/auth.conf", join(dir, "auth.conf"));
-    writeFileSync(join(dir, "server.conf"), "include auth.conf\n");
-    Object.assign(process.env, passwords); // nats-server reads the passwords from its environment
-    server = await startNatsServer({ args: ["-c", join(dir, "server.conf")] });
-    const config = gatewayConfigFromEnv({ NATS_URL: server.url, NATS_USER: "gateway", NATS_PASSWORD: GATEWAY_PASSWORD, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dir, TOOLGATE_IDENTITIES: JSON.stringify([admin]) });
-    gateway = await createGateway({ config, logger: createLogger({ level: "silent" }) });
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "toolgate-deploy-nats-"));
   });
-  afterAll(async () => {
-    for (const nc of conns) await nc.close();
-    await gateway?.close();
-    await server?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  const asExecutor = async () => {
-    const nc = await connect({ servers: server.url, user: `executor-${SCOPE}`, pass: EXECUTOR_PASSWORD });
-    conns.push(nc);
-    return nc;
-  };
+  it("is valid for nats-server once auth.conf is generated as compose.yaml's header says", async () => {
+    const key = async (name: string) => {
+      const res = await runCli(["nkey", "--seed-out", join(dir, `${name}.nk`)]);
+      expect(res.code, res.stderr).toBe(0);
+      return res.stdout.trim();
+    };
+    const [gatewayKey, executorKey] = [await key("gateway"), await key("executor")];
+    // The registration line of compose.yaml's header, with this run's key.
+    const printf = /printf '(\[.*\])\\n' "\$EXECUTOR_NKEY" > nats\/executors\.json/.exec(compose)![1]!;
+    writeFileSync(join(dir, "executors.json"), printf.replace("%s", executorKey));
+    const generated = await runCli(["nats-config", "--gateway-nkey", gatewayKey, "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")]);
+    expect(generated.code, generated.stderr).toBe(0);
+    copyFileSync("deploy/nats/nats.conf", join(dir, "nats.conf"));
 
-  it("nats.conf with auth.conf is valid for nats-server, and refuses to start without the passwords", () => {
-    const check = (env: Record<string, string>) => spawnSync(natsServerBinary(), ["-c", "deploy/nats/nats.conf", "-t"], { env: { PATH: process.env.PATH ?? "", HOSTNAME: "nats-1", ...env }, encoding: "utf8" });
-    const ok = check(passwords);
-    expect(ok.status, ok.stderr).toBe(0);
-    const missing = check({ TOOLGATE_GATEWAY_NATS_PASSWORD: GATEWAY_PASSWORD });
-    expect(missing.status).toBe(1);
-    expect(missing.stderr).toContain("TOOLGATE_EXECUTOR_NATS_PASSWORD");
-    expect(authConf).not.toMatch(/password:\s*(?!\$)\S/); // only $VARIABLE references, never a literal
+    const check = spawnSync(natsServerBinary(), ["-c", join(dir, "nats.conf"), "-t"], { env: { PATH: process.env.PATH ?? "", HOSTNAME: "nats-1" }, encoding: "utf8" });
+    expect(check.status, check.stderr + check.stdout).toBe(0);
+    const auth = readFileSync(join(dir, "auth.conf"), "utf8");
+    expect(auth).toContain(gatewayKey);
+    expect(auth).toContain("# executor tasks-worker-1, scope tasks-product");
   });
 
-  it("gives the executor exactly its scope's subjects, as src/wire/subjects.ts builds them", () => {
-    expect(executorAllow("publish")).toEqual([
-      subjects.presence(SCOPE),
-      subjects.claim(SCOPE),
-      subjects.receiptQuery(SCOPE),
-      subjects.receipt(SCOPE, ">"),
-      `$JS.API.CONSUMER.INFO.${STREAMS.candidates}.${candidateConsumer(SCOPE)}`,
-      `$JS.API.CONSUMER.MSG.NEXT.${STREAMS.candidates}.${candidateConsumer(SCOPE)}`,
-      `$JS.ACK.${STREAMS.candidates}.${candidateConsumer(SCOPE)}.>`,
-    ]);
-    expect(executorAllow("subscribe")).toEqual(["_INBOX.>", subjects.answers(SCOPE, "*"), subjects.executorControl(SCOPE, "*")]);
+  it("registers the executor the deployments run: same id and scope as compose, Kubernetes and the example", () => {
+    const [registration] = JSON.parse(/printf '(\[.*\])\\n'/.exec(compose)![1]!.replace("%s", "U")) as Array<{ executor_id: string; scope: string }>;
+    expect(compose).toContain(`EXECUTOR_ID: ${registration!.executor_id}`);
+    const k8s = JSON.parse(readFileSync("deploy/k8s/executor-deployment.yaml", "utf8")) as { spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } } };
+    expect(k8s.spec.template.spec.containers[0]!.env).toContainEqual({ name: "EXECUTOR_ID", value: registration!.executor_id });
+    expect(readFileSync("examples/tasks-executor.ts", "utf8")).toContain(`scope: "${registration!.scope}"`);
   });
 
-  it("lets a ToolRunner with the executor's credentials serve a tool call end to end through the gateway user", async () => {
-    const sessionId = await seedSession(gateway.store, { scope: SCOPE, agent: "auth-bot", tools: [{ name: "tasks.read", binding_id: "tasks-read" }] });
-    const runner = new ToolRunner({ nc: await asExecutor(), executorId: "auth-exec-1", scope: SCOPE, store: join(dir, "runner.db"), logger: pino({ level: "silent" }), authorize: () => true, pullExpiresMs: 1_000 });
-    runner.tool("tasks.read", { kind: "read", bindingId: "tasks-read", handler: async () => ({ next_cursor: null, tasks: [] }) });
-    await runner.start();
-    try {
-      const inject = async (method: "GET" | "POST", url: string, payload?: unknown) => (await gateway.app.inject({ method, url, headers: bearer(ADMIN_KEY), ...(payload ? { payload } : {}) })).json();
-      const run = await inject("POST", `/v1/sessions/${sessionId}/runs`);
-      const { assignment } = await inject("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
-      const done = await eventually(async () => {
-        const a = await inject("GET", `/v1/assignments/${assignment.assignment_id}`);
-        return a.state === "completed" ? a : undefined;
-      }, 20_000, "the tool call to complete");
-      expect(done.state).toBe("completed");
-    } finally {
-      await runner.close({ deadlineMs: 1_000 });
-    }
-  });
-
-  it("denies the executor everything outside its scope: other scopes, the JetStream API, KV, wrong passwords", async () => {
-    const nc = await asExecutor();
-    const denied = (subject: string) => expect(nc.request(subject, "", { timeout: 2_000 })).rejects.toThrow(`Permissions Violation for Publish to "${subject}"`);
-    await denied(subjects.claim("other-scope"));
-    await denied(subjects.receipt("other-scope", "a1"));
-    await denied(`$JS.API.CONSUMER.MSG.NEXT.${STREAMS.candidates}.${candidateConsumer("other-scope")}`);
-    await denied(`$JS.API.STREAM.INFO.${STREAMS.receipts}`);
-    await denied("$KV.tg_assignments.a1");
-    await denied(`$JS.API.STREAM.DELETE.${STREAMS.candidates}`);
-    await expect(connect({ servers: server.url, user: `executor-${SCOPE}`, pass: "wrong" })).rejects.toThrow(/Authorization Violation/);
-    await expect(connect({ servers: server.url })).rejects.toThrow(/Authorization Violation/);
+  it("keeps generated files and seeds out of the repository", () => {
+    const ignored = readFileSync(".gitignore", "utf8").split("\n");
+    for (const path of ["deploy/nats/auth.conf", "deploy/nats/executors.json", "deploy/secrets/", "deploy/.env"]) expect(ignored).toContain(path);
+    for (const [, file] of compose.matchAll(/file: (\S+)/g)) expect(file).toMatch(/^\.\/secrets\//);
   });
 });

@@ -14,7 +14,7 @@ function suite(name: string, leaseMs: number, body: (ctx: () => Ctx) => void): v
     let nats: TestNats;
     beforeAll(async () => {
       nats = await startTestNats();
-      const gw = await startExecutionGateway(nats.url, { leaseMs, sweepIntervalMs: 50 });
+      const gw = await startExecutionGateway(nats.url, { leaseMs, reofferAfterMs: 2_000, sweepIntervalMs: 50 });
       const sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "racer", tools: [{ name: "work.do", binding_id: "b-work", tool_kind: "write" }] });
       const conns = await Promise.all([0, 1, 2].map(() => connect({ servers: nats.url })));
       const executors = Array.from({ length: 10 }, (_, i) => new ProtocolExecutor(conns[i % conns.length]!, SCOPE, `exec-${i}`, ["b-work"]));
@@ -80,5 +80,16 @@ suite("claims: leases", LEASE_MS, (ctx) => {
     expect(again.grant.claim_token).not.toBe(reply.grant.claim_token);
     // The old token proves nothing once the assignment went back: refused whatever the new claim does.
     expect(await first.send(first.receipt(reply.grant, { kind: "completed", result: {} }))).toMatchObject({ status: "rejected", code: "lease_expired" });
+  });
+
+  it("offers a candidate again when the executor that took it never claims", async () => {
+    const runId = await newRun(ctx());
+    const id = await newToolCall(ctx(), runId);
+    const vanished = ctx().executors[2]!;
+    await vanished.pullFor(id, 0); // taken and acknowledged, never claimed
+    const again = await ctx().executors[3]!.pullFor(id, 1);
+    expect(again.generation).toBe(1);
+    expect(await vanished.claim(id, 0)).toMatchObject({ status: "refused", code: "stale_generation" });
+    expect((await ctx().executors[3]!.claim(id, 1)).status).toBe("granted");
   });
 });

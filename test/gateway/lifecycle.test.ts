@@ -32,9 +32,11 @@ describe("gateway process lifecycle", () => {
     expect(bad.stderr).toContain('TOOLGATE_SHUTDOWN_TIMEOUT_MS="soon": Invalid input: expected number, received NaN (allowed: integer 1000..600000)');
     expect(bad.stderr).toContain('TOOLGATE_STREAM_REPLICAS="7"');
     expect(bad.stderr).toContain("(allowed: integer 1..5)");
-    const half = await runCli(["serve"], { NATS_URL: nats.url, NATS_USER: "gateway" });
-    expect(half.code).toBe(1);
-    expect(half.stderr).toContain("NATS_PASSWORD (unset): set both NATS_USER and NATS_PASSWORD, or neither");
+    const seed = await runCli(["serve"], { NATS_URL: nats.url, NATS_NKEY_SEED_FILE: join(dataDir, "missing.nk") });
+    expect(seed.code).toBe(1);
+    expect(seed.stderr).toContain(`NATS_NKEY_SEED_FILE: cannot read ${join(dataDir, "missing.nk")}`);
+    const both = await runCli(["serve"], { TOOLGATE_IDENTITIES: "[]", TOOLGATE_IDENTITIES_FILE: "/x" });
+    expect(both.stderr).toContain("TOOLGATE_IDENTITIES_FILE=\"/x\": set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE");
     const url = await runCli(["serve"], { NATS_URL: "http://example.com/nats" });
     expect(url.stderr).toContain('NATS_URL="http://example.com/nats": not a comma-separated list of NATS servers');
   });

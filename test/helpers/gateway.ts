@@ -11,11 +11,19 @@ export const ADMIN_KEY = "test-admin-key-0123456789";
 export const admin: IdentityConfig = { name: "admin", key: ADMIN_KEY, agents: "*", permissions: [...PERMISSIONS] };
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-/** A gateway on the given NATS (never embedded), with a temporary data dir, on a random HTTP port. */
-export async function startTestGateway(natsUrl: string, identities: IdentityConfig[] = [admin], options: Omit<GatewayOptions, "config" | "logger"> = {}): Promise<Gateway & { dataDir: string }> {
+/**
+ * A gateway on the given NATS (never embedded), with a temporary data dir, on a random HTTP port;
+ * `env` adds environment variables (NATS credentials, TLS, limits).
+ */
+export async function startTestGateway(
+  natsUrl: string,
+  identities: IdentityConfig[] = [admin],
+  options: Omit<GatewayOptions, "config" | "logger"> & { env?: Record<string, string> } = {},
+): Promise<Gateway & { dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "toolgate-gw-"));
-  const config = gatewayConfigFromEnv({ NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
-  const gateway = await createGateway({ ...options, config, logger: createLogger({ level: "silent" }) });
+  const { env, ...gatewayOptions } = options;
+  const config = gatewayConfigFromEnv({ ...env, NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
+  const gateway = await createGateway({ ...gatewayOptions, config, logger: createLogger({ level: "silent" }) });
   return {
     ...gateway,
     dataDir,

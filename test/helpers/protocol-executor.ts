@@ -12,7 +12,7 @@ import {
   type PresenceHeartbeat,
   type Receipt,
 } from "../../src/wire/messages.js";
-import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 
 type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "receipt_id" | "assignment_id" | "executor_id" | "claim_token"> : never) : never;
 
@@ -34,7 +34,7 @@ export class ProtocolExecutor {
     readonly executorId: string,
     readonly bindings: string[],
   ) {
-    this.js = jetstream(nc);
+    this.js = jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX });
     this.subs.push(
       nc.subscribe(subjects.answers(scope, executorId), {
         callback: (_err, msg) => {
@@ -59,9 +59,15 @@ export class ProtocolExecutor {
     const consumer = await this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
     const out: Candidate[] = [];
     const batch = await consumer.fetch({ max_messages: max, expires: expiresMs });
-    for await (const m of batch) {
-      out.push(decode(Candidate, m.data));
-      m.ack();
+    try {
+      for await (const m of batch) {
+        out.push(decode(Candidate, m.data));
+        m.ack();
+      }
+    } catch (err) {
+      // A fetch can end in an error (missed heartbeats on a busy machine) after handing out messages:
+      // those are acknowledged already and must not be dropped.
+      if (out.length === 0) throw err;
     }
     return out;
   }
