@@ -39,7 +39,7 @@ export interface JetStreamSnapshot {
 }
 
 /**
- * Reads the state of the given streams and all their consumers, as `toolgate status` prints it and
+ * Reads the state of the given streams and their durable consumers, as `toolgate status` prints it and
  * `/metrics` exports it. A stream that cannot be read is reported with its error, not thrown.
  */
 export async function inspectStreams(jsm: JetStreamManager, names: readonly string[]): Promise<JetStreamSnapshot> {
@@ -57,6 +57,8 @@ export async function inspectStreams(jsm: JetStreamManager, names: readonly stri
         ...(info.cluster?.leader ? { leader: info.cluster.leader, currentReplicas: 1 + peers.filter((p) => p.current).length } : {}),
       });
       for await (const c of jsm.consumers.list(name)) {
+        // Ephemeral consumers (ordered reads of a bucket) come and go with random names: not state to watch.
+        if (!c.config.durable_name) continue;
         snapshot.consumers.push({
           stream: name,
           name: c.name,

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream } from "@nats-io/jetstream";
+import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
 import { gatewayConfigFromEnv } from "../../src/gateway/config.js";
 import { createLogger } from "../../src/log/logger.js";
@@ -84,12 +84,15 @@ describe("/metrics", () => {
     (await consumer.next())!.nak(); // the only message: the next pull redelivers it
     expect((await consumer.next())!.info.deliveryCount).toBe(2);
     for (const n of [2, 3]) await js.publish(`t.metrics.${n}`, String(n));
+    // An ephemeral consumer (as a bucket listing makes) is not exported: its random name would churn series.
+    const ephemeral = await jetstreamManager(nc).then((jsm) => jsm.consumers.add("T_METRICS", { ack_policy: AckPolicy.None, inactive_threshold: 60_000_000_000 }));
     const text = await scrape(gw);
     const labels = '{stream="T_METRICS",consumer="probe"}';
     expect(sample(text, `toolgate_consumer_pending_messages${labels}`)).toBe(2);
     expect(sample(text, `toolgate_consumer_ack_pending_messages${labels}`)).toBe(1);
     expect(sample(text, `toolgate_consumer_redelivered_messages${labels}`)).toBe(1);
     expect(sample(text, 'toolgate_stream_messages{stream="T_METRICS"}')).toBe(3);
+    expect(text).not.toContain(ephemeral.name);
   });
 
   it("keeps one registry per gateway: two gateways in a process never share counters", async () => {
