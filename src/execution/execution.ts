@@ -108,20 +108,20 @@ export async function startExecution(deps: {
 
   const subscriptions: Subscription[] = [
     serveRequests(nc, {
-      subject: subjects.claim("*"),
+      subject: subjects.claim("*", "*"),
       schema: ClaimRequest,
       log,
-      handle: (scope, req) => claims.claim(scope, req),
+      handle: ({ scope }, req) => claims.claim(scope, req),
       onMalformed: (reason): ClaimReply => ({ status: "refused", code: "malformed", reason }),
     }),
     serveRequests(nc, {
-      subject: subjects.presence("*"),
+      subject: subjects.presence("*", "*"),
       schema: PresenceHeartbeat,
       log,
-      handle: (scope, beat) => presence.heartbeat(scope, beat),
+      handle: ({ scope }, beat) => presence.heartbeat(scope, beat),
       onMalformed: (reason) => ({ status: "refused", ttl_ms: presence.ttlMs, reason }),
     }),
-    serveRequests(nc, { subject: subjects.receiptQuery("*"), schema: ReceiptQuery, log, handle: (_scope, query) => index.answerQuery(query) }),
+    serveRequests(nc, { subject: subjects.receiptQuery("*", "*"), schema: ReceiptQuery, log, handle: (_origin, query) => index.answerQuery(query) }),
   ];
   const consumer = new ReceiptConsumer(nc, js, processor, log, options.receiptConcurrency);
   await consumer.start();

@@ -14,8 +14,9 @@ import type { Watchlist } from "./watchlist.js";
 
 /** One receipt as taken from the receipts stream. */
 export interface ReceiptInput {
-  /** The scope and assignment tokens of the subject it was published on. */
+  /** The scope, executor and assignment tokens of the subject it was published on. */
   readonly scope: string;
+  readonly subjectExecutorId: string;
   readonly subjectAssignmentId: string;
   readonly receipt: Receipt;
   /** Its sequence in `TG_RECEIPTS`. */
@@ -63,6 +64,8 @@ export class ReceiptProcessor {
     const r = input.receipt;
     const answer = (v: Verdict): ReceiptAnswer => ({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v });
     if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
+    // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
+    if (r.executor_id !== input.subjectExecutorId) return answer(rejected("malformed", "published on the subject of another executor"));
 
     let digest: string;
     try {

@@ -264,9 +264,9 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const runId = await newRun();
     const grant = await runningCall(runId);
     const js = jetstream(nc);
-    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), new Uint8Array([0xc1, 0xff, 0x00]), { msgID: "garbage-1" });
-    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), encode({ receipt_id: "x", kind: "completed" }), { msgID: "garbage-2" });
-    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }), { msgID: "nan-1" });
+    await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), new Uint8Array([0xc1, 0xff, 0x00]), { msgID: "garbage-1" });
+    await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ receipt_id: "x", kind: "completed" }), { msgID: "garbage-2" });
+    await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }), { msgID: "nan-1" });
     expect(await exec.query({ receipt_id: "nan-1", assignment_id: grant.assignment_id, kind: "completed" })).toMatchObject({ status: "pending" });
     expect((await exec.send(exec.receipt(grant, { kind: "completed", result: { fine: true } }))).status).toBe("recorded");
     expect((await assignment(grant.assignment_id)).state).toBe("completed");
@@ -299,6 +299,6 @@ async function publishAndAwait(nc: NatsConnection, receipt: Record<string, unkno
       },
     });
   });
-  await jetstream(nc).publish(subjects.receipt(SCOPE, receipt.assignment_id), encode(receipt), { msgID });
+  await jetstream(nc).publish(subjects.receipt(SCOPE, receipt.executor_id, receipt.assignment_id), encode(receipt), { msgID });
   return answered;
 }
