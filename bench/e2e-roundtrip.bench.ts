@@ -45,7 +45,7 @@ const serving = (async () => {
       const reply = await exec.claim(c.assignment_id, c.generation);
       if (reply.status !== "granted") return;
       const g = reply.grant;
-      await exec.send(exec.receipt(g, { kind: "accepted", operation_key: g.operation_key }));
+      await exec.send(exec.accepted(g));
       const answer = await exec.send(exec.receipt(g, { kind: "completed", result: { echo: g.arguments } }));
       if (answer.status === "recorded") done.get(g.assignment_id)?.();
     })();

@@ -124,6 +124,9 @@ export class ReceiptProcessor {
       return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
     }
     if (claim.token_sha256 !== a.claim?.token_sha256) return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
+    // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
+    if (r.kind === "accepted" && r.argument_digest !== a.argument_digest)
+      return rejected("argument_digest_mismatch", "the accepted receipt names other arguments than the assignment's: do not start");
     if (r.kind === "progress") return this.recordProgress(a, r);
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };

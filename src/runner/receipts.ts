@@ -10,7 +10,7 @@ export type FinalReport =
   | { kind: "reconciliation_required"; error: { code: string; message: string } };
 
 /** What one receipt carries besides its envelope. */
-export type ReceiptContent = { kind: "accepted"; operation_key: string } | { kind: "progress"; seq: number; progress: unknown } | FinalReport;
+export type ReceiptContent = { kind: "accepted"; operation_key: string; argument_digest: string } | { kind: "progress"; seq: number; progress: unknown } | FinalReport;
 
 const MAX_ID = 128;
 const CODE_MAX = 128;

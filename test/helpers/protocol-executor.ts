@@ -91,6 +91,11 @@ export class ProtocolExecutor {
     return { receipt_id: receiptId, assignment_id: grant.assignment_id, executor_id: this.executorId, claim_token: token, ...body } as Receipt;
   }
 
+  /** The `accepted` receipt of a grant, naming the grant's argument digest as a real executor does. */
+  accepted(grant: Grant, receiptId?: string): Receipt {
+    return this.receipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, receiptId);
+  }
+
   /**
    * Publishes a receipt into the receipts stream and resolves with the gateway's answer; a resend
    * the stream de-duplicated gets no answer, so then the stored one is asked for on `tg.rq`.

@@ -97,7 +97,7 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     const candidate = await exec.pullFor(id);
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(reply.reason);
-    expect((await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).status).toBe("recorded");
+    expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
     expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
     const history = JSON.parse((await http("GET", `/v1/runs/${run}/history`)).body);
     expect(history.tool_calls).toHaveLength(1);

@@ -91,7 +91,7 @@ describe("NATS authorization generated from the executor registry", () => {
     const candidate = await exec.pullFor(id);
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(reply.reason);
-    expect((await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).status).toBe("recorded");
+    expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
     expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
     expect((await gw.http("GET", `/v1/assignments/${id}`)).body.state).toBe("completed");
     exec.close();
@@ -155,7 +155,7 @@ describe("NATS authorization generated from the executor registry", () => {
       const id = (await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).body.assignment.assignment_id;
       const reply = await own.claim(id, (await own.pullFor(id)).generation);
       if (reply.status !== "granted") throw new Error(reply.reason);
-      const forged = { ...own.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }), executor_id: "e3" };
+      const forged = { ...own.accepted(reply.grant), executor_id: "e3" };
       const answered = own.answerFor(forged.receipt_id);
       await jetstream(e1, { apiPrefix: EXECUTOR_JS_API_PREFIX }).publish(subjects.receipt("s1", "e1", id), encode(forged), { msgID: forged.receipt_id });
       expect(await answered).toMatchObject({ status: "rejected", code: "malformed" });

@@ -47,7 +47,7 @@ describe("secrets never reach the logs", () => {
       const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
       if (reply.status !== "granted") throw new Error(reply.reason);
       tokens.push(reply.grant.claim_token);
-      await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }));
+      await exec.send(exec.accepted(reply.grant));
       await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }));
       // Refused input is logged too: a forged token and a wrong key must not be echoed either.
       const forged = "forged-token-0123456789abcdefghijklmnopqrstuvwxyz";
