@@ -94,7 +94,12 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       config: store,
       definitions,
       log: logger,
-      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+      options: {
+        leaseMs: config.TOOLGATE_CLAIM_LEASE_MS,
+        replicas: config.TOOLGATE_STREAM_REPLICAS,
+        maxClaimsPerExecutor: config.TOOLGATE_MAX_CLAIMS_PER_EXECUTOR,
+        ...options.execution,
+      },
     });
     bridgeExecutorJetStreamApi(nc); // ended by the drain on close
 
