@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { transition } from "../../src/runner/phases.js";
-import { buildReceipt } from "../../src/runner/receipts.js";
+import { buildReceipt, receiptId } from "../../src/runner/receipts.js";
 import { SqliteRunnerStore } from "../../src/runner/sqlite-store.js";
 import { PhaseConflictError, type LocalAssignment } from "../../src/runner/store.js";
 import { sampleGrant } from "./helpers/grants.js";
@@ -35,8 +35,8 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     const [open] = await store.listOpen();
     expect(open).toMatchObject({ assignmentId: grant.assignment_id, phase: "accepting", grant });
     const receipts = await store.listReceipts(open!);
-    expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[`${grant.assignment_id}_g0_accepted`, "accepted", undefined]]);
-    expect(receipts[0]!.body).toEqual({ receipt_id: `${grant.assignment_id}_g0_accepted`, assignment_id: grant.assignment_id, executor_id: "exec-1", kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
+    expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[receiptId(grant, "accepted"), "accepted", undefined]]);
+    expect(receipts[0]!.body).toEqual({ receipt_id: receiptId(grant, "accepted"), assignment_id: grant.assignment_id, executor_id: "exec-1", kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
   });
 
   it("records answers and phase changes together, compare-and-set", async () => {
@@ -66,7 +66,7 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     const first = sampleGrant({ generation: 0 });
     const second = sampleGrant({ generation: 1, claim_token: "t".repeat(40) });
     await store.createAssignment(local(first), [buildReceipt(first, { kind: "accepted", operation_key: first.operation_key, argument_digest: first.argument_digest }, 1)]);
-    await store.recordAnswer(`${first.assignment_id}_g0_accepted`, { status: "rejected", code: "lease_expired", answeredAt: 2 }, transition("accepting", "refuse"));
+    await store.recordAnswer(receiptId(first, "accepted"), { status: "rejected", code: "lease_expired", answeredAt: 2 }, transition("accepting", "refuse"));
     await store.createAssignment(local(second), [buildReceipt(second, { kind: "accepted", operation_key: second.operation_key, argument_digest: second.argument_digest }, 3)]);
     expect((await store.getAssignment(first.assignment_id))?.generation).toBe(1);
     expect((await store.listOpen()).map((a) => a.generation)).toEqual([1]);
