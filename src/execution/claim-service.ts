@@ -34,9 +34,13 @@ export class ClaimService {
   ) {}
 
   async claim(scope: string, req: ClaimRequest): Promise<ClaimReply> {
-    const executor = await this.presence.online(scope, req.executor_id);
+    // Independent reads, all needed by every claim that can succeed: read together.
+    const [executor, found, holdings] = await Promise.all([
+      this.presence.online(scope, req.executor_id),
+      this.assignments.get(req.assignment_id),
+      this.quota.read(scope, req.executor_id),
+    ]);
     if (!executor) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
-    const found = await this.assignments.get(req.assignment_id);
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
     if (a.scope !== scope || !executor.bindings.includes(a.binding_id))
@@ -46,7 +50,7 @@ export class ClaimService {
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
     if (a.state !== "pending" || a.generation !== req.generation) return this.lost(a, req);
 
-    const reservation = await this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation);
+    const reservation = await this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation, holdings);
     if (!reservation)
       return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
 
@@ -63,7 +67,7 @@ export class ClaimService {
       if (!reservationValid(reservation, this.now())) return { result: refused("too_many_claims", "the claim took too long to be made; claim again") };
       const claim = { executor_id: req.executor_id, generation: cur.generation, token_sha256: sha256, claimed_at: claimedAt, lease_expires_at: leaseExpiresAt };
       return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
-    });
+    }, found);
     if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     if (outcome.result) return outcome.result;
 

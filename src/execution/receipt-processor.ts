@@ -9,7 +9,7 @@ import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
 import { storedAnswer } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /** One receipt as taken from the receipts stream. */
@@ -75,10 +75,9 @@ export class ReceiptProcessor {
       throw err;
     }
 
-    const known = await this.deps.index.get(r.receipt_id);
+    // Both are needed for a new receipt (the common case), so they are read together.
+    const [known, found] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.get(r.assignment_id)]);
     if (known) return this.replay(known, digest);
-
-    const found = await this.deps.assignments.get(r.assignment_id);
     if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
     const a = found.value;
     if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
@@ -89,7 +88,7 @@ export class ReceiptProcessor {
     }
 
     const run = await this.deps.runs.get(a.run_id);
-    const verdict = await this.apply(a, run?.value ?? null, claim, input, digest);
+    const verdict = await this.apply(found, run?.value ?? null, claim, input, digest);
     const entry: ReceiptIndexEntry = {
       receipt_id: r.receipt_id,
       assignment_id: r.assignment_id,
@@ -115,8 +114,9 @@ export class ReceiptProcessor {
     return storedAnswer(known);
   }
 
-  private async apply(a: AssignmentRecord, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
+  private async apply(found: Versioned<AssignmentRecord>, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
     const r = input.receipt;
+    const a = found.value;
     if (alreadyApplied(a, r.receipt_id)) return this.reapply(a, r, digest);
     if (!run || run.state !== "active") {
       // The executor must not start work for an ended run; anything else it sends is kept for audit only.
@@ -142,10 +142,14 @@ export class ReceiptProcessor {
           ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
           : { ...cur, state: to, final: applied, outcome: outcomeOf(r), updated_at: applied.at };
       return { write: next, result: RECORDED };
-    });
+    }, found);
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
     if (res.written && r.kind === "accepted") await this.deps.watchlist.release(a.assignment_id, claim.lease_expires_at);
-    if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") await this.deps.projections.ensure(res.value, r.result);
+    if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
+      // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
+      if (res.written) await this.deps.projections.store(res.value, r.result);
+      else await this.deps.projections.ensure(res.value, r.result);
+    }
     return res.result;
   }
 

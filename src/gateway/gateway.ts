@@ -3,12 +3,15 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { FastifyInstance } from "fastify";
 import { ConfigStore } from "../config/config-store.js";
+import { registerConsole } from "../console/static.js";
+import { ContextWindows } from "../context/context-windows.js";
+import { contextRoutes } from "../context/routes.js";
 import { configRoutes } from "../config/routes.js";
 import { ExecutorStore } from "../executors/executor-store.js";
 import { executorRoutes } from "../executors/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
 import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
-import { executionRoutes } from "../execution/routes.js";
+import { executionRoutes, runAgentScope } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { TokenBuckets } from "../http/rate-limit.js";
@@ -82,7 +85,9 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     servers = embeddedNats.url;
     logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
   }
-  const nc = await connect({ servers, name: "toolgate-gateway", ...natsClientOptions(config) });
+  // noAsyncTraces: every KV read/write and JetStream publish is a request, and with async traces on
+  // each one captures two stack traces up front (about a tenth of the gateway's CPU under load).
+  const nc = await connect({ servers, name: "toolgate-gateway", noAsyncTraces: true, ...natsClientOptions(config) });
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
@@ -101,6 +106,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         ...options.execution,
       },
     });
+    const contextWindows = await ContextWindows.open(nc, execution, store);
     bridgeExecutorJetStreamApi(nc); // ended by the drain on close
 
     const readiness = async (): Promise<Readiness> => {
@@ -118,11 +124,13 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       ...executorRoutes(executors),
       ...dryRunRoutes(store),
       ...executionRoutes(execution, store),
+      ...contextRoutes(contextWindows, runAgentScope(execution)),
       ...(options.routes ?? []).flatMap((f) => f(ctx)),
     );
 
     const app = createHttpApp({ logger, bodyLimit: config.TOOLGATE_HTTP_BODY_LIMIT, maxJsonDepth: config.TOOLGATE_JSON_MAX_DEPTH });
     registerRoutes(app, routes, identities, new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST));
+    registerConsole(app);
     logger.info({ identities: identities.size, routes: routes.length, declared: definitions.map(definitionLabel) }, "gateway ready to listen");
 
     let closed = false;

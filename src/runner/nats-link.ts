@@ -65,6 +65,7 @@ export class NatsLink {
     if (!given && !natsUrl) throw new Error("ToolRunner needs natsUrl or nc");
     // Reconnect forever: the outbox and presence survive a NATS restart, the runner must too.
     // The inbox prefix is the one the generated NATS config lets this executor (and only it) read.
+    // noAsyncTraces: no stack trace captured per request and per receipt publish (see the gateway's connection).
     const nc =
       given ??
       (await connect({
@@ -72,6 +73,7 @@ export class NatsLink {
         name: `toolgate-runner:${scope}:${executorId}`,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
+        noAsyncTraces: true,
         inboxPrefix: executorInboxPrefix(scope, executorId),
         ...natsClientOptions(options.credentials),
       }));

@@ -10,6 +10,8 @@ import { executorRoutes } from "../../src/executors/routes.js";
 import { systemRoutes } from "../../src/http/system-routes.js";
 import type { Execution } from "../../src/execution/execution.js";
 import { executionRoutes } from "../../src/execution/routes.js";
+import type { ContextWindows } from "../../src/context/context-windows.js";
+import { contextRoutes } from "../../src/context/routes.js";
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -55,6 +57,8 @@ const samples: Record<string, () => Sample> = {
   getRunHistory: () => ({ params: { run_id: rt.run } }),
   completeRun: () => ({ params: { run_id: rt.toComplete } }),
   cancelRun: () => ({ params: { run_id: rt.toCancel } }),
+  reportUsage: () => ({ params: { run_id: rt.run }, body: { input_tokens: 120, prompt_text_bytes: 480 } }),
+  getRunContext: () => ({ params: { run_id: rt.run } }),
   dryRunTool: () => ({ body: { agent_version: "bot.1", tool_name: "tasks.read", arguments: { cursor: "c" }, mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { ok: true } }] } }),
 };
 
@@ -70,6 +74,7 @@ const declared: RouteDef[] = [
   ...executorRoutes({} as ExecutorStore),
   ...dryRunRoutes({} as ConfigStore),
   ...executionRoutes({} as Execution, {} as ConfigStore),
+  ...contextRoutes({} as ContextWindows, async () => undefined),
 ];
 const lacking = (route: RouteDef): IdentityConfig => ({
   name: `lacks-${route.id}`,

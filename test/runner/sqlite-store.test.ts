@@ -82,6 +82,25 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect(() => new SqliteRunnerStore(path)).toThrow(/locked/);
   });
 
+  it("commits writes queued together as one batch in which a failing write fails alone", async () => {
+    const grants = ["asg-a", "asg-b", "asg-c"].map((id) => sampleGrant({ assignment_id: id }));
+    await Promise.all(grants.map((g) => store.createAssignment(local(g), [buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1)])));
+    const writes = [
+      store.setPhase(local(grants[0]), transition("accepting", "refuse")),
+      store.setPhase(local(grants[1]), transition("confirmed", "start")), // not confirmed: a phase conflict
+      store.appendReceipt(buildReceipt(grants[2]!, { kind: "failed", error: { code: "x", message: "y" } }, 2), transition("accepting", "refuse")),
+    ];
+    const outcomes = await Promise.allSettled(writes);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toBeInstanceOf(PhaseConflictError);
+    // Durable once resolved: a reopened store has the batch, minus the write that failed.
+    await store.close();
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    expect(await Promise.all(grants.map(async (g) => (await store.getAssignment(g.assignment_id))?.phase))).toEqual(["refused", "accepting", "refused"]);
+    expect((await store.listReceipts(local(grants[2]))).map((r) => r.kind)).toEqual(["accepted", "failed"]);
+  });
+
   it("refuses a receipt id saved twice", async () => {
     const grant = sampleGrant();
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
