@@ -32,6 +32,10 @@ const GatewayEnvShape = {
     meaning: "how long a claim stays unconfirmed (no `accepted`) before the assignment returns to the candidates with the next generation",
     allowed: "integer 100..3600000",
   }),
+  TOOLGATE_MAX_CLAIMS_PER_EXECUTOR: envVar(z.coerce.number().int().min(1).max(1024).default(64), {
+    meaning: "claims one executor may hold at once (claimed or running); beyond it a claim is refused `too_many_claims` (the ToolRunner retries later; keep its `maxConcurrent` below this)",
+    allowed: "integer 1..1024",
+  }),
   TOOLGATE_RECEIPT_CONCURRENCY: envVar(z.coerce.number().int().min(1).max(4096).default(64), {
     meaning: "receipts one replica processes at once; it pulls up to twice as many from the shared `gateway` consumer. Total throughput scales with replicas × this, up to the consumer's `max_ack_pending`",
     allowed: "integer 1..4096",

@@ -102,7 +102,13 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       definitions,
       log: logger,
       metrics,
-      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, receiptConcurrency: config.TOOLGATE_RECEIPT_CONCURRENCY, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+      options: {
+        leaseMs: config.TOOLGATE_CLAIM_LEASE_MS,
+        replicas: config.TOOLGATE_STREAM_REPLICAS,
+        maxClaimsPerExecutor: config.TOOLGATE_MAX_CLAIMS_PER_EXECUTOR,
+        receiptConcurrency: config.TOOLGATE_RECEIPT_CONCURRENCY,
+        ...options.execution,
+      },
     });
     const contextWindows = await ContextWindows.open(nc, execution, store);
     bridgeExecutorJetStreamApi(nc); // ended by the drain on close

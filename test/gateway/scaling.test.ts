@@ -66,7 +66,7 @@ describe("three 'toolgate serve' processes share the receipt consumer", () => {
       const reply = await exec.claim(c.assignment_id, c.generation);
       if (reply.status !== "granted") return;
       const g = reply.grant;
-      expect((await exec.send(exec.receipt(g, { kind: "accepted", operation_key: g.operation_key }))).status).toBe("recorded");
+      expect((await exec.send(exec.accepted(g))).status).toBe("recorded");
       expect((await exec.send(exec.receipt(g, { kind: "completed", result: { args: g.arguments } }))).status).toBe("recorded");
       completed++;
     };
