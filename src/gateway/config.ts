@@ -76,7 +76,7 @@ export class GatewayConfigError extends Error {
 
 /** Reads the gateway configuration from the environment (unknown variables are ignored). */
 export function gatewayConfigFromEnv(env: Record<string, string | undefined> = process.env): GatewayConfig {
-  const config = parseEnv(GatewayEnvSchema, env, GatewayConfigError);
+  const config = parseEnv(GatewayEnvSchema, env, GatewayConfigError, "gateway configuration");
   try {
     natsClientOptions(config); // files readable, seed well-formed: fail at start, not on first reconnect
   } catch (err) {

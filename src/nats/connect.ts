@@ -52,7 +52,7 @@ export function natsConnectionOptions(env: NatsClientEnv & { NATS_URL: string },
  * credentials and TLS come from the environment. Gives up after a few attempts instead of waiting forever.
  */
 export async function connectForCommand(server: string | undefined, env: Record<string, string | undefined> = process.env): Promise<NatsConnection> {
-  const nats = parseEnv(NatsEnvSchema, { ...env, NATS_URL: server ?? env.NATS_URL }, NatsEnvError);
+  const nats = parseEnv(NatsEnvSchema, { ...env, NATS_URL: server ?? env.NATS_URL }, NatsEnvError, "NATS configuration");
   if (nats.NATS_URL === undefined) throw new NatsEnvError("no NATS server: pass --server URL or set NATS_URL");
   try {
     return await connect({ ...natsConnectionOptions({ ...nats, NATS_URL: nats.NATS_URL }, "cli"), maxReconnectAttempts: 3 });

@@ -34,7 +34,13 @@ export class EnvError extends Error {
  * Parses the variables of `shape` from `env` (empty counts as unset; others are ignored). Every bad
  * variable is reported at once: `NAME="value": problem (allowed: ...)`.
  */
-export function parseEnv<T extends z.ZodObject>(schema: T, env: Record<string, string | undefined>, ErrorClass: new (message: string) => Error = EnvError): z.infer<T> {
+export function parseEnv<T extends z.ZodObject>(
+  schema: T,
+  env: Record<string, string | undefined>,
+  ErrorClass: new (message: string) => Error = EnvError,
+  /** What is being configured, for the message's first line. */
+  what = "environment",
+): z.infer<T> {
   const relevant = Object.fromEntries(Object.keys(schema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]));
   const parsed = schema.safeParse(relevant);
   if (parsed.success) return parsed.data;
@@ -46,7 +52,7 @@ export function parseEnv<T extends z.ZodObject>(schema: T, env: Record<string, s
     const value = relevant[name] === undefined ? " (unset)" : `=${JSON.stringify(relevant[name])}`;
     return `  ${name}${value}: ${issue.message}${allowed ? ` (allowed: ${allowed})` : ""}`;
   });
-  throw new ErrorClass(`invalid environment:\n${lines.join("\n")}\nFix the variable(s) above; every variable is listed in docs/operations.md.`);
+  throw new ErrorClass(`invalid ${what}:\n${lines.join("\n")}\nFix the variable(s) above; every variable is listed in docs/operations.md.`);
 }
 
 /** The Markdown table of every variable of `shape`: docs/operations.md carries it, a test keeps them equal. */
