@@ -53,6 +53,7 @@ const cases = [
 
 const rows: string[][] = [["size", "original_bytes", "JSON.stringify ms", "projection ms", "ratio"]];
 for (const c of cases) {
+  process.stderr.write(`bench:projection: ${c.label}, ${c.iterations} iterations\n`); // progress; the table goes to stdout
   const value = listing(c.bytes);
   const project = () => buildContextPreview(value, { maxResultContextBytes: 16384 });
   const stringify = () => JSON.stringify(value);

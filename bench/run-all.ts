@@ -8,7 +8,8 @@ const scripts = readdirSync(dir)
   .filter((f) => f.endsWith(".bench.ts"))
   .sort();
 let failed = 0;
-for (const script of scripts) {
+for (const [i, script] of scripts.entries()) {
+  process.stderr.write(`bench: ${i + 1}/${scripts.length} ${script}\n`);
   process.stdout.write(`\n# ${script}\n`);
   const run = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL(script, import.meta.url))], { stdio: "inherit" });
   if (run.status !== 0) failed++;

@@ -4,6 +4,9 @@
  *
  *   NATS_URL=nats://127.0.0.1:4222 node --import tsx examples/tasks-executor.ts
  *
+ * Behind NATS authorization also NATS_NKEY_SEED_FILE (docs/security.md); in a container: the
+ * Dockerfile's `example-executor` target (deploy/compose.yaml and deploy/k8s/ run it).
+ *
  * In a product, import from "toolgate/runner" instead of the source path.
  */
 import { BusinessFailure, ToolRunner } from "../src/runner/index.js";

@@ -88,7 +88,7 @@ async function run(exec: ProtocolExecutor, candidate: Candidate): Promise<void> 
     const answer = await exec.send(exec.receipt(grant, body));
     if (answer.status !== "recorded") throw new Error(`${body.kind}: ${answer.status} ${answer.code ?? ""}`);
   };
-  await expect({ kind: "accepted", operation_key: grant.operation_key });
+  await expect({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
   await expect({ kind: "progress", seq: 1, progress: BENCH_PROGRESS });
   await expect({ kind: "completed", result: BENCH_RESULT });
 }

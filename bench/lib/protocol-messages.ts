@@ -60,7 +60,7 @@ export function protocolMessageSizes(): ProtocolMessageSizes {
   return {
     candidate: encode(candidate).length,
     grant: encode({ status: "granted", grant }).length,
-    accepted: encode(receipt({ kind: "accepted", operation_key: grant.operation_key })).length,
+    accepted: encode(receipt({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest })).length,
     progress: encode(receipt({ kind: "progress", seq: 1, progress: BENCH_PROGRESS })).length,
     completed: encode(receipt({ kind: "completed", result: BENCH_RESULT })).length,
   };

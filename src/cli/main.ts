@@ -1,12 +1,15 @@
+import { NatsEnvError } from "../nats/connect.js";
 import { UsageError, type Command } from "./command.js";
 import { measureCommand } from "./commands/measure.js";
 import { migrateCommand } from "./commands/migrate.js";
 import { natsConfigCommand } from "./commands/nats-config.js";
 import { nkeyCommand } from "./commands/nkey.js";
 import { serveCommand } from "./commands/serve.js";
+import { statusCommand } from "./commands/status.js";
 import { streamsCommand } from "./commands/streams.js";
 
-const commands: Command[] = [serveCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand];
+/** Every `toolgate` sub-command; a test checks each has usage text and answers `--help`. */
+export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);
@@ -35,7 +38,7 @@ export async function main(argv: string[]): Promise<void> {
   try {
     process.exitCode = await command.run(rest);
   } catch (err) {
-    if (err instanceof UsageError) {
+    if (err instanceof UsageError || err instanceof NatsEnvError) {
       process.stderr.write(`toolgate ${name}: ${err.message}\n\n${command.usage}\n`);
       process.exitCode = 2;
       return;

@@ -2,11 +2,13 @@ import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { Binding, ResolvedTool, Session } from "../config/schemas.js";
 import type { Logger } from "../log/logger.js";
+import { NO_METRICS, type ExecutionMetrics } from "../metrics/metrics.js";
 import type { Definition } from "../streams/index.js";
 import { ClaimRequest, ControlQuery, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
 import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
 import { CandidateQueue } from "./candidate-queue.js";
+import { ClaimQuota } from "./claim-quota.js";
 import { ClaimService } from "./claim-service.js";
 import { CompensationService } from "./compensation.js";
 import { ControlChannel } from "./control-channel.js";
@@ -25,7 +27,7 @@ import { ReceiptConsumer } from "./receipt-consumer.js";
 import { ReceiptIndex } from "./receipt-index.js";
 import { ReceiptLog } from "./receipt-log.js";
 import { ReceiptProcessor } from "./receipt-processor.js";
-import { AssignmentRecord, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./records.js";
+import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./records.js";
 import { serveRequests } from "./responder.js";
 import { assignmentEvents, runEvents } from "./run-events.js";
 import { RunService } from "./runs.js";
@@ -48,6 +50,8 @@ export interface ExecutionOptions {
   receiptConcurrency: number;
   /** Replica count of the per-scope consumers made at run time. */
   replicas: number;
+  /** Claims one executor may hold at once (claimed or running); beyond it a claim is `too_many_claims`. */
+  maxClaimsPerExecutor: number;
   /** SSE heartbeat comment interval of the run event stream. */
   eventHeartbeatMs: number;
 }
@@ -60,6 +64,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   reofferAfterMs: 60_000,
   receiptConcurrency: 64,
   replicas: 1,
+  maxClaimsPerExecutor: 64,
   eventHeartbeatMs: 15_000,
 };
 
@@ -88,7 +93,7 @@ export interface Execution {
 }
 
 /** The presence TTL is the max age declared for the presence bucket: one number, in `streams/`. */
-function presenceTtlMs(definitions: readonly Definition[]): number {
+export function presenceTtlMs(definitions: readonly Definition[]): number {
   const def = definitions.find((d) => d.kind === "kv" && d.bucket === EXECUTION_BUCKETS.presence);
   if (def?.kind !== "kv" || def.ttl_ms <= 0) throw new Error(`streams/: the KV bucket ${EXECUTION_BUCKETS.presence} must be declared with a ttl_ms`);
   return def.ttl_ms;
@@ -106,52 +111,60 @@ export async function startExecution(deps: {
   definitions: readonly Definition[];
   log: Logger;
   options?: Partial<ExecutionOptions>;
+  metrics?: ExecutionMetrics;
 }): Promise<Execution> {
   const { nc, config, log } = deps;
+  const metrics = deps.metrics ?? NO_METRICS;
   const options = { ...DEFAULT_EXECUTION_OPTIONS, ...deps.options };
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   const store = await executionStores(nc);
 
   const events = new RunEventLog(js, log);
-  const runStore = await store("runs", RunRecord);
-  runStore.observe((_key, before, after) => runEvents(before, after).forEach((e) => events.publish(e)));
-  const assignmentStore = await store("assignments", AssignmentRecord);
-  assignmentStore.observe((_key, before, after) => assignmentEvents(before, after).forEach((e) => events.publish(e)));
+  const runStore = (await store("runs", RunRecord)).observeWrites((previous, next) => runEvents(previous, next).forEach((e) => events.publish(e)));
+  const assignmentStore = (await store("assignments", AssignmentRecord))
+    .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))
+    .observeWrites((previous, next) => assignmentEvents(previous, next).forEach((e) => events.publish(e)));
   const control = new ControlChannel(js, jsm);
   const watchlist = new Watchlist(await store("watch", WatchEntry));
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs);
   const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);
   const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, detacher, presenceTtlMs(deps.definitions));
+  const quota = new ClaimQuota(await store("claims", ClaimHoldings), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
-  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, receiptLog, options.leaseMs);
+  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, quota, receiptLog, options.leaseMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
   const progress = new ProgressStore(await store("progress", ProgressEntry));
-  const projections = new ProjectionStore(await store("projections", ProjectionRecord), receiptLog);
+  const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));
+  const projections = new ProjectionStore(projectionStore, receiptLog);
   const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, events, projections, watchlist, holderCheckMs: presence.ttlMs, log });
   const taskCancel = new TaskCancelService(assignmentStore, control);
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
   const subscriptions: Subscription[] = [
     serveRequests(nc, {
-      subject: subjects.claim("*"),
+      subject: subjects.claim("*", "*"),
       schema: ClaimRequest,
       log,
-      handle: (scope, req) => claims.claim(scope, req),
+      handle: async ({ scope }, req) => {
+        const reply = await claims.claim(scope, req);
+        metrics.claimAnswered(reply.status === "granted" ? "granted" : reply.code);
+        return reply;
+      },
       onMalformed: (reason): ClaimReply => ({ status: "refused", code: "malformed", reason }),
     }),
     serveRequests(nc, {
-      subject: subjects.presence("*"),
+      subject: subjects.presence("*", "*"),
       schema: PresenceHeartbeat,
       log,
-      handle: (scope, beat) => presence.heartbeat(scope, beat),
+      handle: ({ scope }, beat) => presence.heartbeat(scope, beat),
       onMalformed: (reason) => ({ status: "refused", ttl_ms: presence.ttlMs, reason }),
     }),
-    serveRequests(nc, { subject: subjects.receiptQuery("*"), schema: ReceiptQuery, log, handle: (_scope, query) => index.answerQuery(query) }),
-    serveRequests(nc, { subject: subjects.controlQuery("*"), schema: ControlQuery, log, handle: (scope, query) => control.since(scope, query.executor_id, query.since) }),
+    serveRequests(nc, { subject: subjects.receiptQuery("*", "*"), schema: ReceiptQuery, log, handle: (_origin, query) => index.answerQuery(query) }),
+    serveRequests(nc, { subject: subjects.controlQuery("*", "*"), schema: ControlQuery, log, handle: ({ scope, executorId }, query) => control.since(scope, executorId, query.since) }),
   ];
-  const consumer = new ReceiptConsumer(nc, js, processor, log, options.receiptConcurrency);
+  const consumer = new ReceiptConsumer(nc, js, processor, log, metrics, options.receiptConcurrency);
   await consumer.start();
   const requests = new ControlRequestConsumer(js, taskCancel, compensation, log);
   await requests.start();

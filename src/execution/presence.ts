@@ -70,6 +70,11 @@ export class PresenceService {
   }
 }
 
+/** Online: says so, and its last heartbeat is younger than the TTL (the server may not have pruned it yet). */
+export function isOnline(record: PresenceRecord, ttlMs: number, now: number): boolean {
+  return record.status === "online" && now - record.seen_at < ttlMs;
+}
+
 function presenceKey(scope: string, executorId: string): string {
   return `${scope}.${executorId}`;
 }

@@ -17,8 +17,9 @@ import type { Watchlist } from "./watchlist.js";
 
 /** One receipt as taken from the receipts stream. */
 export interface ReceiptInput {
-  /** The scope and assignment tokens of the subject it was published on. */
+  /** The scope, executor and assignment tokens of the subject it was published on. */
   readonly scope: string;
+  readonly subjectExecutorId: string;
   readonly subjectAssignmentId: string;
   readonly receipt: Receipt;
   /** Its sequence in `TG_RECEIPTS`. */
@@ -70,6 +71,8 @@ export class ReceiptProcessor {
     const r = input.receipt;
     const answer = (v: Verdict): ReceiptAnswer => ({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v });
     if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
+    // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
+    if (r.executor_id !== input.subjectExecutorId) return answer(rejected("malformed", "published on the subject of another executor"));
 
     let digest: string;
     try {
@@ -128,6 +131,9 @@ export class ReceiptProcessor {
       return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
     }
     if (claim.token_sha256 !== a.claim?.token_sha256) return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
+    // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
+    if (r.kind === "accepted" && r.argument_digest !== a.argument_digest)
+      return rejected("argument_digest_mismatch", "the accepted receipt names other arguments than the assignment's: do not start");
     if (r.kind === "progress") return this.recordProgress(a, r);
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };

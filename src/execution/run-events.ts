@@ -39,7 +39,7 @@ export const RunEvent = z
 export type RunEvent = z.infer<typeof RunEvent>;
 
 /** The events one assignment write means (state or generation moved, a task cancel or compensation recorded). */
-export function assignmentEvents(before: AssignmentRecord | null, after: AssignmentRecord): RunEvent[] {
+export function assignmentEvents(before: AssignmentRecord | undefined, after: AssignmentRecord): RunEvent[] {
   const base = { run_id: after.run_id, assignment_id: after.assignment_id, at: after.updated_at };
   const events: RunEvent[] = [];
   if (!before || before.state !== after.state || before.generation !== after.generation) {
@@ -62,7 +62,7 @@ export function assignmentEvents(before: AssignmentRecord | null, after: Assignm
 }
 
 /** The event of a run write, when its state moved (appending a tool call is told by the assignment's own event). */
-export function runEvents(before: RunRecord | null, after: RunRecord): RunEvent[] {
+export function runEvents(before: RunRecord | undefined, after: RunRecord): RunEvent[] {
   if (before && before.state === after.state) return [];
   return [{ type: "run", run_id: after.run_id, state: after.state, at: after.ended_at ?? after.created_at }];
 }

@@ -40,11 +40,11 @@ export interface BucketAccess {
 /** Bound on waiting for the last entries of a listing (an entry may expire between counting and reading). */
 const LIST_WAIT_MS = 2_000;
 
-/** Told of every value `create` or `mutate` wrote, after the write (never of `put`). */
-export type WriteListener<T> = (key: string, before: T | null, after: T) => void;
+/** Told of every successful `create` (no previous value) and every written `mutate`: metrics, run events. */
+export type WriteObserver<T> = (previous: T | undefined, next: T) => void;
 
 export class VersionedStore<T> {
-  private readonly listeners: WriteListener<T>[] = [];
+  private readonly observers: WriteObserver<T>[] = [];
 
   constructor(
     private readonly kv: KV,
@@ -54,11 +54,12 @@ export class VersionedStore<T> {
   ) {}
 
   /**
-   * Registers a listener for every compare-and-set write. Events derived here cannot be forgotten
-   * by a write site; listeners must not throw (they are called synchronously after the write).
+   * Adds an observer of this store's compare-and-set writes (`put` is not observed), called
+   * synchronously after each write: what is derived here no write site can forget. Must not throw.
    */
-  observe(listener: WriteListener<T>): void {
-    this.listeners.push(listener);
+  observeWrites(observer: WriteObserver<T>): this {
+    this.observers.push(observer);
+    return this;
   }
 
   async get(key: string): Promise<Versioned<T> | null> {
@@ -110,7 +111,7 @@ export class VersionedStore<T> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       try {
         const revision = await this.kv.create(key, encode(value));
-        for (const listener of this.listeners) listener(key, null, value);
+        for (const observe of this.observers) observe(undefined, value);
         return { created: true, revision };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;
@@ -141,7 +142,7 @@ export class VersionedStore<T> {
       }
       try {
         const revision = await this.kv.update(key, encode(decision.write), current.revision);
-        for (const listener of this.listeners) listener(key, current.value, decision.write);
+        for (const observe of this.observers) observe(current.value, decision.write);
         return { result: decision.result, value: decision.write, written: true, revision };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;

@@ -1,24 +1,72 @@
 import { z } from "zod";
-import { NatsClientConfigError, NatsClientEnvSchema, natsClientOptions } from "../nats/client-options.js";
+import { NatsClientConfigError, natsClientOptions } from "../nats/client-options.js";
+import { NatsEnvShape } from "../nats/connect.js";
 import { ReplicasSchema } from "../streams/definitions.js";
+import { envVar, parseEnv, renderEnvTable } from "../validation/env.js";
+
+const port = (min: number) => z.coerce.number().int().min(min).max(65535);
+const ms = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const GatewayEnvShape = {
+  ...NatsEnvShape,
+  TOOLGATE_HTTP_HOST: envVar(z.string().min(1).default("127.0.0.1"), {
+    meaning: "bind address of the HTTP API (and of the metrics listener); `0.0.0.0` in a container",
+    allowed: "an IP address or host name",
+  }),
+  TOOLGATE_HTTP_PORT: envVar(port(0).default(8080), { meaning: "HTTP API port; 0 picks a free one (logged)", allowed: "integer 0..65535" }),
+  TOOLGATE_METRICS_PORT: envVar(port(0).optional(), {
+    meaning: "unset: `GET /metrics` is served on the API port, unauthenticated. Set: only on this separate port (bind it to a network Prometheus reaches and the API's clients do not)",
+    allowed: "integer 0..65535",
+  }),
+  TOOLGATE_DATA_DIR: envVar(z.string().min(1).default("./.toolgate"), {
+    meaning: "local state: the embedded NATS store (without `NATS_URL`) and a generated local admin key (without identities). Nothing a replica needs to share",
+    allowed: "a writable directory path",
+  }),
+  TOOLGATE_IDENTITIES: envVar(z.string().min(1).optional(), { meaning: "HTTP identities as JSON (docs/configuration.md); from a secret", allowed: "a JSON array of identities" }),
+  TOOLGATE_IDENTITIES_FILE: envVar(z.string().min(1).optional(), {
+    meaning: "path of an identities JSON file, e.g. a mounted Secret; set this or `TOOLGATE_IDENTITIES`, not both",
+    allowed: "a readable file path",
+  }),
+  TOOLGATE_STREAM_REPLICAS: envVar(ReplicasSchema.default(1), { meaning: "replicas of every stream, consumer and bucket the gateway creates: 1 on one server, 3 on a 3-node cluster", allowed: "integer 1..5" }),
+  TOOLGATE_CLAIM_LEASE_MS: envVar(ms(100, 3_600_000).default(30_000), {
+    meaning: "how long a claim stays unconfirmed (no `accepted`) before the assignment returns to the candidates with the next generation",
+    allowed: "integer 100..3600000",
+  }),
+  TOOLGATE_MAX_CLAIMS_PER_EXECUTOR: envVar(z.coerce.number().int().min(1).max(1024).default(64), {
+    meaning: "claims one executor may hold at once (claimed or running); beyond it a claim is refused `too_many_claims` (the ToolRunner retries later; keep its `maxConcurrent` below this)",
+    allowed: "integer 1..1024",
+  }),
+  TOOLGATE_RECEIPT_CONCURRENCY: envVar(z.coerce.number().int().min(1).max(4096).default(64), {
+    meaning: "receipts one replica processes at once; it pulls up to twice as many from the shared `gateway` consumer. Total throughput scales with replicas × this, up to the consumer's `max_ack_pending`",
+    allowed: "integer 1..4096",
+  }),
+  TOOLGATE_HTTP_BODY_LIMIT: envVar(z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(4 * 1024 * 1024), {
+    meaning: "largest request body in bytes (413 beyond)",
+    allowed: "integer 1024..268435456",
+  }),
+  TOOLGATE_JSON_MAX_DEPTH: envVar(z.coerce.number().int().min(8).max(1024).default(64), { meaning: "deepest nesting of a JSON body or NATS message", allowed: "integer 8..1024" }),
+  TOOLGATE_RATE_LIMIT_RPS: envVar(z.coerce.number().positive().max(1_000_000).default(100), {
+    meaning: "requests per second each API identity may make (token bucket refill; 429 `rate_limited` beyond)",
+    allowed: "a positive number up to 1000000",
+  }),
+  TOOLGATE_RATE_LIMIT_BURST: envVar(z.coerce.number().int().min(1).max(1_000_000).default(200), { meaning: "bucket size: requests an identity may make at once", allowed: "integer 1..1000000" }),
+  TOOLGATE_SHUTDOWN_TIMEOUT_MS: envVar(ms(1_000, 600_000).default(25_000), {
+    meaning: "on SIGTERM, how long in-flight HTTP requests and receipts may take before the process exits 1 anyway; keep it below the orchestrator's grace period (Kubernetes: 30 s)",
+    allowed: "integer 1000..600000",
+  }),
+  LOG_LEVEL: envVar(z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"), {
+    meaning: "pino log level; logs are JSON lines on stderr",
+    allowed: "fatal, error, warn, info, debug, trace, silent",
+  }),
+};
 
 /** The gateway's environment. Every value is checked at start; a bad one stops it with its name. */
-export const GatewayEnvSchema = z.object({
-  NATS_URL: z.string().min(1).optional().describe("NATS server(s); when unset an embedded nats-server is started"),
-  TOOLGATE_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-  TOOLGATE_HTTP_HOST: z.string().min(1).default("127.0.0.1"),
-  TOOLGATE_DATA_DIR: z.string().min(1).default("./.toolgate"),
-  TOOLGATE_IDENTITIES_FILE: z.string().min(1).optional(),
-  TOOLGATE_IDENTITIES: z.string().min(1).optional(),
-  TOOLGATE_STREAM_REPLICAS: ReplicasSchema.default(1),
-  TOOLGATE_CLAIM_LEASE_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000).describe("How long an unconfirmed claim lives before it returns to the candidates"),
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-  ...NatsClientEnvSchema.shape,
-  TOOLGATE_HTTP_BODY_LIMIT: z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(4 * 1024 * 1024).describe("Largest request body in bytes (413 beyond)"),
-  TOOLGATE_JSON_MAX_DEPTH: z.coerce.number().int().min(8).max(1024).default(64).describe("Deepest nesting of a JSON body or NATS message"),
-  TOOLGATE_RATE_LIMIT_RPS: z.coerce.number().positive().max(1_000_000).default(100).describe("Requests per second each API identity may make (token bucket refill)"),
-  TOOLGATE_RATE_LIMIT_BURST: z.coerce.number().int().min(1).max(1_000_000).default(200).describe("Bucket size: requests an identity may make at once"),
-});
+export const GatewayEnvSchema = z
+  .object(GatewayEnvShape)
+  .superRefine((env, ctx) => {
+    if (env.TOOLGATE_IDENTITIES !== undefined && env.TOOLGATE_IDENTITIES_FILE !== undefined)
+      ctx.addIssue({ code: "custom", path: ["TOOLGATE_IDENTITIES_FILE"], message: "set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE" });
+  });
 
 export type GatewayConfig = z.infer<typeof GatewayEnvSchema>;
 
@@ -28,19 +76,17 @@ export class GatewayConfigError extends Error {
 
 /** Reads the gateway configuration from the environment (unknown variables are ignored). */
 export function gatewayConfigFromEnv(env: Record<string, string | undefined> = process.env): GatewayConfig {
-  const relevant = Object.fromEntries(Object.keys(GatewayEnvSchema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]));
-  const parsed = GatewayEnvSchema.safeParse(relevant);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}=${JSON.stringify(relevant[String(i.path[0])])}: ${i.message}`);
-    throw new GatewayConfigError(`invalid gateway configuration:\n${lines.join("\n")}\nFix the environment variable(s) above; see docs/configuration.md.`);
-  }
-  if (parsed.data.TOOLGATE_IDENTITIES && parsed.data.TOOLGATE_IDENTITIES_FILE)
-    throw new GatewayConfigError("set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE");
+  const config = parseEnv(GatewayEnvSchema, env, GatewayConfigError, "gateway configuration");
   try {
-    natsClientOptions(parsed.data); // files readable, seed well-formed: fail at start, not on first reconnect
+    natsClientOptions(config); // files readable, seed well-formed: fail at start, not on first reconnect
   } catch (err) {
     if (err instanceof NatsClientConfigError) throw new GatewayConfigError(err.message);
     throw err;
   }
-  return parsed.data;
+  return config;
+}
+
+/** The environment table of docs/operations.md. */
+export function renderGatewayEnvTable(): string {
+  return renderEnvTable(GatewayEnvShape);
 }

@@ -21,10 +21,12 @@ import type { RouteDef } from "../http/route.js";
 import { createHttpApp } from "../http/server.js";
 import { systemRoutes, type Readiness } from "../http/system-routes.js";
 import { createLogger, type Logger } from "../log/logger.js";
-import { natsClientOptions } from "../nats/client-options.js";
+import { GatewayMetrics } from "../metrics/metrics.js";
+import { startMetricsServer, type MetricsServer } from "../metrics/server.js";
+import { natsConnectionOptions } from "../nats/connect.js";
 import { bridgeExecutorJetStreamApi } from "../security/jsapi-bridge.js";
 import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
-import { definitionLabel, kvStreamName, loadDefinitions, ensureStreams, type Definition } from "../streams/index.js";
+import { declaredStreamNames, definitionLabel, ensureStreams, inspectStreams, loadDefinitions, type Definition } from "../streams/index.js";
 import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
 import { resolveIdentities } from "./identities-source.js";
 
@@ -52,20 +54,20 @@ export interface Gateway {
   app: FastifyInstance;
   nc: NatsConnection;
   store: ConfigStore;
+  /** This process's metrics (its own registry). */
+  metrics: GatewayMetrics;
   /** The execution path: runs, tool calls, claims, receipts, history. */
   execution: Execution;
   /** Every route served, as declared (auth, schemas, OpenAPI). */
   routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
   embeddedNats?: NatsServerProcess;
-  /** Starts listening on the configured host/port; resolves to the base URL. */
+  /** Starts listening on the configured host/port (and the metrics port, if set); resolves to the API's base URL. */
   listen(): Promise<string>;
-  /** Graceful stop: HTTP first (in-flight requests finish), then NATS drained, then the child. */
+  /** The separate metrics listener's URL, once listening with TOOLGATE_METRICS_PORT set. */
+  readonly metricsUrl?: string;
+  /** Graceful stop: HTTP first (in-flight requests finish), then NATS drained, then the child; logs flushed last. */
   close(): Promise<void>;
-}
-
-function streamNames(defs: Definition[]): string[] {
-  return defs.flatMap((d) => (d.kind === "stream" ? [d.name] : d.kind === "kv" ? [kvStreamName(d.bucket)] : []));
 }
 
 /**
@@ -86,9 +88,9 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     servers = embeddedNats.url;
     logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
   }
-  // noAsyncTraces: every KV read/write and JetStream publish is a request, and with async traces on
-  // each one captures two stack traces up front (about a tenth of the gateway's CPU under load).
-  const nc = await connect({ servers, name: "toolgate-gateway", noAsyncTraces: true, ...natsClientOptions(config) });
+  const nc = await connect(natsConnectionOptions({ ...config, NATS_URL: servers }, "gateway"));
+  const metrics = new GatewayMetrics();
+  metrics.watchNats(nc);
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
@@ -100,14 +102,23 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       config: store,
       definitions,
       log: logger,
-      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+      metrics,
+      options: {
+        leaseMs: config.TOOLGATE_CLAIM_LEASE_MS,
+        replicas: config.TOOLGATE_STREAM_REPLICAS,
+        maxClaimsPerExecutor: config.TOOLGATE_MAX_CLAIMS_PER_EXECUTOR,
+        receiptConcurrency: config.TOOLGATE_RECEIPT_CONCURRENCY,
+        ...options.execution,
+      },
     });
     const contextWindows = await ContextWindows.open(nc, execution, store);
     bridgeExecutorJetStreamApi(nc); // ended by the drain on close
 
+    const declaredStreams = declaredStreamNames(definitions);
+    metrics.readJetStreamFrom(() => inspectStreams(jsm, declaredStreams));
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
-      for (const name of streamNames(definitions)) {
+      for (const name of declaredStreams) {
         checks[`stream ${name}`] = await jsm.streams.info(name).then(() => "present", (err: Error) => `missing: ${err.message}`);
       }
       return { ready: Object.values(checks).every((c) => c === "connected" || c === "present"), checks };
@@ -126,19 +137,31 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     );
 
     const app = createHttpApp({ logger, bodyLimit: config.TOOLGATE_HTTP_BODY_LIMIT, maxJsonDepth: config.TOOLGATE_JSON_MAX_DEPTH });
+    metrics.instrumentHttp(app);
     registerRoutes(app, routes, identities, new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST));
     registerConsole(app);
+    // Prometheus text, not a JSON API route: registered beside the declared routes, absent from OpenAPI.
+    if (config.TOOLGATE_METRICS_PORT === undefined) app.get("/metrics", async (_req, reply) => {
+      const { contentType, body } = await metrics.exposition();
+      return reply.type(contentType).send(body);
+    });
     logger.info({ identities: identities.size, routes: routes.length, declared: definitions.map(definitionLabel) }, "gateway ready to listen");
 
     let closed = false;
+    let metricsServer: MetricsServer | undefined;
     return {
       app,
       nc,
       store,
+      metrics,
       execution,
       routes,
       embeddedNats,
+      get metricsUrl() {
+        return metricsServer && `http://${config.TOOLGATE_HTTP_HOST}:${metricsServer.port}`;
+      },
       async listen() {
+        if (config.TOOLGATE_METRICS_PORT !== undefined) metricsServer = await startMetricsServer(metrics, config.TOOLGATE_HTTP_HOST, config.TOOLGATE_METRICS_PORT);
         await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });
         const address = app.server.address();
         const port = typeof address === "object" && address ? address.port : config.TOOLGATE_HTTP_PORT;
@@ -148,10 +171,12 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         if (closed) return;
         closed = true;
         await app.close();
+        await metricsServer?.close();
         await execution.stop();
-        await nc.drain();
+        if (!nc.isClosed()) await nc.drain();
         await embeddedNats?.stop({ removeStore: false });
         logger.info("gateway stopped");
+        await new Promise<void>((done) => logger.flush(() => done()));
       },
     };
   } catch (err) {

@@ -53,6 +53,16 @@ function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   const app = Fastify({ loggerInstance: options.logger, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
   app.removeContentTypeParser("text/plain"); // JSON only: any other body is a 415
+  // While closing, answer in-flight requests with `Connection: close`: otherwise a client's idle
+  // keep-alive socket holds the shutdown until the keep-alive timeout.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_request, reply, payload) => {
+    if (closing) reply.header("connection", "close");
+    return payload;
+  });
   guardJsonBodies(app, options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH);
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const apiError = err instanceof ApiError ? err : fromFastify(err);

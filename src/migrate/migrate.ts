@@ -54,12 +54,17 @@ export async function legacyObjectsFromStore(store: ConfigStore): Promise<Legacy
  * the same value is `unchanged`. It only ever creates keys: legacy objects, existing configuration and
  * execution history (other buckets and streams) are never modified or deleted.
  */
-export async function migrate(store: ConfigStore, objects: LegacyObject[], options: { dryRun?: boolean } = {}): Promise<MigrationReport> {
+export async function migrate(
+  store: ConfigStore,
+  objects: LegacyObject[],
+  options: { dryRun?: boolean; /** Called after each object, for progress output. */ progress?: (done: number, total: number) => void } = {},
+): Promise<MigrationReport> {
   const report: MigrationReport = { lines: [], created: 0, unchanged: 0, failed: 0 };
   const bindings = new Set<string>(); // bindings of this run, which a dry run has not stored
   const bindingExists = async (id: string) => bindings.has(id) || (await store.getBinding(id)) !== null;
   const ordered = [...objects].sort((a, b) => KIND_ORDER.indexOf(a.kind) - KIND_ORDER.indexOf(b.kind));
-  for (const object of ordered) {
+  for (const [i, object] of ordered.entries()) {
+    if (i > 0) options.progress?.(i, ordered.length);
     const { value: converted, changes } = object.kind === "toolsets" ? convertLegacyToolset(object.raw) : { value: object.raw, changes: [] };
     const { schema, key } = LEGACY_KINDS[object.kind];
     const parsed = schema.safeParse(converted);
@@ -81,5 +86,6 @@ export async function migrate(store: ConfigStore, objects: LegacyObject[], optio
       `${object.source} -> ${target}: ${outcome === "differs" ? "not migrated: a different object already holds this id (published objects are immutable; resolve by hand)" : outcome === "unchanged" ? "unchanged (already migrated)" : outcome}`,
     );
   }
+  if (ordered.length > 0) options.progress?.(ordered.length, ordered.length);
   return report;
 }

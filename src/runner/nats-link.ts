@@ -85,7 +85,7 @@ export class NatsLink {
 
   /** The control messages stored for this executor since `since` (ms), oldest first. */
   queryControl(since: number): Promise<ControlQueryReply> {
-    return this.request(subjects.controlQuery(this.scope), { executor_id: this.executorId, since }, ControlQueryReply);
+    return this.request(subjects.controlQuery(this.scope, this.executorId), { executor_id: this.executorId, since }, ControlQueryReply);
   }
 
   /** Calls `handle` with the time the connection was lost, each time it is back. */
@@ -100,15 +100,15 @@ export class NatsLink {
   }
 
   heartbeat(message: PresenceHeartbeat): Promise<PresenceReply> {
-    return this.request(subjects.presence(this.scope), message, PresenceReply);
+    return this.request(subjects.presence(this.scope, this.executorId), message, PresenceReply);
   }
 
   claim(message: ClaimRequest): Promise<ClaimReply> {
-    return this.request(subjects.claim(this.scope), message, ClaimReply);
+    return this.request(subjects.claim(this.scope, this.executorId), message, ClaimReply);
   }
 
   queryReceipt(message: ReceiptQuery): Promise<ReceiptAnswer> {
-    return this.request(subjects.receiptQuery(this.scope), message, ReceiptAnswer);
+    return this.request(subjects.receiptQuery(this.scope, this.executorId), message, ReceiptAnswer);
   }
 
   /**
@@ -117,7 +117,7 @@ export class NatsLink {
    * and no answer will come for it.
    */
   async publishReceipt(receipt: Receipt): Promise<{ duplicate: boolean }> {
-    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id, headers: protocolHeaders() });
+    const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id, headers: protocolHeaders() });
     return { duplicate: ack.duplicate };
   }
 

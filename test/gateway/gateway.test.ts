@@ -1,30 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gatewayConfigFromEnv, GatewayConfigError } from "../../src/gateway/config.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
-
-/** Spawns `toolgate serve`; resolves with its URL once it logs "gateway listening". */
-function serve(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; logs: string[]; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", "serve"], {
-    env: { PATH: process.env.PATH ?? "", TOOLGATE_HTTP_PORT: "0", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  const logs: string[] = [];
-  return new Promise((resolve, reject) => {
-    child.once("exit", (code) => reject(new Error(`serve exited (${code}) before listening:\n${logs.join("\n")}`)));
-    createInterface({ input: child.stderr! }).on("line", (line) => {
-      logs.push(line);
-      const entry = JSON.parse(line) as { msg?: string; url?: string };
-      if (entry.msg === "gateway listening" && entry.url) resolve({ child, url: entry.url, logs, exited });
-    });
-  });
-}
+import { serve } from "../helpers/serve.js";
 
 describe("gateway", () => {
   let nats: TestNats;

@@ -24,17 +24,20 @@ export async function startExecutionGateway(natsUrl: string, execution: Partial<
   return {
     gateway,
     baseUrl,
-    async http(method, path, body, key = ADMIN_KEY) {
-      const res = await fetch(baseUrl + path, {
-        method,
-        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      const text = await res.text();
-      return { status: res.status, body: text ? JSON.parse(text) : undefined };
-    },
+    http: (method, path, body, key) => requestJson(baseUrl, method, path, body, key),
     close: () => gateway.close(),
   };
+}
+
+/** One JSON request to a gateway at `baseUrl`, as the admin (or with `key`); resolves to status and parsed body. */
+export async function requestJson(baseUrl: string, method: string, path: string, body?: unknown, key = ADMIN_KEY): Promise<{ status: number; body: any }> {
+  const res = await fetch(baseUrl + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
 export interface SeededTool {
@@ -78,7 +81,7 @@ export async function completeToolCall(gw: TestGateway, executor: ProtocolExecut
   const candidate = await executor.pullFor(id);
   const reply = await executor.claim(id, candidate.generation);
   if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-  const accepted = await executor.send(executor.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }));
+  const accepted = await executor.send(executor.accepted(reply.grant));
   const completed = await executor.send(executor.receipt(reply.grant, { kind: "completed", result }));
   if (accepted.status !== "recorded" || completed.status !== "recorded") throw new Error(`receipts not recorded: ${accepted.status}, ${completed.status}`);
   return id;

@@ -139,7 +139,7 @@ describe("route contract: auth matrix and OpenAPI", () => {
       const candidate = await executor.pullFor(id);
       const reply = await executor.claim(id, candidate.generation);
       if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-      await executor.send(executor.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }));
+      await executor.send(executor.accepted(reply.grant));
       if (final) await executor.send(executor.receipt(reply.grant, final));
       return id;
     };

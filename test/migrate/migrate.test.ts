@@ -1,6 +1,4 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,8 +8,8 @@ import { ConfigStore } from "../../src/config/config-store.js";
 import { legacyObjectsFromExport, legacyObjectsFromStore, migrate } from "../../src/migrate/migrate.js";
 import { applyStreams, loadDefinitions } from "../../src/streams/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { runCli } from "../helpers/serve.js";
 
-const run = promisify(execFile);
 const legacyTool = (name: string, legacy: Record<string, unknown>) => ({
   name,
   description: "legacy tool",
@@ -104,10 +102,12 @@ describe("toolgate migrate", () => {
     const file = join(dir, "export.json");
     const other = { ...legacyExport, bindings: [], agents: [], toolsets: [{ ...legacyExport.toolsets[0], version: "2024-2" }] };
     writeFileSync(file, JSON.stringify(other));
-    const cli = (args: string[]) => run(process.execPath, ["--import", "tsx", "src/cli/run.ts", "migrate", ...args, "--server", nats.url]);
+    const cli = (args: string[]) => runCli(["migrate", ...args, "--server", nats.url]);
     const dry = await cli(["--from", file, "--dry-run"]);
     expect(dry.stdout).toContain("would create");
     const first = await cli(["--from", file]);
+    expect(first.code).toBe(0);
+    expect(first.stderr).toContain("migrate: 1 legacy object(s) to check\nmigrate: 1/1 checked\n");
     expect(first.stdout).toContain("set max_result_context_bytes=16384 (default)");
     expect(first.stdout).toContain("migrate: 1 created, 0 unchanged, 0 failed");
     const second = await cli(["--from", file]);

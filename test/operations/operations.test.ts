@@ -138,7 +138,7 @@ describe("the five operations, side by side", () => {
     if (reply.status !== "granted") throw new Error(`claim of ${id} refused: ${reply.code}`);
     return reply.grant;
   };
-  const accept = async (e: ProtocolExecutor, grant: Grant) => expect((await e.send(e.receipt(grant, { kind: "accepted", operation_key: grant.operation_key }))).status).toBe("recorded");
+  const accept = async (e: ProtocolExecutor, grant: Grant) => expect((await e.send(e.accepted(grant))).status).toBe("recorded");
   const publishRequest = (request: ControlRequest) => jetstream(nc).publish(subjects.controlRequest(request.type), encode(request));
 
   // --- run cancel -----------------------------------------------------------------------------
@@ -156,9 +156,9 @@ describe("the five operations, side by side", () => {
     const cancelled = await gw.http("POST", `/v1/runs/${runId}:cancel`);
     expect([cancelled.status, cancelled.body.state]).toEqual([200, "cancelled"]);
     expect([(await get(pending)).state, (await get(claimedId)).state, (await get(running)).state]).toEqual(["withdrawn", "revoked", "abandoned"]);
-    expect(await p.send(p.receipt(grant, { kind: "accepted", operation_key: grant.operation_key }))).toMatchObject({ status: "rejected", code: "run_terminated" });
+    expect(await p.send(p.accepted(grant))).toMatchObject({ status: "rejected", code: "run_terminated" });
     // Stored, not only sent: an executor that was away asks for what it missed.
-    const missed = decode(ControlQueryReply, (await nc.request(subjects.controlQuery("proto"), encode({ executor_id: "exec-rc", since: 0 }), { timeout: 5_000 })).data);
+    const missed = decode(ControlQueryReply, (await nc.request(subjects.controlQuery("proto", "exec-rc"), encode({ executor_id: "exec-rc", since: 0 }), { timeout: 5_000 })).data);
     expect(missed.messages.map((m) => m.message)).toEqual([{ type: "run_cancelled", run_id: runId, assignment_ids: [claimedId] }]);
     expect(await until("ctx.signal", () => aborts.get("rc"))).toBe("run_cancelled");
     const local = await until("the handler's late receipt to be answered", async () => {
@@ -198,7 +198,7 @@ describe("the five operations, side by side", () => {
     const other = await protoExecutor("exec-other");
     const grant = await claim(other, id, 1);
     expect(grant.generation).toBe(1);
-    expect(await leaving.send(leaving.receipt(old, { kind: "accepted", operation_key: old.operation_key }))).toMatchObject({ status: "rejected", code: "lease_expired" });
+    expect(await leaving.send(leaving.accepted(old))).toMatchObject({ status: "rejected", code: "lease_expired" });
     await accept(other, grant);
     expect((await gw.http("GET", `/v1/runs/${runId}`)).body.state).toBe("active");
   });

@@ -63,7 +63,8 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     const reply = await executor.claim(assignment.assignment_id, candidate.generation);
     if (reply.status !== "granted") throw new Error(reply.code);
     const grant = reply.grant;
-    for (const body of [{ kind: "accepted", operation_key: grant.operation_key }, { kind: "progress", seq: 1, progress: { page: 1 } }, { kind: "completed", result: { full_result_marker: [] } }] as const)
+    expect((await executor.send(executor.accepted(grant))).status).toBe("recorded");
+    for (const body of [{ kind: "progress", seq: 1, progress: { page: 1 } }, { kind: "completed", result: { full_result_marker: [] } }] as const)
       expect((await executor.send(executor.receipt(grant, body))).status).toBe("recorded");
     expect((await gw.http("POST", `/v1/runs/${run.run_id}:complete`)).body.state).toBe("completed");
     expect((await gw.http("GET", `/v1/assignments/${assignment.assignment_id}`)).body.state).toBe("completed");

@@ -1,21 +1,14 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-
-const run = promisify(execFile);
+import { runCli } from "../helpers/serve.js";
 
 describe("toolgate streams apply (CLI)", () => {
   let nats: TestNats;
   let dir: string;
-  const cli = (...args: string[]) =>
-    run(process.execPath, ["--import", "tsx", "src/cli/run.ts", "streams", "apply", "--dir", dir, ...args], { env: { ...process.env, NATS_URL: nats.url } }).then(
-      (r) => ({ code: 0, stdout: r.stdout }),
-      (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
-    );
+  const cli = (...args: string[]) => runCli(["streams", "apply", "--dir", dir, ...args], { NATS_URL: nats.url }).then((r) => ({ code: r.code, stdout: r.stdout }));
   const declare = (retention: string) => writeFileSync(join(dir, "stream.t.json"), JSON.stringify({ kind: "stream", name: "T_CLI", subjects: ["t.cli.>"], retention }));
 
   beforeAll(async () => {

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { connect } from "@nats-io/transport-node";
 import { UsageError, type Command } from "../command.js";
 import { ConfigStore } from "../../config/config-store.js";
+import { connectForCommand } from "../../nats/connect.js";
 import { legacyObjectsFromExport, legacyObjectsFromStore, migrate } from "../../migrate/migrate.js";
 
 const usage = `Usage: toolgate migrate (--from FILE | --stored) [--dry-run] [--server URL]
@@ -16,7 +16,12 @@ touched.
   --from FILE   a legacy JSON export {"bindings": [...], "toolsets": [...], "agents": [...], "sessions": [...]}
   --stored      the legacy objects stored in tg_config under legacy.<key> (e.g. legacy.toolsets.tasks.v1)
   --dry-run     report only
-  --server URL  NATS server (default: NATS_URL); the streams must have been applied`;
+  --server URL  NATS server (default: NATS_URL; credentials and TLS from NATS_NKEY_SEED_FILE, NATS_TLS_*); the streams
+                must have been applied
+
+The report goes to stdout; progress ("migrate: 100/2000 checked") to stderr.`;
+
+const PROGRESS_EVERY = 100;
 
 export const migrateCommand: Command = {
   name: "migrate",
@@ -28,11 +33,8 @@ export const migrateCommand: Command = {
       options: { from: { type: "string" }, stored: { type: "boolean", default: false }, "dry-run": { type: "boolean", default: false }, server: { type: "string" } },
     });
     if ((values.from === undefined) === !values.stored) throw new UsageError("give exactly one of --from FILE or --stored");
-    const server = values.server ?? process.env.NATS_URL;
-    if (!server) throw new UsageError("no NATS server: pass --server URL or set NATS_URL");
     const print = (line: string) => process.stdout.write(line + "\n");
-
-    const nc = await connect({ servers: server });
+    const nc = await connectForCommand(values.server);
     try {
       const store = await ConfigStore.open(nc);
       let objects;
@@ -43,7 +45,11 @@ export const migrateCommand: Command = {
       } else {
         objects = await legacyObjectsFromStore(store);
       }
-      const report = await migrate(store, objects, { dryRun: values["dry-run"] });
+      process.stderr.write(`migrate: ${objects.length} legacy object(s) to check\n`);
+      const progress = (done: number, total: number) => {
+        if (done % PROGRESS_EVERY === 0 || done === total) process.stderr.write(`migrate: ${done}/${total} checked\n`);
+      };
+      const report = await migrate(store, objects, { dryRun: values["dry-run"], progress });
       report.lines.forEach(print);
       print(`migrate: ${report.created} ${values["dry-run"] ? "to create" : "created"}, ${report.unchanged} unchanged, ${report.failed} failed${report.created === 0 && report.failed === 0 ? " (no changes)" : ""}`);
       return report.failed > 0 ? 1 : 0;

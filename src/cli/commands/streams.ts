@@ -1,8 +1,7 @@
 import { parseArgs } from "node:util";
-import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { natsClientEnv, natsClientOptions } from "../../nats/client-options.js";
 import { UsageError, type Command } from "../command.js";
+import { connectForCommand } from "../../nats/connect.js";
 import { applyStreams, loadDefinitions, ReplicasSchema, defaultStreamsDir } from "../../streams/index.js";
 
 const usage = `Usage: toolgate streams apply [--dry-run] [--force] [--replicas N] [--server URL] [--dir DIR]
@@ -15,7 +14,11 @@ Changes that may lose data (retention or storage changes, shrunk limits) are ref
   --force        also apply destructive changes (may delete stored messages)
   --replicas N   replicas per stream/bucket (default: TOOLGATE_STREAM_REPLICAS or 1; 3 on a cluster)
   --server URL   NATS server (default: NATS_URL; credentials and TLS from NATS_NKEY_SEED_FILE, NATS_TLS_*)
-  --dir DIR      definitions directory (default: the package's streams/)`;
+  --dir DIR      definitions directory (default: the package's streams/)
+
+The plan and a "done:" line per applied change go to stdout as they happen. Streams are changed in
+place where JetStream allows it; replica changes are applied by the servers in the background (watch
+'toolgate status' until every replica is current).`;
 
 export const streamsCommand: Command = {
   name: "streams",
@@ -34,13 +37,12 @@ export const streamsCommand: Command = {
       },
     });
     if (positionals.length !== 1 || positionals[0] !== "apply") throw new UsageError("expected the sub-command 'apply'");
-    const server = values.server ?? process.env.NATS_URL;
-    if (!server) throw new UsageError("no NATS server: pass --server URL or set NATS_URL");
     const replicas = ReplicasSchema.safeParse(values.replicas ?? process.env.TOOLGATE_STREAM_REPLICAS ?? 1);
     if (!replicas.success) throw new UsageError("--replicas (or TOOLGATE_STREAM_REPLICAS) must be an integer from 1 to 5");
 
     const defs = loadDefinitions(values.dir ?? defaultStreamsDir);
-    const nc = await connect({ servers: server, ...natsClientOptions(natsClientEnv()) });
+    process.stderr.write(`streams: ${defs.length} declared object(s); reading the server's state\n`);
+    const nc = await connectForCommand(values.server);
     try {
       const jsm = await jetstreamManager(nc);
       const print = (line: string) => process.stdout.write(line + "\n");

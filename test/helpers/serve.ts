@@ -1,0 +1,40 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+
+/** Runs `toolgate <args>` from source; resolves with its exit code and output. */
+export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  return new Promise((resolve) => child.once("close", (code) => resolve({ code, stdout, stderr })));
+}
+
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  /** The separate metrics listener's URL, when TOOLGATE_METRICS_PORT was set. */
+  metricsUrl: string;
+  /** Every log line so far (JSON), in order. */
+  logs: string[];
+  exited: Promise<number | null>;
+}
+
+/** Spawns `toolgate serve`; resolves once it logs "gateway listening". */
+export function serve(env: Record<string, string>): Promise<ServeProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", "serve"], {
+    env: { PATH: process.env.PATH ?? "", TOOLGATE_HTTP_PORT: "0", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const logs: string[] = [];
+  return new Promise((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`serve exited (${code}) before listening:\n${logs.join("\n")}`)));
+    createInterface({ input: child.stderr! }).on("line", (line) => {
+      logs.push(line);
+      const entry = JSON.parse(line) as { msg?: string; url?: string; metrics?: string };
+      if (entry.msg === "gateway listening" && entry.url) resolve({ child, url: entry.url, metricsUrl: entry.metrics ?? "", logs, exited });
+    });
+  });
+}
