@@ -15,6 +15,7 @@ import { createHttpApp } from "../http/server.js";
 import { systemRoutes, type Readiness } from "../http/system-routes.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
+import { natsServers } from "../nats/servers.js";
 import { definitionLabel, kvStreamName, loadDefinitions, ensureStreams, type Definition } from "../streams/index.js";
 import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
 import { resolveIdentities } from "./identities-source.js";
@@ -77,7 +78,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     servers = embeddedNats.url;
     logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
   }
-  const nc = await connect({ servers, name: "toolgate-gateway" });
+  const nc = await connect({ servers: natsServers(servers), name: "toolgate-gateway" });
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });

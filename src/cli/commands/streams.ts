@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { natsServers } from "../../nats/servers.js";
 import { UsageError, type Command } from "../command.js";
 import { applyStreams, loadDefinitions, ReplicasSchema, defaultStreamsDir } from "../../streams/index.js";
 
@@ -13,7 +14,7 @@ Changes that may lose data (retention or storage changes, shrunk limits) are ref
   --dry-run      print the plan only
   --force        also apply destructive changes (may delete stored messages)
   --replicas N   replicas per stream/bucket (default: TOOLGATE_STREAM_REPLICAS or 1; 3 on a cluster)
-  --server URL   NATS server (default: NATS_URL)
+  --server URL   NATS server(s), comma-separated (default: NATS_URL)
   --dir DIR      definitions directory (default: the package's streams/)`;
 
 export const streamsCommand: Command = {
@@ -39,7 +40,7 @@ export const streamsCommand: Command = {
     if (!replicas.success) throw new UsageError("--replicas (or TOOLGATE_STREAM_REPLICAS) must be an integer from 1 to 5");
 
     const defs = loadDefinitions(values.dir ?? defaultStreamsDir);
-    const nc = await connect({ servers: server });
+    const nc = await connect({ servers: natsServers(server) });
     try {
       const jsm = await jetstreamManager(nc);
       const print = (line: string) => process.stdout.write(line + "\n");
