@@ -1,10 +1,11 @@
 import { UsageError, type Command } from "./command.js";
+import { checkHistoryCommand } from "./commands/check-history.js";
 import { measureCommand } from "./commands/measure.js";
 import { migrateCommand } from "./commands/migrate.js";
 import { serveCommand } from "./commands/serve.js";
 import { streamsCommand } from "./commands/streams.js";
 
-const commands: Command[] = [serveCommand, streamsCommand, migrateCommand, measureCommand];
+const commands: Command[] = [serveCommand, streamsCommand, migrateCommand, measureCommand, checkHistoryCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);
