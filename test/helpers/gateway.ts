@@ -14,7 +14,8 @@ export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 /** A gateway on the given NATS (never embedded), with a temporary data dir, on a random HTTP port. */
 export async function startTestGateway(natsUrl: string, identities: IdentityConfig[] = [admin], options: Omit<GatewayOptions, "config" | "logger"> = {}): Promise<Gateway & { dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "toolgate-gw-"));
-  const config = gatewayConfigFromEnv({ NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
+  // Replicas from the environment: a child gateway on a cluster is started with TOOLGATE_STREAM_REPLICAS=3.
+  const config = gatewayConfigFromEnv({ NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities), TOOLGATE_STREAM_REPLICAS: process.env.TOOLGATE_STREAM_REPLICAS });
   const gateway = await createGateway({ ...options, config, logger: createLogger({ level: "silent" }) });
   return {
     ...gateway,
