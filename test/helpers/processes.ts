@@ -81,7 +81,7 @@ export class ExecutorPool {
   readonly executors: SupervisedExecutor[] = [];
   readonly kills = new Map<string, number>();
   restarts = 0;
-  private stopping = false;
+  private readonly stopped = new Set<SupervisedExecutor>();
 
   constructor(
     private readonly natsUrl: () => string,
@@ -99,11 +99,11 @@ export class ExecutorPool {
     return [...this.kills.values()].reduce((a, b) => a + b, 0);
   }
 
-  /** SIGTERM every executor (a clean close: the runner flushes its outbox) and wait; the supervisor lets them go. */
-  async stop(): Promise<void> {
-    this.stopping = true;
+  /** SIGTERM executors (all by default; a clean close: the runner flushes its outbox) and wait; the supervisor lets them go. */
+  async stop(which: readonly SupervisedExecutor[] = this.executors): Promise<void> {
     await Promise.all(
-      this.executors.map(async (e) => {
+      which.map(async (e) => {
+        this.stopped.add(e);
         const done = exited(e.proc);
         e.proc.kill("SIGCONT");
         e.proc.kill("SIGTERM");
@@ -137,7 +137,7 @@ export class ExecutorPool {
       if (killed) this.kills.set(killed[1]!, (this.kills.get(killed[1]!) ?? 0) + 1);
     });
     proc.once("exit", () => {
-      if (this.stopping) return;
+      if (this.stopped.has(entry)) return;
       this.restarts++;
       this.launch(entry);
     });
