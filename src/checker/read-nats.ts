@@ -36,12 +36,13 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
   });
 
   const bucket = async <T>(name: string, schema: z.ZodType<T>): Promise<Array<Stamped<T>>> => {
-    const out: Array<Stamped<T>> = [];
+    // Latest revision per key: a replica still catching up may deliver a revision it later replaces.
+    const latest = new Map<string, Stamped<T> | null>();
     await scan(kvStreamName(name), (m) => {
       const op = m.headers?.get("KV-Operation");
-      if (op !== "DEL" && op !== "PURGE") out.push({ value: decode(schema, m.data), revision: m.seq, storedAt: millis(m) });
+      latest.set(m.subject, op === "DEL" || op === "PURGE" ? null : { value: decode(schema, m.data), revision: m.seq, storedAt: millis(m) });
     });
-    return out;
+    return [...latest.values()].filter((e): e is Stamped<T> => e !== null);
   };
   const values = async <T>(name: string, schema: z.ZodType<T>): Promise<T[]> => (await bucket(name, schema)).map((e) => e.value);
 
@@ -61,21 +62,43 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
   };
 }
 
-/** Every message of a stream in order, through an ordered consumer (no durable state left behind). */
+/** A scan that receives nothing for this long is stuck (a replica that cannot catch up): fail rather than report a partial history. */
+const SCAN_IDLE_MS = 30_000;
+
+/**
+ * Every message of a stream up to its last sequence at the start, in order, through an ordered
+ * consumer (no durable state left behind). The end is the leader's last sequence, not the
+ * consumer's pending count: on a cluster the consumer may read a replica that is still catching up
+ * (after a node restart), whose pending count says 0 too early.
+ */
 async function scanStream(js: JetStreamClient, jsm: JetStreamManager, stream: string, onMsg: (m: JsMsg) => void, options: ReadOptions): Promise<void> {
-  const total = (await jsm.streams.info(stream)).state.messages;
+  const { messages: total, last_seq: lastSeq } = (await jsm.streams.info(stream)).state;
   const every = options.progressEvery ?? 10_000;
   if (total === 0) return options.progress?.(stream, 0, 0);
   const consumer = await js.consumers.get(stream);
   const messages = await consumer.consume();
   let read = 0;
-  for await (const m of messages) {
-    onMsg(m);
-    read++;
-    if (read % every === 0) options.progress?.(stream, read, total);
-    if (m.info.pending === 0) break;
+  let idle: NodeJS.Timeout | undefined;
+  const stuck = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => void messages.close(), SCAN_IDLE_MS);
+  };
+  stuck();
+  let seq = 0;
+  try {
+    for await (const m of messages) {
+      stuck();
+      onMsg(m);
+      read++;
+      seq = m.seq;
+      if (read % every === 0) options.progress?.(stream, read, total);
+      if (seq >= lastSeq) break;
+    }
+  } finally {
+    clearTimeout(idle);
+    await messages.close();
   }
-  await messages.close();
+  if (seq < lastSeq) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}`);
   options.progress?.(stream, read, total);
 }
 

@@ -192,8 +192,9 @@ export class FaultRig {
     const wanted = new Set(ids);
     await until(`run ${runId}: ${ids.length} tool calls settled`, async () => {
       const history = await this.api("GET", `/v1/runs/${runId}/history`);
-      const open = history.tool_calls.filter((c: { assignment_id: string; state: string }) => wanted.has(c.assignment_id) && !SETTLED.has(c.state));
-      return open.length === 0 ? true : undefined;
+      // Every asked call must be listed and settled: a history missing one (a stale read) is not "settled".
+      const done = history.tool_calls.filter((c: { assignment_id: string; state: string }) => wanted.has(c.assignment_id) && SETTLED.has(c.state));
+      return done.length === wanted.size ? true : undefined;
     }, 180_000, 250);
     this.stats.settled += ids.length;
   }
