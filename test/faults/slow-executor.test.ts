@@ -1,3 +1,5 @@
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { Kvm, type KV } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +10,7 @@ import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { FaultRig, READ_BINDING, SCOPE, WRITE_BINDING, size, until } from "./rig.js";
 
 const CYCLES = size(1, 5);
+const CLI = fileURLToPath(new URL("../../src/cli/run.ts", import.meta.url));
 
 describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts are refused or late", () => {
   let nats: TestNats;
@@ -75,5 +78,10 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
     console.log(`slow executor: ${rig.summary(report)}, cycles ${CYCLES}, ${Date.now() - started} ms`);
     expect(report.violations).toEqual([]);
     expect(report.counts.side_effects).toBe(2 * CYCLES);
+    // The same verdict from the CLI, with the executors' files.
+    const files = rig.pool.executors.flatMap((e) => ["--ledger", e.ledger, "--outbox", e.store]);
+    const cli = spawnSync(process.execPath, ["--import", "tsx", CLI, "check-history", "--json", "--server", nats.url, ...files], { encoding: "utf8" });
+    expect(cli.status).toBe(0);
+    expect(JSON.parse(cli.stdout)).toMatchObject({ ok: true, violations: [], counts: { side_effects: 2 * CYCLES } });
   }, size(90_000, 300_000));
 });
