@@ -9,4 +9,4 @@ export {
 export { CanonicalJsonError, MAX_NESTING_DEPTH, canonicalJson, compactByteLength, encodeCanonicalJson } from "./canonical-json.js";
 export { buildContextPreview, contextPreviewSchema, type ContextPreview, type ContextPreviewOptions } from "./context-preview.js";
 export { PRESERVED_FIELDS_SHARE, PROJECTION_VERSION, resultKindSchema, type PreviewResult, type ResultKind } from "./projection.js";
-export { STATUS_KEYS, type PreservedValue } from "./preserved-fields.js";
+export { STATUS_KEYS, STATUS_KEY_SUFFIX, type PreservedValue } from "./preserved-fields.js";

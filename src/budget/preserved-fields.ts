@@ -30,9 +30,12 @@ export const STATUS_KEYS: ReadonlySet<string> = new Set([
   "code",
 ]);
 
+/** Any key ending in this names an id worth preserving (`task_id`, `order_id`). */
+export const STATUS_KEY_SUFFIX = "_id";
+
 export type PreservedValue = string | number | boolean | null;
 
-export const isStatusKey = (key: string): boolean => STATUS_KEYS.has(key) || key.endsWith("_id");
+export const isStatusKey = (key: string): boolean => STATUS_KEYS.has(key) || key.endsWith(STATUS_KEY_SUFFIX);
 
 function isPreservable(v: unknown): v is PreservedValue {
   if (typeof v === "string") return Buffer.byteLength(v, "utf8") <= PRESERVED_MAX_STRING_BYTES;

@@ -2,10 +2,12 @@ import { UsageError, type Command } from "./command.js";
 import { checkHistoryCommand } from "./commands/check-history.js";
 import { measureCommand } from "./commands/measure.js";
 import { migrateCommand } from "./commands/migrate.js";
+import { natsConfigCommand } from "./commands/nats-config.js";
+import { nkeyCommand } from "./commands/nkey.js";
 import { serveCommand } from "./commands/serve.js";
 import { streamsCommand } from "./commands/streams.js";
 
-const commands: Command[] = [serveCommand, streamsCommand, migrateCommand, measureCommand, checkHistoryCommand];
+const commands: Command[] = [serveCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand, checkHistoryCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

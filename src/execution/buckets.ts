@@ -17,13 +17,16 @@ export const EXECUTION_BUCKETS = {
 
 export type BucketRole = keyof typeof EXECUTION_BUCKETS;
 
-/** Opens bucket stores on one connection; the buckets must exist (`toolgate streams apply`, or the gateway at start). */
-export async function executionStores(nc: NatsConnection): Promise<<T>(role: BucketRole, schema: z.ZodType<T>) => Promise<VersionedStore<T>>> {
+/** Opens stores of any declared buckets by name on one connection; the buckets must exist. */
+export async function bucketStores(nc: NatsConnection): Promise<<T>(bucket: string, schema: z.ZodType<T>) => Promise<VersionedStore<T>>> {
   const kvm = new Kvm(nc);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  return async (role, schema) => {
-    const bucket = EXECUTION_BUCKETS[role];
-    return new VersionedStore(await kvm.open(bucket, { bindOnly: true }), schema, { bucket, js, jsm });
-  };
+  return async (bucket, schema) => new VersionedStore(await kvm.open(bucket, { bindOnly: true }), schema, { bucket, js, jsm });
+}
+
+/** Opens the execution path's bucket stores on one connection (`toolgate streams apply`, or the gateway at start, makes them). */
+export async function executionStores(nc: NatsConnection): Promise<<T>(role: BucketRole, schema: z.ZodType<T>) => Promise<VersionedStore<T>>> {
+  const open = await bucketStores(nc);
+  return (role, schema) => open(EXECUTION_BUCKETS[role], schema);
 }

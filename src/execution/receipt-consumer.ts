@@ -68,12 +68,14 @@ export class ReceiptConsumer {
     try {
       const answer = await this.processor.process({ scope, subjectAssignmentId: assignmentId, receipt, streamSeq: msg.seq });
       this.nc.publish(subjects.answers(scope, receipt.executor_id), encode(answer));
-      if (answer.status === "rejected") this.log.info({ seq: msg.seq, receipt_id: receipt.receipt_id, code: answer.code, reason: answer.reason }, "receipt rejected");
+      // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
+      if (answer.status === "rejected")
+        this.log.warn({ seq: msg.seq, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, code: answer.code, reason: answer.reason }, "receipt rejected");
       msg.ack();
     } catch (err) {
       if (msg.info.deliveryCount >= MAX_ATTEMPTS) {
         this.log.error({ err, seq: msg.seq, receipt_id: receipt.receipt_id }, "receipt processing kept failing; terminated");
-        return msg.term("processing kept failing");
+        return msg.term(); // bare: see poison()
       }
       this.log.error({ err, seq: msg.seq, receipt_id: receipt.receipt_id }, "receipt processing failed; redelivering");
       msg.nak(RETRY_DELAY_MS);
@@ -82,6 +84,8 @@ export class ReceiptConsumer {
 
   private poison(msg: JsMsg, reason: string): void {
     this.log.warn({ seq: msg.seq, subject: msg.subject, reason }, "malformed receipt message terminated");
-    msg.term(reason.slice(0, 256));
+    // No reason on the wire: nats-server 2.9 takes only a bare `+TERM`; `+TERM <reason>` is silently
+    // ignored, so the message stays pending and enough of them stall the consumer (max_ack_pending).
+    msg.term();
   }
 }

@@ -81,8 +81,7 @@ export class ReceiptProcessor {
     if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
     const claim = provenClaim(a, r);
     if (!claim) {
-      // Not indexed: a forger must not be able to squat the receipt id of the real holder.
-      this.deps.log.warn({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, executor_id: r.executor_id, kind: r.kind }, "receipt without a valid claim token refused");
+      // Not indexed: a forger must not be able to squat the receipt id of the real holder. Logged (once) by the consumer.
       return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
     }
 

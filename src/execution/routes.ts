@@ -72,9 +72,9 @@ const CreateToolCallSchema = z
 
 const RunParams = z.object({ run_id: Id });
 
-/** The runtime API of the execution path. Every route is scoped to the agent of the run it touches. */
-export function executionRoutes(execution: Execution, sessions: { getSession(id: string): Promise<{ agent: string } | null> }): RouteDef[] {
-  const runAgent = async (runId: string): Promise<string | undefined> => {
+/** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
+export function runAgentScope(execution: Pick<Execution, "runs">): (runId: string) => Promise<string | undefined> {
+  return async (runId) => {
     try {
       return (await execution.runs.get(runId)).agent;
     } catch (err) {
@@ -82,6 +82,11 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       throw err;
     }
   };
+}
+
+/** The runtime API of the execution path. Every route is scoped to the agent of the run it touches. */
+export function executionRoutes(execution: Execution, sessions: { getSession(id: string): Promise<{ agent: string } | null> }): RouteDef[] {
+  const runAgent = runAgentScope(execution);
   return [
     defineRoute({
       id: "createRun",

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { NatsClientConfigError, NatsClientEnvSchema, natsClientOptions } from "../nats/client-options.js";
 import { ReplicasSchema } from "../streams/definitions.js";
 
 /** The gateway's environment. Every value is checked at start; a bad one stops it with its name. */
@@ -12,6 +13,11 @@ export const GatewayEnvSchema = z.object({
   TOOLGATE_STREAM_REPLICAS: ReplicasSchema.default(1),
   TOOLGATE_CLAIM_LEASE_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000).describe("How long an unconfirmed claim lives before it returns to the candidates"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  ...NatsClientEnvSchema.shape,
+  TOOLGATE_HTTP_BODY_LIMIT: z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(4 * 1024 * 1024).describe("Largest request body in bytes (413 beyond)"),
+  TOOLGATE_JSON_MAX_DEPTH: z.coerce.number().int().min(8).max(1024).default(64).describe("Deepest nesting of a JSON body or NATS message"),
+  TOOLGATE_RATE_LIMIT_RPS: z.coerce.number().positive().max(1_000_000).default(100).describe("Requests per second each API identity may make (token bucket refill)"),
+  TOOLGATE_RATE_LIMIT_BURST: z.coerce.number().int().min(1).max(1_000_000).default(200).describe("Bucket size: requests an identity may make at once"),
 });
 
 export type GatewayConfig = z.infer<typeof GatewayEnvSchema>;
@@ -30,5 +36,11 @@ export function gatewayConfigFromEnv(env: Record<string, string | undefined> = p
   }
   if (parsed.data.TOOLGATE_IDENTITIES && parsed.data.TOOLGATE_IDENTITIES_FILE)
     throw new GatewayConfigError("set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE");
+  try {
+    natsClientOptions(parsed.data); // files readable, seed well-formed: fail at start, not on first reconnect
+  } catch (err) {
+    if (err instanceof NatsClientConfigError) throw new GatewayConfigError(err.message);
+    throw err;
+  }
   return parsed.data;
 }

@@ -3,17 +3,25 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { FastifyInstance } from "fastify";
 import { ConfigStore } from "../config/config-store.js";
+import { registerConsole } from "../console/static.js";
+import { ContextWindows } from "../context/context-windows.js";
+import { contextRoutes } from "../context/routes.js";
 import { configRoutes } from "../config/routes.js";
+import { ExecutorStore } from "../executors/executor-store.js";
+import { executorRoutes } from "../executors/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
 import { startExecution, type Execution, type ExecutionOptions } from "../execution/execution.js";
-import { executionRoutes } from "../execution/routes.js";
+import { executionRoutes, runAgentScope } from "../execution/routes.js";
 import { IdentityRegistry } from "../http/identities.js";
 import { buildOpenApi } from "../http/openapi.js";
+import { TokenBuckets } from "../http/rate-limit.js";
 import { registerRoutes } from "../http/register.js";
 import type { RouteDef } from "../http/route.js";
 import { createHttpApp } from "../http/server.js";
 import { systemRoutes, type Readiness } from "../http/system-routes.js";
 import { createLogger, type Logger } from "../log/logger.js";
+import { natsClientOptions } from "../nats/client-options.js";
+import { bridgeExecutorJetStreamApi } from "../security/jsapi-bridge.js";
 import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
 import { natsServers } from "../nats/servers.js";
 import { definitionLabel, kvStreamName, loadDefinitions, ensureStreams, type Definition } from "../streams/index.js";
@@ -78,11 +86,12 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     servers = embeddedNats.url;
     logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
   }
-  const nc = await connect({ servers: natsServers(servers), name: "toolgate-gateway" });
+  const nc = await connect({ servers: natsServers(servers), name: "toolgate-gateway", ...natsClientOptions(config) });
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
     const store = await ConfigStore.open(nc);
+    const executors = await ExecutorStore.open(nc, store);
     const ctx: GatewayContext = { nc, store, logger, config };
     const execution = await startExecution({
       nc,
@@ -91,6 +100,8 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       log: logger,
       options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
     });
+    const contextWindows = await ContextWindows.open(nc, execution, store);
+    bridgeExecutorJetStreamApi(nc); // ended by the drain on close
 
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
@@ -101,10 +112,19 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     };
     const routes: RouteDef[] = [];
     const openapi = buildOpenApiOnce(() => buildOpenApi(routes, { title: "toolgate", version: "1" }));
-    routes.push(...systemRoutes({ readiness, openapi }), ...configRoutes(store), ...dryRunRoutes(store), ...executionRoutes(execution, store), ...(options.routes ?? []).flatMap((f) => f(ctx)));
+    routes.push(
+      ...systemRoutes({ readiness, openapi }),
+      ...configRoutes(store),
+      ...executorRoutes(executors),
+      ...dryRunRoutes(store),
+      ...executionRoutes(execution, store),
+      ...contextRoutes(contextWindows, runAgentScope(execution)),
+      ...(options.routes ?? []).flatMap((f) => f(ctx)),
+    );
 
-    const app = createHttpApp({ logger });
-    registerRoutes(app, routes, identities);
+    const app = createHttpApp({ logger, bodyLimit: config.TOOLGATE_HTTP_BODY_LIMIT, maxJsonDepth: config.TOOLGATE_JSON_MAX_DEPTH });
+    registerRoutes(app, routes, identities, new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST));
+    registerConsole(app);
     logger.info({ identities: identities.size, routes: routes.length, declared: definitions.map(definitionLabel) }, "gateway ready to listen");
 
     let closed = false;

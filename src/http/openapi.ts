@@ -20,6 +20,8 @@ const ERROR_STATUSES: Record<string, string> = {
   "403": "permission_denied or agent_out_of_scope",
   "404": "Not found",
   "409": "Conflict (e.g. already_published)",
+  "413": "Body too large (payload_too_large)",
+  "429": "rate_limited: the identity's request rate is exceeded; see Retry-After",
 };
 
 function parameters(schema: z.ZodObject | undefined, where: "path" | "query"): unknown[] {
@@ -40,7 +42,7 @@ export function buildOpenApi(routes: readonly RouteDef[], info: { title: string;
     const isPublic = route.permissions === "public";
     const errors = Object.fromEntries(
       Object.entries(ERROR_STATUSES)
-        .filter(([status]) => !isPublic || status === "400" || status === "404")
+        .filter(([status]) => !isPublic || status === "400" || status === "404" || status === "413")
         .map(([status, description]) => [status, { description, content: { "application/json": { schema: errorRef } } }]),
     );
     (paths[route.path] ??= {})[route.method.toLowerCase()] = {

@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { zodDetails } from "../validation/details.js";
 import { ApiError, type ErrorDetail } from "./errors.js";
 import type { Identity, IdentityRegistry } from "./identities.js";
+import type { TokenBuckets } from "./rate-limit.js";
 import { fastifyPath, type RouteDef, type RouteRequest } from "./route.js";
 
 declare module "fastify" {
@@ -22,16 +23,21 @@ function parsePart(schema: z.ZodType | undefined, raw: unknown, where: string, d
 
 /**
  * Order of the checks, so that nothing leaks to a caller who may not see it:
- * identity (401) and permission (403) before the body is even parsed; then request validation (400);
- * then the agent scope (403 `agent_out_of_scope`); then the handler.
+ * identity (401) and permission (403) before the body is even parsed; then the identity's rate limit
+ * (429); then request validation (400); then the agent scope (403 `agent_out_of_scope`); then the handler.
  */
-function authorize(route: RouteDef, identities: IdentityRegistry) {
+function authorize(route: RouteDef, identities: IdentityRegistry, limits: TokenBuckets | undefined) {
   return async (request: FastifyRequest): Promise<void> => {
     if (route.permissions === "public") return;
     const identity = identities.authenticate(request.headers.authorization);
     if (!identity) throw new ApiError(401, "unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'");
     if (!route.permissions.some((p) => identity.permissions.has(p)))
       throw new ApiError(403, "permission_denied", `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`);
+    const taken = limits?.take(identity.name);
+    if (taken && !taken.ok)
+      throw new ApiError(429, "rate_limited", `identity '${identity.name}' exceeded its request rate; retry after ${taken.retryAfterSeconds} s`, undefined, {
+        "retry-after": String(taken.retryAfterSeconds),
+      });
     request.identity = identity;
   };
 }
@@ -57,8 +63,9 @@ function handle(route: RouteDef) {
   };
 }
 
-export function registerRoutes(app: FastifyInstance, routes: readonly RouteDef[], identities: IdentityRegistry): void {
+/** Registers every declared route; `limits`, when given, rate-limits each authenticated identity. */
+export function registerRoutes(app: FastifyInstance, routes: readonly RouteDef[], identities: IdentityRegistry, limits?: TokenBuckets): void {
   for (const route of routes) {
-    app.route({ method: route.method, url: fastifyPath(route.path), onRequest: authorize(route, identities), handler: handle(route) });
+    app.route({ method: route.method, url: fastifyPath(route.path), onRequest: authorize(route, identities, limits), handler: handle(route) });
   }
 }

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
 import type { Logger } from "../log/logger.js";
+import { DEFAULT_MAX_JSON_DEPTH, jsonTextTooDeep } from "../validation/json-depth.js";
 import { ApiError } from "./errors.js";
 
 /** Maps fastify's own request errors (body parsing, limits) to the project's error codes. */
@@ -21,16 +22,45 @@ export interface HttpAppOptions {
   logger: Logger;
   /** Largest accepted request body; fastify's default is 1 MiB. */
   bodyLimit?: number;
+  /** Deepest accepted nesting of arrays/objects in a JSON body. */
+  maxJsonDepth?: number;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * JSON bodies are checked before they are parsed: strict UTF-8 (a lone surrogate or a stray byte is a
+ * 400, not a silently replaced character) and bounded nesting (a 400, not a stack overflow further
+ * down); then fastify's own parser, which also refuses `__proto__` and `constructor` poisoning.
+ */
+function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
+  const parse = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    let text: string;
+    try {
+      text = utf8.decode(body as Buffer);
+    } catch {
+      return done(new ApiError(400, "invalid_utf8", "the body is not valid UTF-8: send JSON encoded as UTF-8"), undefined);
+    }
+    if (jsonTextTooDeep(text, maxDepth))
+      return done(new ApiError(400, "json_too_deep", `the body nests arrays/objects deeper than ${maxDepth} levels`), undefined);
+    parse(request, text, done);
+  });
 }
 
 /** A fastify instance with pino logging and the structured error shape on every failure. */
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   const app = Fastify({ loggerInstance: options.logger, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
   app.removeContentTypeParser("text/plain"); // JSON only: any other body is a 415
+  guardJsonBodies(app, options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH);
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const apiError = err instanceof ApiError ? err : fromFastify(err);
     if (apiError) {
+      // Each refusal is logged once, with its code and reason (the request line is logged by fastify).
       if (apiError.status >= 500) request.log.error({ err }, apiError.message);
+      else request.log.info({ status: apiError.status, code: apiError.code }, `request refused: ${apiError.message}`);
+      if (apiError.headers) reply.headers(apiError.headers);
       return reply.code(apiError.status).send(apiError.toBody());
     }
     request.log.error({ err }, "unhandled error");

@@ -1,4 +1,4 @@
-import { pino, type Logger } from "pino";
+import { pino, type DestinationStream, type Logger } from "pino";
 
 export type { Logger };
 
@@ -6,7 +6,7 @@ export type { Logger };
  * The process logger: pino JSON on stderr (stdout stays free for command output).
  * Secret-bearing fields are redacted wherever they appear.
  */
-export function createLogger(options: { level?: string; name?: string } = {}): Logger {
+export function createLogger(options: { level?: string; name?: string; destination?: DestinationStream } = {}): Logger {
   return pino(
     {
       name: options.name ?? "toolgate",
@@ -16,6 +16,6 @@ export function createLogger(options: { level?: string; name?: string } = {}): L
         censor: "[redacted]",
       },
     },
-    pino.destination(2),
+    options.destination ?? pino.destination(2),
   );
 }

@@ -3,6 +3,8 @@
  * See docs/runner.md.
  */
 export { ToolRunner, type ToolRunnerOptions } from "./runner.js";
+export { executorInboxPrefix } from "../wire/subjects.js";
+export type { NatsClientEnv } from "../nats/client-options.js";
 export { BusinessCancelled, BusinessFailure } from "./outcome.js";
 export {
   CancelRequested,

@@ -1,7 +1,7 @@
 import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { jetstream, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
 import type { z } from "zod";
-import { decode, encode, MalformedMessageError } from "../wire/codec.js";
+import { decode, encode } from "../wire/codec.js";
 import {
   Candidate,
   ClaimReply,
@@ -13,7 +13,8 @@ import {
   type Receipt,
   type ReceiptQuery,
 } from "../wire/messages.js";
-import { candidateConsumer, PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, STREAMS, subjects } from "../wire/subjects.js";
+import { natsClientOptions, type NatsClientEnv } from "../nats/client-options.js";
+import { candidateConsumer, EXECUTOR_JS_API_PREFIX, executorInboxPrefix, PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, STREAMS, subjects } from "../wire/subjects.js";
 import type { Logger } from "./logger.js";
 
 /** One pulled candidate and what the runner may do with its message. */
@@ -47,7 +48,7 @@ export class NatsLink {
     private readonly requestTimeoutMs: number,
     private readonly logger: Logger,
   ) {
-    this.js = jetstream(nc, { timeout: requestTimeoutMs });
+    this.js = jetstream(nc, { timeout: requestTimeoutMs, apiPrefix: EXECUTOR_JS_API_PREFIX });
   }
 
   static async open(options: {
@@ -57,11 +58,23 @@ export class NatsLink {
     executorId: string;
     requestTimeoutMs: number;
     logger: Logger;
+    /** Credentials and TLS (the NATS_* settings) for a connection the link opens itself. */
+    credentials: NatsClientEnv;
   }): Promise<NatsLink> {
     const { nc: given, natsUrl, scope, executorId, requestTimeoutMs, logger } = options;
     if (!given && !natsUrl) throw new Error("ToolRunner needs natsUrl or nc");
     // Reconnect forever: the outbox and presence survive a NATS restart, the runner must too.
-    const nc = given ?? (await connect({ servers: natsUrl!, name: `toolgate-runner:${scope}:${executorId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 }));
+    // The inbox prefix is the one the generated NATS config lets this executor (and only it) read.
+    const nc =
+      given ??
+      (await connect({
+        servers: natsUrl!,
+        name: `toolgate-runner:${scope}:${executorId}`,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        inboxPrefix: executorInboxPrefix(scope, executorId),
+        ...natsClientOptions(options.credentials),
+      }));
     return new NatsLink(nc, !given, scope, executorId, requestTimeoutMs, logger);
   }
 
@@ -108,7 +121,7 @@ export class NatsLink {
           candidate = decode(Candidate, m.data);
         } catch (err) {
           this.logger.warn({ err, subject: m.subject }, "malformed candidate terminated");
-          m.term(err instanceof MalformedMessageError ? err.reason : "malformed");
+          m.term(); // bare: nats-server 2.9 ignores `+TERM <reason>` (the reason is in the log line above)
           continue;
         }
         yield { candidate, ack: () => m.ack(), release: (delayMs) => m.nak(delayMs) };

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { argumentDigest } from "../wire/digest.js";
 import { Id, type Candidate, type ExecutorControl, type Grant, type RefusalCode } from "../wire/messages.js";
 import { defaultLogger, errorText, type Logger } from "./logger.js";
+import { natsClientEnv, type NatsClientEnv } from "../nats/client-options.js";
 import { NatsLink, type CandidateDelivery } from "./nats-link.js";
 import { describeError, finalReceipt, reportOf } from "./outcome.js";
 import { Outbox } from "./outbox.js";
@@ -34,9 +35,14 @@ const Timing = z
 type Timing = z.output<typeof Timing>;
 
 export type ToolRunnerOptions = z.input<typeof Timing> & {
-  /** NATS server(s); or pass a connection of your own in `nc` (the runner then never closes it). */
+  /**
+   * NATS server(s); or pass a connection of your own in `nc` (the runner then never closes it; give
+   * it `inboxPrefix: executorInboxPrefix(scope, executorId)`, the only inbox NATS lets it read).
+   */
   natsUrl?: string | string[];
   nc?: NatsConnection;
+  /** NATS credentials and TLS for the runner's own connection; default: the NATS_* environment variables. */
+  credentials?: NatsClientEnv;
   /** This executor's id: stable across restarts (the store and the outbox are bound to it). */
   executorId: string;
   /** The executor scope its bindings are registered in. */
@@ -91,7 +97,7 @@ export class ToolRunner {
   constructor(private readonly options: ToolRunnerOptions) {
     Id.parse(options.executorId);
     Id.parse(options.scope);
-    const { natsUrl: _u, nc: _n, executorId: _e, scope: _s, store, authorize: _a, logger, maxConcurrent: _m, ...timing } = options;
+    const { natsUrl: _u, nc: _n, credentials: _c, executorId: _e, scope: _s, store, authorize: _a, logger, maxConcurrent: _m, ...timing } = options;
     this.timing = Timing.parse(timing);
     this.logger = logger ?? defaultLogger();
     this.store = typeof store === "string" ? new SqliteRunnerStore(store) : store;
@@ -121,7 +127,7 @@ export class ToolRunner {
     this.state = "running";
     await this.store.open(this.executorId);
     const { natsUrl, nc, scope, executorId } = this.options;
-    this.link = await NatsLink.open({ ...(natsUrl ? { natsUrl } : {}), ...(nc ? { nc } : {}), scope, executorId, requestTimeoutMs: this.timing.requestTimeoutMs, logger: this.logger });
+    this.link = await NatsLink.open({ ...(natsUrl ? { natsUrl } : {}), ...(nc ? { nc } : {}), scope, executorId, requestTimeoutMs: this.timing.requestTimeoutMs, logger: this.logger, credentials: this.options.credentials ?? natsClientEnv() });
     this.outbox = new Outbox(this.store, this.link, this.timing, this.logger, (receipt, answer) => this.onAnswered(receipt, answer));
     this.link.listen({ answer: (a) => this.outbox.handleAnswer(a), control: (c) => this.onControl(c) });
     await this.heartbeat();

@@ -1,5 +1,6 @@
 import { Packr } from "msgpackr";
 import type { z } from "zod";
+import { DEFAULT_MAX_JSON_DEPTH, valueTooDeep } from "../validation/json-depth.js";
 
 /**
  * msgpack on the wire. Plain maps (no msgpackr records) so any msgpack implementation can read a
@@ -30,6 +31,8 @@ export function decode<S extends z.ZodType>(schema: S, data: Uint8Array): z.outp
   } catch (err) {
     throw new MalformedMessageError(`not msgpack: ${(err as Error).message}`);
   }
+  // Everything downstream (canonical JSON, projections) recurses: refuse deep values here, once.
+  if (valueTooDeep(value, DEFAULT_MAX_JSON_DEPTH)) throw new MalformedMessageError(`nested deeper than ${DEFAULT_MAX_JSON_DEPTH} levels`);
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message }));

@@ -50,3 +50,18 @@ const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
 export function isSubjectToken(value: string): boolean {
   return TOKEN.test(value);
 }
+
+/**
+ * Inbox prefix of one executor's connection (`inboxPrefix` of nats.js): its request replies and pulled
+ * candidates arrive under it. The generated NATS config lets each executor subscribe only below its
+ * own prefix, so no executor can read another's grants (arguments, claim tokens) from an inbox.
+ */
+export const executorInboxPrefix = (scope: string, executorId: string): string => `_INBOX_TG.${scope}.${executorId}`;
+
+/**
+ * JetStream API prefix of executor connections (`jetstream(nc, { apiPrefix })`). Executors reach only
+ * two JetStream operations, consumer info and pull of their scope's candidate consumer, under this
+ * prefix: in the secured layout it is the import of the gateway account's `$JS.API` (an account
+ * without JetStream answers `$JS.API` itself); on an unsecured server the gateway forwards it.
+ */
+export const EXECUTOR_JS_API_PREFIX = "tg.jsapi";

@@ -2,6 +2,7 @@ import type { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { ADMIN_KEY, admin, startTestGateway } from "./gateway.js";
+import type { ProtocolExecutor } from "./protocol-executor.js";
 
 export { ADMIN_KEY };
 export const SCOPED_KEY = "test-scoped-key-0123456789abcdef";
@@ -15,8 +16,9 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
-  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution });
+/** `env` adds gateway environment variables (NATS credentials, TLS, limits). */
+export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}): Promise<TestGateway> {
+  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution, env });
   const baseUrl = await gateway.listen();
   return {
     gateway,
@@ -64,4 +66,19 @@ export async function seedSession(store: ConfigStore, opts: { scope: string; age
   const agentVersion = await store.publishAgentVersion(opts.agent, { toolset, toolset_version: version, max_context_tokens: 100_000 });
   const session = await store.createSession({ agent_version: agentVersion.agent_version, subject: opts.subject ?? "user-1" });
   return session.session_id;
+}
+
+/** Creates a tool call and drives it to `completed` with `result`, as `executor` would; returns the assignment id. */
+export async function completeToolCall(gw: TestGateway, executor: ProtocolExecutor, runId: string, toolName: string, result: unknown): Promise<string> {
+  const created = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: toolName, arguments: {} });
+  if (created.status !== 201) throw new Error(`tool call refused: ${created.status} ${JSON.stringify(created.body)}`);
+  const id: string = created.body.assignment.assignment_id;
+  await executor.heartbeat(); // presence expires; a long test must not outlive it
+  const candidate = await executor.pullFor(id);
+  const reply = await executor.claim(id, candidate.generation);
+  if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+  const accepted = await executor.send(executor.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }));
+  const completed = await executor.send(executor.receipt(reply.grant, { kind: "completed", result }));
+  if (accepted.status !== "recorded" || completed.status !== "recorded") throw new Error(`receipts not recorded: ${accepted.status}, ${completed.status}`);
+  return id;
 }

@@ -11,12 +11,20 @@ export const ADMIN_KEY = "test-admin-key-0123456789";
 export const admin: IdentityConfig = { name: "admin", key: ADMIN_KEY, agents: "*", permissions: [...PERMISSIONS] };
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-/** A gateway on the given NATS (never embedded), with a temporary data dir, on a random HTTP port. */
-export async function startTestGateway(natsUrl: string, identities: IdentityConfig[] = [admin], options: Omit<GatewayOptions, "config" | "logger"> = {}): Promise<Gateway & { dataDir: string }> {
+/**
+ * A gateway on the given NATS (never embedded), with a temporary data dir, on a random HTTP port;
+ * `env` adds environment variables (NATS credentials, TLS, limits).
+ */
+export async function startTestGateway(
+  natsUrl: string,
+  identities: IdentityConfig[] = [admin],
+  options: Omit<GatewayOptions, "config" | "logger"> & { env?: Record<string, string> } = {},
+): Promise<Gateway & { dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "toolgate-gw-"));
-  // Replicas from the environment: a child gateway on a cluster is started with TOOLGATE_STREAM_REPLICAS=3.
-  const config = gatewayConfigFromEnv({ NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities), TOOLGATE_STREAM_REPLICAS: process.env.TOOLGATE_STREAM_REPLICAS });
-  const gateway = await createGateway({ ...options, config, logger: createLogger({ level: "silent" }) });
+  const { env, ...gatewayOptions } = options;
+  // Replicas from the environment too: a child gateway on a cluster is started with TOOLGATE_STREAM_REPLICAS=3.
+  const config = gatewayConfigFromEnv({ TOOLGATE_STREAM_REPLICAS: process.env.TOOLGATE_STREAM_REPLICAS, ...env, NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
+  const gateway = await createGateway({ ...gatewayOptions, config, logger: createLogger({ level: "silent" }) });
   return {
     ...gateway,
     dataDir,

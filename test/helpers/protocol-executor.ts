@@ -12,7 +12,7 @@ import {
   type PresenceHeartbeat,
   type Receipt,
 } from "../../src/wire/messages.js";
-import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 
 type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "receipt_id" | "assignment_id" | "executor_id" | "claim_token"> : never) : never;
 
@@ -34,7 +34,7 @@ export class ProtocolExecutor {
     readonly executorId: string,
     readonly bindings: string[],
   ) {
-    this.js = jetstream(nc);
+    this.js = jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX });
     this.subs.push(
       nc.subscribe(subjects.answers(scope, executorId), {
         callback: (_err, msg) => {

@@ -1,12 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { nkeys } from "@nats-io/transport-node";
 import { PERMISSIONS, type IdentityConfig } from "../../src/http/identities.js";
 import type { RouteDef } from "../../src/http/route.js";
 import { configRoutes } from "../../src/config/routes.js";
 import { dryRunRoutes } from "../../src/dryrun/route.js";
+import type { ExecutorStore } from "../../src/executors/executor-store.js";
+import { executorRoutes } from "../../src/executors/routes.js";
 import { systemRoutes } from "../../src/http/system-routes.js";
 import type { Execution } from "../../src/execution/execution.js";
 import { executionRoutes } from "../../src/execution/routes.js";
+import type { ContextWindows } from "../../src/context/context-windows.js";
+import { contextRoutes } from "../../src/context/routes.js";
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -40,6 +45,11 @@ const samples: Record<string, () => Sample> = {
   createSession: () => ({ body: { agent_version: "bot.1", subject: "user-1" } }),
   listSessions: () => ({ query: { agent: "bot" } }),
   getSession: () => ({ params: { session_id: sessionId } }),
+  registerExecutor: () => ({ body: { executor_id: "ex_matrix", scope: "scope", nkeys: [nkeys.createUser().getPublicKey()] } }),
+  listExecutors: () => ({}),
+  getExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
+  rotateExecutorKeys: () => ({ params: { executor_id: "ex_matrix" }, body: { nkeys: [nkeys.createUser().getPublicKey()] } }),
+  removeExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
   createRun: () => ({ params: { session_id: sessionId } }),
   getRun: () => ({ params: { run_id: rt.run } }),
   createToolCall: () => ({ params: { run_id: rt.run }, body: { tool_name: "tasks.read", arguments: { cursor: "c" } } }),
@@ -47,6 +57,8 @@ const samples: Record<string, () => Sample> = {
   getRunHistory: () => ({ params: { run_id: rt.run } }),
   completeRun: () => ({ params: { run_id: rt.toComplete } }),
   cancelRun: () => ({ params: { run_id: rt.toCancel } }),
+  reportUsage: () => ({ params: { run_id: rt.run }, body: { input_tokens: 120, prompt_text_bytes: 480 } }),
+  getRunContext: () => ({ params: { run_id: rt.run } }),
   dryRunTool: () => ({ body: { agent_version: "bot.1", tool_name: "tasks.read", arguments: { cursor: "c" }, mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { ok: true } }] } }),
 };
 
@@ -59,8 +71,10 @@ function url(route: RouteDef, sample: Sample): string {
 const declared: RouteDef[] = [
   ...systemRoutes({ readiness: async () => ({ ready: true, checks: {} }), openapi: () => ({}) }),
   ...configRoutes({} as ConfigStore),
+  ...executorRoutes({} as ExecutorStore),
   ...dryRunRoutes({} as ConfigStore),
   ...executionRoutes({} as Execution, {} as ConfigStore),
+  ...contextRoutes({} as ContextWindows, async () => undefined),
 ];
 const lacking = (route: RouteDef): IdentityConfig => ({
   name: `lacks-${route.id}`,

@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import { checkHistory, formatReport, readEvidence, readHistory, snapshotOf, type ProjectionSnapshot } from "../../checker/index.js";
+import { natsClientEnv, natsClientOptions } from "../../nats/client-options.js";
 import { natsServers } from "../../nats/servers.js";
 import { UsageError, type Command } from "../command.js";
 
@@ -12,7 +13,7 @@ and checks the protocol's promises: every tool call terminal or reconciliation_r
 lost or applied twice, no terminated run changed, every projection within budget and unchanged.
 Run it on a quiet system (no tool calls in flight); progress goes to stderr.
 
-  --server URL     NATS server(s), comma-separated (default: NATS_URL)
+  --server URL     NATS server(s), comma-separated (default: NATS_URL; credentials and TLS as for streams apply)
   --json           print the report as JSON
   --ledger FILE    an executor's side-effect ledger (SQLite): no write twice, none unconfirmed (repeatable)
   --outbox FILE    an executor's runner store (SQLite, executor stopped): every answered receipt is stored (repeatable)
@@ -39,7 +40,7 @@ export const checkHistoryCommand: Command = {
     const evidence = values.ledger || values.outbox ? readEvidence({ ledgers: values.ledger, outboxes: values.outbox }) : undefined;
     const snapshot = values.snapshot && existsSync(values.snapshot) ? (JSON.parse(readFileSync(values.snapshot, "utf8")) as ProjectionSnapshot) : undefined;
 
-    const nc = await connect({ servers: natsServers(server) });
+    const nc = await connect({ servers: natsServers(server), ...natsClientOptions(natsClientEnv()) });
     try {
       const history = await readHistory(nc, { progress: (stream, read, total) => process.stderr.write(`check-history: ${stream} ${read}/${total}\n`) });
       const report = checkHistory(history, { evidence, snapshot });

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { natsServers } from "../../nats/servers.js";
+import { natsClientEnv, natsClientOptions } from "../../nats/client-options.js";
 import { UsageError, type Command } from "../command.js";
 import { applyStreams, loadDefinitions, ReplicasSchema, defaultStreamsDir } from "../../streams/index.js";
 
@@ -14,7 +15,7 @@ Changes that may lose data (retention or storage changes, shrunk limits) are ref
   --dry-run      print the plan only
   --force        also apply destructive changes (may delete stored messages)
   --replicas N   replicas per stream/bucket (default: TOOLGATE_STREAM_REPLICAS or 1; 3 on a cluster)
-  --server URL   NATS server(s), comma-separated (default: NATS_URL)
+  --server URL   NATS server(s), comma-separated (default: NATS_URL; credentials and TLS from NATS_NKEY_SEED_FILE, NATS_TLS_*)
   --dir DIR      definitions directory (default: the package's streams/)`;
 
 export const streamsCommand: Command = {
@@ -40,7 +41,7 @@ export const streamsCommand: Command = {
     if (!replicas.success) throw new UsageError("--replicas (or TOOLGATE_STREAM_REPLICAS) must be an integer from 1 to 5");
 
     const defs = loadDefinitions(values.dir ?? defaultStreamsDir);
-    const nc = await connect({ servers: natsServers(server) });
+    const nc = await connect({ servers: natsServers(server), ...natsClientOptions(natsClientEnv()) });
     try {
       const jsm = await jetstreamManager(nc);
       const print = (line: string) => process.stdout.write(line + "\n");

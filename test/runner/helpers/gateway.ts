@@ -1,5 +1,5 @@
 import type { ExecutionOptions } from "../../../src/execution/execution.js";
-import { ADMIN_KEY, startExecutionGateway } from "../../helpers/execution-gateway.js";
+import { ADMIN_KEY, startExecutionGateway as startGateway } from "../../helpers/execution-gateway.js";
 
 /** The whole gateway in this process (config plane, execution path, HTTP) on a test NATS server. */
 export interface TestGateway {
@@ -12,7 +12,7 @@ export interface TestGateway {
 
 /** The shared test gateway with a short lease and sweep, so crash tests do not wait long for an expired claim. */
 export async function startTestGateway(natsUrl: string, options: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
-  const gw = await startExecutionGateway(natsUrl, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000, ...options });
+  const gw = await startGateway(natsUrl, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000, ...options });
   return {
     baseUrl: gw.baseUrl,
     apiKey: ADMIN_KEY,

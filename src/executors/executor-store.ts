@@ -1,0 +1,104 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Kvm, type KV } from "@nats-io/kv";
+import { isKeyExists } from "../config/config-store.js";
+import type { Binding } from "../config/schemas.js";
+import { ApiError, type ErrorDetail } from "../http/errors.js";
+import { ExecutorSchema, type Executor, type RegisterExecutor } from "./schemas.js";
+
+export const EXECUTORS_BUCKET = "tg_executors";
+
+const encoder = new TextEncoder();
+
+export interface BindingReader {
+  getBinding(bindingId: string): Promise<Binding | null>;
+}
+
+/**
+ * The executor registry: KV `tg_executors`, one JSON value per executor id. Unlike the configuration
+ * objects an executor changes (key rotation, removal), so every update is a compare-and-set on the
+ * entry's revision and the bucket keeps a short history for audit.
+ */
+export class ExecutorStore {
+  private constructor(
+    private readonly kv: KV,
+    private readonly bindings: BindingReader,
+  ) {}
+
+  static async open(nc: NatsConnection, bindings: BindingReader): Promise<ExecutorStore> {
+    return new ExecutorStore(await new Kvm(nc).open(EXECUTORS_BUCKET, { bindOnly: true }), bindings);
+  }
+
+  async register(input: RegisterExecutor, now = new Date()): Promise<Executor> {
+    await this.checkBindings(input.scope, input.bindings ?? []);
+    await this.checkKeysUnused(input.nkeys, input.executor_id);
+    const at = now.toISOString();
+    const executor = ExecutorSchema.parse({ ...input, created_at: at, updated_at: at });
+    try {
+      await this.kv.create(input.executor_id, encoder.encode(JSON.stringify(executor)));
+    } catch (err) {
+      if (isKeyExists(err)) throw ApiError.conflict("executor_exists", `executor '${input.executor_id}' is already registered: rotate its keys with PUT /v1/executors/${input.executor_id}/nkeys`);
+      throw err;
+    }
+    return executor;
+  }
+
+  /** Replaces the accepted public keys (a rotation: add the new key, switch the executor, drop the old). */
+  async setNkeys(executorId: string, keys: string[], now = new Date()): Promise<Executor> {
+    await this.checkKeysUnused(keys, executorId);
+    for (;;) {
+      const entry = await this.kv.get(executorId);
+      if (!entry || entry.operation !== "PUT") throw this.notFound(executorId);
+      const next = ExecutorSchema.parse({ ...ExecutorSchema.parse(entry.json()), nkeys: keys, updated_at: now.toISOString() });
+      try {
+        await this.kv.update(executorId, encoder.encode(JSON.stringify(next)), entry.revision);
+        return next;
+      } catch (err) {
+        if (!isKeyExists(err)) throw err; // another writer won: read again
+      }
+    }
+  }
+
+  async remove(executorId: string): Promise<void> {
+    if (!(await this.get(executorId))) throw this.notFound(executorId);
+    await this.kv.delete(executorId);
+  }
+
+  async get(executorId: string): Promise<Executor | null> {
+    const entry = await this.kv.get(executorId);
+    return entry && entry.operation === "PUT" ? ExecutorSchema.parse(entry.json()) : null;
+  }
+
+  async list(): Promise<Executor[]> {
+    const ids: string[] = [];
+    for await (const key of await this.kv.keys()) ids.push(key);
+    const all = await Promise.all(ids.sort().map((id) => this.get(id)));
+    return all.filter((e): e is Executor => e !== null);
+  }
+
+  private notFound(executorId: string): ApiError {
+    return ApiError.notFound("executor_not_found", `executor '${executorId}' is not registered`);
+  }
+
+  private async checkBindings(scope: string, bindingIds: string[]): Promise<void> {
+    const details: ErrorDetail[] = [];
+    for (const [i, id] of bindingIds.entries()) {
+      const binding = await this.bindings.getBinding(id);
+      if (!binding) details.push({ path: `bindings[${i}]`, code: "unknown_binding", message: `binding '${id}' is not registered: register it with POST /v1/bindings first` });
+      else if (binding.executor_scope !== scope)
+        details.push({ path: `bindings[${i}]`, code: "binding_out_of_scope", message: `binding '${id}' belongs to scope '${binding.executor_scope}', not '${scope}'` });
+    }
+    if (details.length > 0) throw ApiError.validation(details);
+  }
+
+  /** One key, one identity: nats-server refuses a config that lists an nkey twice, and so do we, earlier. */
+  private async checkKeysUnused(keys: string[], executorId: string): Promise<void> {
+    const details: ErrorDetail[] = [];
+    for (const other of await this.list()) {
+      if (other.executor_id === executorId) continue;
+      keys.forEach((key, i) => {
+        if (other.nkeys.includes(key)) details.push({ path: `nkeys[${i}]`, code: "nkey_in_use", message: `this nkey already belongs to executor '${other.executor_id}': generate a key per executor` });
+      });
+    }
+    if (details.length > 0) throw ApiError.validation(details);
+  }
+}

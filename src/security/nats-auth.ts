@@ -1,0 +1,125 @@
+import type { Executor } from "../executors/schemas.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, executorInboxPrefix, subjects } from "../wire/subjects.js";
+
+/**
+ * The NATS server's authorization, generated from the executor registry (`toolgate nats-config`).
+ *
+ * Two accounts, because permissions alone cannot confine a client on nats-server 2.9: JetStream
+ * answers an API request (and the gateway answers a claim) on whatever reply subject the requester
+ * chose, so a user allowed only `$JS.API.CONSUMER.INFO.…` could set its reply to `$KV.<bucket>.<key>`
+ * and have the server overwrite a KV entry (seen on 2.9.10; test/security/nats-auth.test.ts proves the
+ * layout below stops it). Executors therefore live in their own account without JetStream; the gateway's account exports exactly the
+ * protocol subjects, and a reply crossing the account boundary is routed back into the executors'
+ * account, where no stream or bucket exists.
+ */
+export const GATEWAY_ACCOUNT = "TOOLGATE";
+export const EXECUTORS_ACCOUNT = "EXECUTORS";
+
+export interface SubjectPermissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+interface Export {
+  kind: "service" | "stream";
+  subject: string;
+  /** A pull request is answered by a batch of messages, not one. */
+  responseType?: "stream";
+  /** The subject in the executors' account, when it differs (the JetStream API under its prefix). */
+  importAs?: string;
+}
+
+const candidates = STREAMS.candidates;
+const JS_API = "$JS.API";
+const jsApi = (prefix: string, op: "INFO" | "MSG.NEXT", consumer: string) => `${prefix}.CONSUMER.${op}.${candidates}.${consumer}`;
+
+/** What the gateway's account offers the executors' account; every executor's allow list is inside it. */
+export const EXECUTOR_EXPORTS: readonly Export[] = [
+  { kind: "service", subject: subjects.claim("*") },
+  { kind: "service", subject: subjects.presence("*") },
+  { kind: "service", subject: subjects.receiptQuery("*") },
+  { kind: "service", subject: subjects.receipt("*", "*") },
+  { kind: "service", subject: jsApi(JS_API, "INFO", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "INFO", "*") },
+  { kind: "service", subject: jsApi(JS_API, "MSG.NEXT", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", "*"), responseType: "stream" },
+  { kind: "service", subject: `$JS.ACK.${candidates}.>` },
+  { kind: "stream", subject: subjects.answers("*", "*") },
+  { kind: "stream", subject: subjects.executorControl("*", "*") },
+];
+
+/**
+ * One executor's allow lists (everything else is denied): claim, heartbeat, query and publish
+ * receipts in its scope; pull and acknowledge only its scope's candidate consumer; receive only its
+ * own answers, control messages and inbox.
+ */
+export function executorPermissions(scope: string, executorId: string): SubjectPermissions {
+  const consumer = candidateConsumer(scope);
+  return {
+    publish: [
+      subjects.claim(scope),
+      subjects.presence(scope),
+      subjects.receiptQuery(scope),
+      subjects.receipt(scope, "*"),
+      jsApi(EXECUTOR_JS_API_PREFIX, "INFO", consumer),
+      jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", consumer),
+      `$JS.ACK.${candidates}.${consumer}.>`,
+    ],
+    subscribe: [subjects.answers(scope, executorId), subjects.executorControl(scope, executorId), `${executorInboxPrefix(scope, executorId)}.>`],
+  };
+}
+
+export interface NatsAuthInput {
+  /** Public nkeys of the gateway (two during a rotation); they get the whole gateway account. */
+  gatewayNkeys: readonly string[];
+  executors: readonly Executor[];
+  /** Shown in the header comment (never a time, so regenerating an unchanged registry is a no-op). */
+  generatedBy?: string;
+}
+
+const q = (s: string) => JSON.stringify(s);
+const list = (items: string[]) => `[${items.map(q).join(", ")}]`;
+
+/** The `accounts { … }` block for the server config (include it with `include "auth.conf"`). */
+export function renderNatsAuth(input: NatsAuthInput): string {
+  if (input.gatewayNkeys.length === 0) throw new Error("at least one gateway nkey is needed");
+  const importers = list([EXECUTORS_ACCOUNT]);
+  const exportLines = EXECUTOR_EXPORTS.map((e) =>
+    e.kind === "service"
+      ? `      { service: ${q(e.subject)}${e.responseType ? `, response_type: ${e.responseType}` : ""}, accounts: ${importers} }`
+      : `      { stream: ${q(e.subject)}, accounts: ${importers} }`,
+  );
+  const importLines = EXECUTOR_EXPORTS.map((e) => `      { ${e.kind}: { account: ${q(GATEWAY_ACCOUNT)}, subject: ${q(e.subject)} }${e.importAs ? `, to: ${q(e.importAs)}` : ""} }`);
+  const executors = [...input.executors].sort((a, b) => a.executor_id.localeCompare(b.executor_id));
+  const userLines = executors.flatMap((ex) => {
+    const p = executorPermissions(ex.scope, ex.executor_id);
+    return ex.nkeys.map(
+      (key) =>
+        `      # executor ${ex.executor_id}, scope ${ex.scope}\n` +
+        `      { nkey: ${q(key)}, permissions: { publish: { allow: ${list(p.publish)} }, subscribe: { allow: ${list(p.subscribe)} } } }`,
+    );
+  });
+  return [
+    `# NATS authorization for toolgate, generated by ${input.generatedBy ?? "toolgate nats-config"}; do not edit by hand.`,
+    `# ${executors.length} executor(s). Regenerate after registering, rotating or removing one, then reload`,
+    "# the server (nats-server --signal reload). Only public keys appear here.",
+    "accounts {",
+    `  ${GATEWAY_ACCOUNT} {`,
+    "    jetstream: enabled",
+    "    users: [",
+    ...input.gatewayNkeys.map((key) => `      { nkey: ${q(key)} }`),
+    "    ]",
+    "    exports: [",
+    ...exportLines,
+    "    ]",
+    "  }",
+    `  ${EXECUTORS_ACCOUNT} {`,
+    "    users: [",
+    ...userLines,
+    "    ]",
+    "    imports: [",
+    ...importLines,
+    "    ]",
+    "  }",
+    "}",
+    "",
+  ].join("\n");
+}

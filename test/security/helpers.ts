@@ -1,0 +1,45 @@
+import { Writable } from "node:stream";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
+import { GatewayEnvSchema } from "../../src/gateway/config.js";
+import { createLogger } from "../../src/log/logger.js";
+import { ADMIN_KEY } from "./../helpers/execution-gateway.js";
+
+/** A gateway whose every log line (JSON) is kept in memory, for the log assertions. */
+export interface CapturedGateway {
+  gateway: Gateway;
+  lines: string[];
+  close(): Promise<void>;
+}
+
+export async function startCapturedGateway(natsUrl: string, env: Record<string, string> = {}, level = "info"): Promise<CapturedGateway> {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split("\n").filter(Boolean));
+      done();
+    },
+  });
+  const config = GatewayEnvSchema.parse({
+    TOOLGATE_IDENTITIES: JSON.stringify([{ name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write", "runtime:read", "runtime:write", "tools:execute"] }]),
+    ...env,
+    NATS_URL: natsUrl,
+    TOOLGATE_HTTP_PORT: "0",
+    LOG_LEVEL: level,
+  });
+  const logger = createLogger({ level, destination: sink });
+  const gateway = await createGateway({ config, logger, execution: { leaseMs: 5_000, sweepIntervalMs: 100 } });
+  return { gateway, lines, close: () => gateway.close() };
+}
+
+/**
+ * `last_seq` of every stream but `except`: any write to a stream or a KV bucket moves it, while an
+ * entry expiring (presence TTL) does not.
+ */
+export async function streamWatermarks(nc: NatsConnection, except: readonly string[]): Promise<Record<string, number>> {
+  const jsm = await jetstreamManager(nc);
+  const out: Record<string, number> = {};
+  for await (const info of jsm.streams.list()) if (!except.includes(info.config.name)) out[info.config.name] = info.state.last_seq;
+  return out;
+}

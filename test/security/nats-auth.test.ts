@@ -1,0 +1,156 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, nkeyAuthenticator, nkeys, type NatsConnection } from "@nats-io/transport-node";
+
+type KeyPair = ReturnType<typeof nkeys.createUser>;
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
+import { encode } from "../../src/wire/codec.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
+import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
+import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+
+/**
+ * nats-server 2.9 runs with the config `toolgate nats-config` generates; every refusal below comes
+ * from the server itself (a permission violation or an account boundary), not from the gateway.
+ */
+const seedOf = (k: KeyPair) => new TextDecoder().decode(k.getSeed());
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("NATS authorization generated from the executor registry", () => {
+  const dir = mkdtempSync(join(tmpdir(), "toolgate-auth-"));
+  const gatewayKey = nkeys.createUser();
+  const keys = { e1: nkeys.createUser(), e2: nkeys.createUser(), stranger: nkeys.createUser() };
+  let server: NatsServerProcess;
+  let gw: TestGateway;
+  let e1: NatsConnection;
+  let e2: NatsConnection;
+  let admin: NatsConnection;
+  const errors: string[] = [];
+  let sessionId: string;
+
+  const executorConnection = (scope: string, id: string, key: KeyPair) =>
+    connect({ servers: server.url, authenticator: nkeyAuthenticator(key.getSeed()), inboxPrefix: executorInboxPrefix(scope, id) });
+
+  beforeAll(async () => {
+    const registry = [
+      { executor_id: "e1", scope: "s1", nkeys: [keys.e1.getPublicKey()], bindings: ["b1"] },
+      { executor_id: "e2", scope: "s2", nkeys: [keys.e2.getPublicKey()] },
+    ];
+    writeFileSync(join(dir, "executors.json"), JSON.stringify(registry));
+    expect(await natsConfigCommand.run(["--gateway-nkey", gatewayKey.getPublicKey(), "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")])).toBe(0);
+    server = await startNatsServer({ args: ["-c", join(dir, "auth.conf")] });
+    gw = await startExecutionGateway(server.url, {}, { NATS_NKEY_SEED: seedOf(gatewayKey) });
+    sessionId = await seedSession(gw.gateway.store, { scope: "s1", agent: "bot", tools: [{ name: "tasks.read", binding_id: "b1" }] });
+    await gw.gateway.store.putBinding({ binding_id: "b2", executor_scope: "s2", tool_kind: "read" });
+    admin = gw.gateway.nc;
+    e1 = await executorConnection("s1", "e1", keys.e1);
+    e2 = await executorConnection("s2", "e2", keys.e2);
+    void (async () => {
+      for await (const s of e1.status()) if (s.type === "error") errors.push(String((s as { error?: Error }).error?.message));
+    })();
+  });
+  afterAll(async () => {
+    await e1?.close();
+    await e2?.close();
+    await gw?.close();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Waits for the server's permission violation naming `subject`. */
+  const violation = async (kind: "Publish" | "Subscription", subject: string) => {
+    const text = `Permissions Violation for ${kind} to "${subject}"`;
+    for (let i = 0; i < 100 && !errors.some((e) => e.includes(text)); i++) await sleep(20);
+    expect(errors.join("\n")).toContain(text);
+  };
+
+  it("generates only public keys, one account per side", () => {
+    const text = readFileSync(join(dir, "auth.conf"), "utf8");
+    expect(text).toContain(keys.e1.getPublicKey());
+    for (const k of [gatewayKey, keys.e1, keys.e2]) expect(text).not.toContain(seedOf(k));
+    expect(text).toMatch(/TOOLGATE \{\s+jetstream: enabled/);
+  });
+
+  it("lets the permitted flow through: heartbeat, pull, claim, accepted, completed", async () => {
+    const exec = new ProtocolExecutor(e1, "s1", "e1", ["b1"]);
+    expect((await exec.heartbeat()).status).toBe("ok");
+    const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    const call = await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
+    const id = call.body.assignment.assignment_id;
+    const candidate = await exec.pullFor(id);
+    const reply = await exec.claim(id, candidate.generation);
+    if (reply.status !== "granted") throw new Error(reply.reason);
+    expect((await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).status).toBe("recorded");
+    expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
+    expect((await gw.http("GET", `/v1/assignments/${id}`)).body.state).toBe("completed");
+    exec.close();
+  });
+
+  it("refuses connections without a registered key", async () => {
+    await expect(connect({ servers: server.url, reconnect: false })).rejects.toThrow(/Authorization/i);
+    await expect(connect({ servers: server.url, reconnect: false, authenticator: nkeyAuthenticator(keys.stranger.getSeed()) })).rejects.toThrow(/Authorization/i);
+  });
+
+  it("refuses subscriptions to other executors' answers, control, inboxes and to raw candidates", async () => {
+    for (const subject of [subjects.answers("s1", "e2"), subjects.answers("s2", "e2"), subjects.executorControl("s2", "e2"), "_INBOX.>", `${executorInboxPrefix("s2", "e2")}.>`, "tg.cand.>", "tg.>", ">"]) {
+      e1.subscribe(subject);
+      await violation("Subscription", subject);
+    }
+  });
+
+  it("refuses publishing into another scope, control subjects, events and the JetStream/KV API", async () => {
+    for (const subject of [
+      subjects.claim("s2"),
+      subjects.presence("s2"),
+      subjects.receipt("s2", "a1"),
+      subjects.receiptQuery("s2"),
+      subjects.executorControl("s1", "e1"),
+      subjects.answers("s1", "e1"),
+      subjects.runEvents("r1"),
+      subjects.candidate("s1", "b1"),
+      "$KV.tg_assignments.a1",
+      "$JS.API.STREAM.INFO.KV_tg_assignments",
+      "$JS.API.CONSUMER.MSG.NEXT.TG_CANDIDATES.cand-s1",
+      `${EXECUTOR_JS_API_PREFIX}.CONSUMER.MSG.NEXT.${STREAMS.candidates}.cand-s2`,
+      `$JS.ACK.${STREAMS.candidates}.cand-s2.1.1.1.1.1`,
+    ]) {
+      e1.publish(subject, encode({}));
+      await violation("Publish", subject);
+    }
+  });
+
+  it("refuses pulling another scope's candidates and reading the KV buckets", async () => {
+    const js = jetstream(e1, { apiPrefix: EXECUTOR_JS_API_PREFIX, timeout: 1_000 });
+    await expect(js.consumers.get(STREAMS.candidates, "cand-s2")).rejects.toThrow();
+    await violation("Publish", `${EXECUTOR_JS_API_PREFIX}.CONSUMER.INFO.${STREAMS.candidates}.cand-s2`);
+    const kv = await new Kvm(jetstream(e1, { timeout: 1_000 })).open("tg_assignments", { bindOnly: true });
+    await expect(kv.get("any")).rejects.toThrow();
+    await expect(jetstreamManager(e1, { timeout: 1_000 })).rejects.toThrow();
+  });
+
+  it("cannot make the server or the gateway write a KV entry by choosing a reply subject", async () => {
+    const kv = await new Kvm(admin).open("tg_config");
+    const revision = await kv.put("probe", "original");
+    // A JetStream API answer or a gateway reply sent to `$KV.…` would overwrite the entry in a single account.
+    e1.publish(`${EXECUTOR_JS_API_PREFIX}.CONSUMER.INFO.${STREAMS.candidates}.cand-s1`, new Uint8Array(), { reply: "$KV.tg_config.probe" });
+    e1.publish(subjects.claim("s1"), encode({ assignment_id: "x", executor_id: "e1", generation: 0 }), { reply: "$KV.tg_config.probe" });
+    e1.publish(subjects.presence("s1"), encode({}), { reply: "$KV.tg_config.probe" });
+    await e1.flush();
+    await sleep(300);
+    const entry = await kv.get("probe");
+    expect(entry?.string()).toBe("original");
+    expect(entry?.revision).toBe(revision);
+    await kv.delete("probe");
+  });
+
+  it("keeps executors of another scope working while one misbehaves", async () => {
+    const other = new ProtocolExecutor(e2, "s2", "e2", ["b2"]);
+    expect((await other.heartbeat()).status).toBe("ok");
+    other.close();
+  });
+});

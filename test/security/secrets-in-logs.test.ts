@@ -1,0 +1,71 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, nkeyAuthenticator, nkeys } from "@nats-io/transport-node";
+import { ExecutorSchema } from "../../src/executors/schemas.js";
+import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
+import { renderNatsAuth } from "../../src/security/nats-auth.js";
+import { executorInboxPrefix } from "../../src/wire/subjects.js";
+import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { startCapturedGateway, type CapturedGateway } from "./helpers.js";
+
+/** A full flow at debug level; then no log line may contain the API key, a seed or a claim token. */
+describe("secrets never reach the logs", () => {
+  const dir = mkdtempSync(join(tmpdir(), "toolgate-secrets-"));
+  const gatewayKey = nkeys.createUser();
+  const executorKey = nkeys.createUser();
+  const seed = (k: typeof gatewayKey) => new TextDecoder().decode(k.getSeed());
+  let server: NatsServerProcess;
+  let gw: CapturedGateway;
+
+  beforeAll(async () => {
+    const at = new Date().toISOString();
+    const executor = ExecutorSchema.parse({ executor_id: "ex-1", scope: "sec", nkeys: [executorKey.getPublicKey()], created_at: at, updated_at: at });
+    writeFileSync(join(dir, "auth.conf"), renderNatsAuth({ gatewayNkeys: [gatewayKey.getPublicKey()], executors: [executor] }));
+    writeFileSync(join(dir, "gateway.seed"), seed(gatewayKey), { mode: 0o600 });
+    server = await startNatsServer({ args: ["-c", join(dir, "auth.conf")] });
+    gw = await startCapturedGateway(server.url, { NATS_NKEY_SEED_FILE: join(dir, "gateway.seed") }, "debug");
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("keeps keys, seeds and claim tokens out of every line", async () => {
+    const sessionId = await seedSession(gw.gateway.store, { scope: "sec", agent: "sec-bot", tools: [{ name: "tasks.read", binding_id: "b-sec" }] });
+    const nc = await connect({ servers: server.url, authenticator: nkeyAuthenticator(executorKey.getSeed()), inboxPrefix: executorInboxPrefix("sec", "ex-1") });
+    const exec = new ProtocolExecutor(nc, "sec", "ex-1", ["b-sec"]);
+    const http = (method: "GET" | "POST", url: string, payload?: object) => gw.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
+    try {
+      expect((await exec.heartbeat()).status).toBe("ok");
+      const run = JSON.parse((await http("POST", `/v1/sessions/${sessionId}/runs`)).body).run_id;
+      const id = JSON.parse((await http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).body).assignment.assignment_id;
+      const tokens: string[] = [];
+      const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
+      if (reply.status !== "granted") throw new Error(reply.reason);
+      tokens.push(reply.grant.claim_token);
+      await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }));
+      await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }));
+      // Refused input is logged too: a forged token and a wrong key must not be echoed either.
+      const forged = "forged-token-0123456789abcdefghijklmnopqrstuvwxyz";
+      tokens.push(forged);
+      expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result: {} }, undefined, forged))).status).toBe("rejected");
+      const wrongKey = "wrong-api-key-0123456789abcdef";
+      expect((await gw.gateway.app.inject({ method: "GET", url: "/v1/bindings", headers: { authorization: `Bearer ${wrongKey}` } })).statusCode).toBe(401);
+      await http("GET", `/v1/runs/${run}/history`);
+
+      expect(gw.lines.length).toBeGreaterThan(10);
+      expect(gw.gateway.app.log.level).toBe("debug");
+      for (const secret of [ADMIN_KEY, wrongKey, seed(gatewayKey), seed(executorKey), ...tokens]) {
+        const leaked = gw.lines.filter((l) => l.includes(secret));
+        expect(leaked, `a log line contains a secret`).toEqual([]);
+      }
+    } finally {
+      exec.close();
+      await nc.close();
+    }
+  });
+});
