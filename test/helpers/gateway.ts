@@ -22,8 +22,7 @@ export async function startTestGateway(
 ): Promise<Gateway & { dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), "toolgate-gw-"));
   const { env, ...gatewayOptions } = options;
-  // Replicas from the environment too: a child gateway on a cluster is started with TOOLGATE_STREAM_REPLICAS=3.
-  const config = gatewayConfigFromEnv({ TOOLGATE_STREAM_REPLICAS: process.env.TOOLGATE_STREAM_REPLICAS, ...env, NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
+  const config = gatewayConfigFromEnv({ ...env, NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
   const gateway = await createGateway({ ...gatewayOptions, config, logger: createLogger({ level: "silent" }) });
   return {
     ...gateway,

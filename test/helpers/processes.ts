@@ -32,10 +32,10 @@ export interface GatewayProcess {
   kill(): Promise<void>;
 }
 
-/** The whole gateway (config plane, execution path, HTTP) in a child process. */
+/** The whole gateway (config plane, execution path, HTTP) in a child process; `env` holds gateway settings (TOOLGATE_STREAM_REPLICAS...). */
 export function startGatewayProcess(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}): Promise<GatewayProcess> {
   const proc = spawn(process.execPath, ["--import", "tsx", GATEWAY_CHILD], {
-    env: { ...process.env, ...env, NATS_URL: natsUrl, TOOLGATE_TEST_EXECUTION: JSON.stringify(execution) },
+    env: { ...process.env, NATS_URL: natsUrl, TOOLGATE_TEST_EXECUTION: JSON.stringify(execution), TOOLGATE_TEST_ENV: JSON.stringify(env) },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const signal = async (s: NodeJS.Signals) => {
