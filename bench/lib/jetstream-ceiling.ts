@@ -6,6 +6,8 @@ import { runConcurrently } from "./stats.js";
 
 /** The raw engine limits on this machine, in operations per second. */
 export interface JetStreamCeiling {
+  /** The nats-server measured (`INFO` version). */
+  serverVersion: string;
   messageBytes: number;
   syncPublishPerSec: number;
   batchedPublishPerSec: number;
@@ -65,7 +67,7 @@ export async function measureJetStreamCeiling(options: CeilingOptions = {}): Pro
     const requestReplyPerSec = await requestReplyRate(nc, syncCount, 1, payload);
     const requestReply10PerSec = await requestReplyRate(nc, syncCount, 10, payload);
     log("ceiling measured");
-    return { messageBytes, syncPublishPerSec, batchedPublishPerSec, batchedInFlight: inFlight, kvUpdatePerSec, requestReplyPerSec, requestReply10PerSec };
+    return { serverVersion: nc.info?.version ?? "unknown", messageBytes, syncPublishPerSec, batchedPublishPerSec, batchedInFlight: inFlight, kvUpdatePerSec, requestReplyPerSec, requestReply10PerSec };
   } finally {
     await nc.close();
     await server.stop();

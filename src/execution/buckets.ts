@@ -13,6 +13,7 @@ export const EXECUTION_BUCKETS = {
   progress: "tg_progress",
   projections: "tg_projections",
   presence: "tg_presence",
+  claims: "tg_claims",
 } as const;
 
 export type BucketRole = keyof typeof EXECUTION_BUCKETS;

@@ -1,5 +1,6 @@
 import type { ClaimReply, ClaimRequest, RefusalCode } from "../wire/messages.js";
 import { nextAssignmentState, type AssignmentState } from "./assignment-states.js";
+import { reservationValid, type ClaimQuota } from "./claim-quota.js";
 import { newClaimToken } from "./claim-token.js";
 import type { PresenceService } from "./presence.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
@@ -19,6 +20,7 @@ const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "r
  * The unique claim: an online executor of the binding's scope moves `pending -> claimed` by
  * compare-and-set; of any number of concurrent claimers exactly one wins and gets the grant with a
  * fresh claim token (only its sha256 is stored). The claim is leased: unconfirmed, it expires.
+ * An executor holding its maximum of claims is refused (`too_many_claims`, see `ClaimQuota`).
  */
 export class ClaimService {
   constructor(
@@ -26,20 +28,31 @@ export class ClaimService {
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
+    private readonly quota: ClaimQuota,
     private readonly leaseMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
   async claim(scope: string, req: ClaimRequest): Promise<ClaimReply> {
-    const executor = await this.presence.online(scope, req.executor_id);
+    // Independent reads, all needed by every claim that can succeed: read together.
+    const [executor, found, holdings] = await Promise.all([
+      this.presence.online(scope, req.executor_id),
+      this.assignments.get(req.assignment_id),
+      this.quota.read(scope, req.executor_id),
+    ]);
     if (!executor) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
-    const found = await this.assignments.get(req.assignment_id);
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
     if (a.scope !== scope || !executor.bindings.includes(a.binding_id))
       return refused("out_of_scope", `binding '${a.binding_id}' is not served by executor '${req.executor_id}' of scope '${scope}'`);
     const run = await this.runs.get(a.run_id);
     if (!run || run.value.state !== "active") return refused("run_terminated", `run '${a.run_id}' has ended`);
+    // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
+    if (a.state !== "pending" || a.generation !== req.generation) return this.lost(a, req);
+
+    const reservation = await this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation, holdings);
+    if (!reservation)
+      return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
 
     const { token, sha256 } = newClaimToken();
     const claimedAt = this.now();
@@ -49,12 +62,12 @@ export class ClaimService {
 
     const outcome = await this.assignments.mutate(a.assignment_id, (cur) => {
       const to = nextAssignmentState(cur.state, "claim");
-      if (!to) return { result: refused(REFUSAL_BY_STATE[cur.state] ?? "already_claimed", `assignment is ${cur.state}`) };
-      if (cur.generation !== req.generation)
-        return { result: refused("stale_generation", `the candidate is of generation ${req.generation}, the assignment is at ${cur.generation}`) };
+      if (!to || cur.generation !== req.generation) return { result: this.lost(cur, req) };
+      // A slot another replica may already have reconciled away must not be filled (the bound would overshoot).
+      if (!reservationValid(reservation, this.now())) return { result: refused("too_many_claims", "the claim took too long to be made; claim again") };
       const claim = { executor_id: req.executor_id, generation: cur.generation, token_sha256: sha256, claimed_at: claimedAt, lease_expires_at: leaseExpiresAt };
       return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
-    });
+    }, found);
     if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     if (outcome.result) return outcome.result;
 
@@ -82,5 +95,11 @@ export class ClaimService {
         lease_expires_at: leaseExpiresAt,
       },
     };
+  }
+
+  /** The refusal for a claim on an assignment that is no longer offered at the candidate's generation. */
+  private lost(a: AssignmentRecord, req: ClaimRequest): ClaimReply {
+    if (!nextAssignmentState(a.state, "claim")) return refused(REFUSAL_BY_STATE[a.state] ?? "already_claimed", `assignment is ${a.state}`);
+    return refused("stale_generation", `the candidate is of generation ${req.generation}, the assignment is at ${a.generation}`);
   }
 }

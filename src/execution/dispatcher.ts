@@ -1,7 +1,7 @@
 import { nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /**
@@ -21,17 +21,25 @@ export class Dispatcher {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Returns the assignment as it stands afterwards (null if it does not exist). */
-  async dispatch(assignmentId: string): Promise<AssignmentRecord | null> {
-    const current = await this.assignments.get(assignmentId);
+  /**
+   * Returns the assignment as it stands afterwards (null if it does not exist). `known` holds what
+   * the creating request has just written and read (saving those reads; compare-and-set still
+   * guards every write).
+   */
+  async dispatch(assignmentId: string, known?: { assignment: Versioned<AssignmentRecord>; run: Versioned<RunRecord> }): Promise<AssignmentRecord | null> {
+    const current = known?.assignment ?? (await this.assignments.get(assignmentId));
     if (!current || current.value.state !== "pending") return current?.value ?? null;
     const a = current.value;
 
-    const listing = await this.runs.mutate(a.run_id, (run) => {
-      if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
-      if (run.state !== "active") return { result: "run_ended" as const };
-      return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
-    });
+    const listing = await this.runs.mutate(
+      a.run_id,
+      (run) => {
+        if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
+        if (run.state !== "active") return { result: "run_ended" as const };
+        return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
+      },
+      known?.run,
+    );
     if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
     if (a.candidate_seq !== null) return a;
 
@@ -45,10 +53,13 @@ export class Dispatcher {
       generation: a.generation,
       created_at: a.created_at,
     });
-    const recorded = await this.assignments.mutate(assignmentId, (cur) =>
-      cur.state === "pending" && cur.generation === a.generation && cur.candidate_seq === null
-        ? { write: { ...cur, candidate_seq: seq, updated_at: this.now() }, result: undefined }
-        : { result: undefined },
+    const recorded = await this.assignments.mutate(
+      assignmentId,
+      (cur) =>
+        cur.state === "pending" && cur.generation === a.generation && cur.candidate_seq === null
+          ? { write: { ...cur, candidate_seq: seq, updated_at: this.now() }, result: undefined }
+          : { result: undefined },
+      current,
     );
     // Withdrawn meanwhile (the run ended between listing and publishing): take the message back.
     if (recorded && recorded.value.state === "withdrawn" && recorded.value.candidate_seq === null) await this.candidates.delete(seq);

@@ -7,6 +7,7 @@ import { ClaimRequest, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "
 import { subjects } from "../wire/subjects.js";
 import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
 import { CandidateQueue } from "./candidate-queue.js";
+import { ClaimQuota } from "./claim-quota.js";
 import { ClaimService } from "./claim-service.js";
 import { Dispatcher } from "./dispatcher.js";
 import { HistoryReader } from "./history.js";
@@ -18,7 +19,7 @@ import { ReceiptConsumer } from "./receipt-consumer.js";
 import { ReceiptIndex } from "./receipt-index.js";
 import { ReceiptLog } from "./receipt-log.js";
 import { ReceiptProcessor } from "./receipt-processor.js";
-import { AssignmentRecord, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./records.js";
+import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./records.js";
 import { serveRequests } from "./responder.js";
 import { RunService } from "./runs.js";
 import { ToolCallService } from "./tool-calls.js";
@@ -39,6 +40,8 @@ export interface ExecutionOptions {
   receiptConcurrency: number;
   /** Replica count of the per-scope consumers made at run time. */
   replicas: number;
+  /** Claims one executor may hold at once (claimed or running); beyond it a claim is `too_many_claims`. */
+  maxClaimsPerExecutor: number;
 }
 
 export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
@@ -49,6 +52,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   reofferAfterMs: 60_000,
   receiptConcurrency: 64,
   replicas: 1,
+  maxClaimsPerExecutor: 64,
 };
 
 /** What the execution path reads from the configuration plane (ConfigStore provides all of it). */
@@ -100,7 +104,8 @@ export async function startExecution(deps: {
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs);
   const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, presenceTtlMs(deps.definitions));
-  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, options.leaseMs);
+  const quota = new ClaimQuota(await store("claims", ClaimHoldings), assignmentStore, options.maxClaimsPerExecutor);
+  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, quota, options.leaseMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
   const progress = new ProgressStore(await store("progress", ProgressEntry));
   const projections = new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(jsm));
@@ -108,20 +113,20 @@ export async function startExecution(deps: {
 
   const subscriptions: Subscription[] = [
     serveRequests(nc, {
-      subject: subjects.claim("*"),
+      subject: subjects.claim("*", "*"),
       schema: ClaimRequest,
       log,
-      handle: (scope, req) => claims.claim(scope, req),
+      handle: ({ scope }, req) => claims.claim(scope, req),
       onMalformed: (reason): ClaimReply => ({ status: "refused", code: "malformed", reason }),
     }),
     serveRequests(nc, {
-      subject: subjects.presence("*"),
+      subject: subjects.presence("*", "*"),
       schema: PresenceHeartbeat,
       log,
-      handle: (scope, beat) => presence.heartbeat(scope, beat),
+      handle: ({ scope }, beat) => presence.heartbeat(scope, beat),
       onMalformed: (reason) => ({ status: "refused", ttl_ms: presence.ttlMs, reason }),
     }),
-    serveRequests(nc, { subject: subjects.receiptQuery("*"), schema: ReceiptQuery, log, handle: (_scope, query) => index.answerQuery(query) }),
+    serveRequests(nc, { subject: subjects.receiptQuery("*", "*"), schema: ReceiptQuery, log, handle: (_origin, query) => index.answerQuery(query) }),
   ];
   const consumer = new ReceiptConsumer(nc, js, processor, log, options.receiptConcurrency);
   await consumer.start();

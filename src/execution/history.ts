@@ -54,7 +54,20 @@ export class HistoryReader {
   async assignment(assignmentId: string): Promise<AssignmentView> {
     const a = (await this.assignments.get(assignmentId))?.value;
     if (!a) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
-    const [entry, progress] = await Promise.all([this.entry(a), this.progress.list(assignmentId)]);
+    return this.view(a, this.progress.list(assignmentId));
+  }
+
+  /**
+   * The view of an assignment as its creating request has just written it. Still `pending` at that
+   * write, it has no progress, so the progress bucket (four requests to list) is not read; an
+   * executor that already claimed it meanwhile gets it read afresh.
+   */
+  createdView(a: AssignmentRecord): Promise<AssignmentView> {
+    return a.state === "pending" ? this.view(a, Promise.resolve([])) : this.assignment(a.assignment_id);
+  }
+
+  private async view(a: AssignmentRecord, progressList: Promise<ProgressEntry[]>): Promise<AssignmentView> {
+    const [entry, progress] = await Promise.all([this.entry(a), progressList]);
     return {
       ...entry,
       run_id: a.run_id,

@@ -11,13 +11,13 @@ import type { VersionedStore } from "./versioned-store.js";
  */
 export class ProjectionStore {
   constructor(
-    private readonly store: VersionedStore<ProjectionRecord>,
+    private readonly records: VersionedStore<ProjectionRecord>,
     private readonly receipts: ReceiptLog,
     private readonly now: () => number = Date.now,
   ) {}
 
   async get(assignmentId: string): Promise<ProjectionRecord | null> {
-    return (await this.store.get(assignmentId))?.value ?? null;
+    return (await this.records.get(assignmentId))?.value ?? null;
   }
 
   /**
@@ -28,14 +28,23 @@ export class ProjectionStore {
     if (a.state !== "completed" || !a.final) throw new Error(`assignment ${a.assignment_id} is ${a.state}: only a completed one has a projection`);
     const stored = await this.get(a.assignment_id);
     if (stored) return stored;
-    const full = result !== undefined ? result : await this.resultOf(a.final.stream_seq);
+    return this.store(a, result !== undefined ? result : await this.resultOf(a.final.stream_seq));
+  }
+
+  /**
+   * Forms and stores the projection without looking for one first: for the receipt that has just
+   * completed the assignment (no one else can have stored it yet; should someone have, the
+   * create-only write keeps theirs and returns it).
+   */
+  async store(a: AssignmentRecord, result: unknown): Promise<ProjectionRecord> {
+    if (a.state !== "completed" || !a.final) throw new Error(`assignment ${a.assignment_id} is ${a.state}: only a completed one has a projection`);
     const record: ProjectionRecord = {
       assignment_id: a.assignment_id,
       receipt_id: a.final.receipt_id,
-      context_preview: buildContextPreview(full, { maxResultContextBytes: a.max_result_context_bytes, kind: "completed" }),
+      context_preview: buildContextPreview(result, { maxResultContextBytes: a.max_result_context_bytes, kind: "completed" }),
       computed_at: this.now(),
     };
-    const res = await this.store.create(a.assignment_id, record);
+    const res = await this.records.create(a.assignment_id, record);
     return res.created ? record : res.existing.value;
   }
 

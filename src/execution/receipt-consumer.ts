@@ -15,7 +15,8 @@ const RETRY_DELAY_MS = 1_000;
 const MAX_ATTEMPTS = 50;
 
 /**
- * Pulls receipts from the shared durable consumer and answers each executor on `tg.ans.<scope>.<executor>`.
+ * Pulls receipts from the shared durable consumer and answers each executor on `tg.ans.<scope>.<executor>`
+ * (the executor token of the receipt's subject).
  * A message that is not a receipt is terminated with its reason (it stays in the stream, and never
  * blocks the ones after it); a transient failure is nak'ed and redelivered, which is harmless
  * because processing is idempotent.
@@ -55,8 +56,8 @@ export class ReceiptConsumer {
   }
 
   private async handle(msg: JsMsg): Promise<void> {
-    const [, , scope, assignmentId] = msg.subject.split(".");
-    if (scope === undefined || assignmentId === undefined || !isSubjectToken(scope) || !isSubjectToken(assignmentId))
+    const [, , scope, executorId, assignmentId, extra] = msg.subject.split(".");
+    if (scope === undefined || executorId === undefined || assignmentId === undefined || extra !== undefined || ![scope, executorId, assignmentId].every(isSubjectToken))
       return this.poison(msg, `unexpected subject ${msg.subject}`);
     let receipt: Receipt;
     try {
@@ -66,8 +67,9 @@ export class ReceiptConsumer {
       throw err;
     }
     try {
-      const answer = await this.processor.process({ scope, subjectAssignmentId: assignmentId, receipt, streamSeq: msg.seq });
-      this.nc.publish(subjects.answers(scope, receipt.executor_id), encode(answer));
+      const answer = await this.processor.process({ scope, subjectExecutorId: executorId, subjectAssignmentId: assignmentId, receipt, streamSeq: msg.seq });
+      // To the subject's executor, the one NATS let publish there: a receipt naming another executor never reaches that one.
+      this.nc.publish(subjects.answers(scope, executorId), encode(answer));
       // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
       if (answer.status === "rejected")
         this.log.warn({ seq: msg.seq, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, code: answer.code, reason: answer.reason }, "receipt rejected");

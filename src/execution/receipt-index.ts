@@ -20,7 +20,7 @@ export class ReceiptIndex {
     return res.created ? entry : res.existing.value;
   }
 
-  /** `tg.rq.<scope>`: the stored answer for an executor whose answer got lost, `pending` while unseen. */
+  /** `tg.rq.<scope>.<executor>`: the stored answer for an executor whose answer got lost, `pending` while unseen. */
   async answerQuery(query: ReceiptQuery): Promise<ReceiptAnswer> {
     const entry = await this.get(query.receipt_id);
     // Another executor's receipt (or another assignment's) is none of this executor's business.

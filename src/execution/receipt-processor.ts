@@ -9,13 +9,14 @@ import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
 import { storedAnswer } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /** One receipt as taken from the receipts stream. */
 export interface ReceiptInput {
-  /** The scope and assignment tokens of the subject it was published on. */
+  /** The scope, executor and assignment tokens of the subject it was published on. */
   readonly scope: string;
+  readonly subjectExecutorId: string;
   readonly subjectAssignmentId: string;
   readonly receipt: Receipt;
   /** Its sequence in `TG_RECEIPTS`. */
@@ -63,6 +64,8 @@ export class ReceiptProcessor {
     const r = input.receipt;
     const answer = (v: Verdict): ReceiptAnswer => ({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v });
     if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
+    // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
+    if (r.executor_id !== input.subjectExecutorId) return answer(rejected("malformed", "published on the subject of another executor"));
 
     let digest: string;
     try {
@@ -72,10 +75,9 @@ export class ReceiptProcessor {
       throw err;
     }
 
-    const known = await this.deps.index.get(r.receipt_id);
+    // Both are needed for a new receipt (the common case), so they are read together.
+    const [known, found] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.get(r.assignment_id)]);
     if (known) return this.replay(known, digest);
-
-    const found = await this.deps.assignments.get(r.assignment_id);
     if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
     const a = found.value;
     if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
@@ -86,7 +88,7 @@ export class ReceiptProcessor {
     }
 
     const run = await this.deps.runs.get(a.run_id);
-    const verdict = await this.apply(a, run?.value ?? null, claim, input, digest);
+    const verdict = await this.apply(found, run?.value ?? null, claim, input, digest);
     const entry: ReceiptIndexEntry = {
       receipt_id: r.receipt_id,
       assignment_id: r.assignment_id,
@@ -112,8 +114,9 @@ export class ReceiptProcessor {
     return storedAnswer(known);
   }
 
-  private async apply(a: AssignmentRecord, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
+  private async apply(found: Versioned<AssignmentRecord>, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
     const r = input.receipt;
+    const a = found.value;
     if (alreadyApplied(a, r.receipt_id)) return this.reapply(a, r, digest);
     if (!run || run.state !== "active") {
       // The executor must not start work for an ended run; anything else it sends is kept for audit only.
@@ -121,6 +124,9 @@ export class ReceiptProcessor {
       return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
     }
     if (claim.token_sha256 !== a.claim?.token_sha256) return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
+    // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
+    if (r.kind === "accepted" && r.argument_digest !== a.argument_digest)
+      return rejected("argument_digest_mismatch", "the accepted receipt names other arguments than the assignment's: do not start");
     if (r.kind === "progress") return this.recordProgress(a, r);
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
@@ -136,10 +142,14 @@ export class ReceiptProcessor {
           ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
           : { ...cur, state: to, final: applied, outcome: outcomeOf(r), updated_at: applied.at };
       return { write: next, result: RECORDED };
-    });
+    }, found);
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
     if (res.written && r.kind === "accepted") await this.deps.watchlist.release(a.assignment_id, claim.lease_expires_at);
-    if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") await this.deps.projections.ensure(res.value, r.result);
+    if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
+      // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
+      if (res.written) await this.deps.projections.store(res.value, r.result);
+      else await this.deps.projections.ensure(res.value, r.result);
+    }
     return res.result;
   }
 

@@ -140,3 +140,11 @@ export const ProjectionRecord = z
   .object({ assignment_id: Id, receipt_id: Id, context_preview: contextPreviewSchema, computed_at: Millis })
   .strict();
 export type ProjectionRecord = z.infer<typeof ProjectionRecord>;
+
+/** One claim an executor holds or is about to win (reserved before the assignment's compare-and-set). */
+export const HeldClaim = z.object({ assignment_id: Id, generation: z.number().int().nonnegative(), reserved_at: Millis }).strict();
+export type HeldClaim = z.infer<typeof HeldClaim>;
+
+/** The claims of one executor, keyed `<scope>.<executor>`; entries whose work ended are dropped lazily. */
+export const ClaimHoldings = z.object({ executor_id: Id, scope: Id, held: z.array(HeldClaim) }).strict();
+export type ClaimHoldings = z.infer<typeof ClaimHoldings>;

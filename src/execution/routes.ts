@@ -127,7 +127,7 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       agentScope: ({ params }) => runAgent(params.run_id),
       handler: async ({ params, body }) => {
         const { assignment, created } = await execution.toolCalls.create(params.run_id, body);
-        return { created, assignment: await execution.history.assignment(assignment.assignment_id) };
+        return { created, assignment: await (created ? execution.history.createdView(assignment) : execution.history.assignment(assignment.assignment_id)) };
       },
     }),
     defineRoute({

@@ -39,8 +39,9 @@ export class ToolCallService {
   ) {}
 
   async create(runId: string, req: ToolCallRequest): Promise<{ assignment: AssignmentRecord; created: boolean }> {
-    const run = (await this.runs.get(runId))?.value;
-    if (!run) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    const found = await this.runs.get(runId);
+    if (!found) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    const run = found.value;
     if (run.state !== "active") throw ApiError.conflict("run_terminated", `run '${runId}' is ${run.state}: it takes no more tool calls`);
     const { tool, binding } = await this.tools.resolveTool(run.session_id, req.tool_name);
 
@@ -83,8 +84,10 @@ export class ToolCallService {
     const res = await this.assignments.create(assignmentId, record);
     // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
-    const dispatched = await this.dispatcher.dispatch(assignmentId);
-    await this.watchlist.unwatch(assignmentId, watch);
+    const dispatched = await this.dispatcher.dispatch(assignmentId, { assignment: { value: record, revision: res.revision }, run: found });
+    // A published candidate came with its re-offer watch, written over this one: removing ours at
+    // its revision could only fail, so it is not asked for.
+    if (dispatched?.candidate_seq == null) await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw ApiError.conflict("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };
   }

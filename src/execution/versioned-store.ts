@@ -110,17 +110,23 @@ export class VersionedStore<T> {
   /**
    * Reads `key`, asks `decide` what to do with the current value and writes its answer with a
    * compare-and-set; on a conflicting revision, reads again and asks again. `decide` must be pure
-   * (it may run several times). Returns null when the key does not exist.
+   * (it may run several times). Returns null when the key does not exist. `known`, a value the
+   * caller read or wrote itself, saves the first read: if it is stale the compare-and-set fails
+   * and the loop reads the current value, so it can never decide on an outdated one.
    */
-  async mutate<R>(key: string, decide: (current: T) => Decision<T, R>): Promise<{ result: R; value: T; written: boolean } | null> {
+  async mutate<R>(key: string, decide: (current: T) => Decision<T, R>, known?: Versioned<T>): Promise<{ result: R; value: T; written: boolean; revision: number } | null> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
-      const current = await this.get(key);
+      const current = attempt === 0 && known ? known : await this.get(key);
       if (!current) return null;
       const decision = decide(current.value);
-      if (decision.write === undefined) return { result: decision.result, value: current.value, written: false };
+      if (decision.write === undefined) {
+        // A decision not to write made on a value we did not read is confirmed on a fresh read.
+        if (current === known && attempt === 0) continue;
+        return { result: decision.result, value: current.value, written: false, revision: current.revision };
+      }
       try {
-        await this.kv.update(key, encode(decision.write), current.revision);
-        return { result: decision.result, value: decision.write, written: true };
+        const revision = await this.kv.update(key, encode(decision.write), current.revision);
+        return { result: decision.result, value: decision.write, written: true, revision };
       } catch (err) {
         if (!isRevisionConflict(err)) throw err;
       }

@@ -12,6 +12,7 @@ export const GatewayEnvSchema = z.object({
   TOOLGATE_IDENTITIES: z.string().min(1).optional(),
   TOOLGATE_STREAM_REPLICAS: ReplicasSchema.default(1),
   TOOLGATE_CLAIM_LEASE_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000).describe("How long an unconfirmed claim lives before it returns to the candidates"),
+  TOOLGATE_MAX_CLAIMS_PER_EXECUTOR: z.coerce.number().int().min(1).max(1024).default(64).describe("Claims one executor may hold at once (claimed or running); beyond it a claim is refused with too_many_claims"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   ...NatsClientEnvSchema.shape,
   TOOLGATE_HTTP_BODY_LIMIT: z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(4 * 1024 * 1024).describe("Largest request body in bytes (413 beyond)"),

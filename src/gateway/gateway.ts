@@ -86,7 +86,9 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     servers = embeddedNats.url;
     logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
   }
-  const nc = await connect({ servers: natsServers(servers), name: "toolgate-gateway", ...natsClientOptions(config) });
+  // noAsyncTraces: every KV read/write and JetStream publish is a request, and with async traces on
+  // each one captures two stack traces up front (about a tenth of the gateway's CPU under load).
+  const nc = await connect({ servers: natsServers(servers), name: "toolgate-gateway", noAsyncTraces: true, ...natsClientOptions(config) });
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
@@ -98,7 +100,12 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       config: store,
       definitions,
       log: logger,
-      options: { leaseMs: config.TOOLGATE_CLAIM_LEASE_MS, replicas: config.TOOLGATE_STREAM_REPLICAS, ...options.execution },
+      options: {
+        leaseMs: config.TOOLGATE_CLAIM_LEASE_MS,
+        replicas: config.TOOLGATE_STREAM_REPLICAS,
+        maxClaimsPerExecutor: config.TOOLGATE_MAX_CLAIMS_PER_EXECUTOR,
+        ...options.execution,
+      },
     });
     const contextWindows = await ContextWindows.open(nc, execution, store);
     bridgeExecutorJetStreamApi(nc); // ended by the drain on close

@@ -65,6 +65,7 @@ export class NatsLink {
     if (!given && !natsUrl) throw new Error("ToolRunner needs natsUrl or nc");
     // Reconnect forever: the outbox and presence survive a NATS restart, the runner must too.
     // The inbox prefix is the one the generated NATS config lets this executor (and only it) read.
+    // noAsyncTraces: no stack trace captured per request and per receipt publish (see the gateway's connection).
     const nc =
       given ??
       (await connect({
@@ -72,6 +73,7 @@ export class NatsLink {
         name: `toolgate-runner:${scope}:${executorId}`,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
+        noAsyncTraces: true,
         inboxPrefix: executorInboxPrefix(scope, executorId),
         ...natsClientOptions(options.credentials),
       }));
@@ -85,15 +87,15 @@ export class NatsLink {
   }
 
   heartbeat(message: PresenceHeartbeat): Promise<PresenceReply> {
-    return this.request(subjects.presence(this.scope), message, PresenceReply);
+    return this.request(subjects.presence(this.scope, this.executorId), message, PresenceReply);
   }
 
   claim(message: ClaimRequest): Promise<ClaimReply> {
-    return this.request(subjects.claim(this.scope), message, ClaimReply);
+    return this.request(subjects.claim(this.scope, this.executorId), message, ClaimReply);
   }
 
   queryReceipt(message: ReceiptQuery): Promise<ReceiptAnswer> {
-    return this.request(subjects.receiptQuery(this.scope), message, ReceiptAnswer);
+    return this.request(subjects.receiptQuery(this.scope, this.executorId), message, ReceiptAnswer);
   }
 
   /**
@@ -102,7 +104,7 @@ export class NatsLink {
    * and no answer will come for it.
    */
   async publishReceipt(receipt: Receipt): Promise<{ duplicate: boolean }> {
-    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id, headers: protocolHeaders() });
+    const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id, headers: protocolHeaders() });
     return { duplicate: ack.duplicate };
   }
 

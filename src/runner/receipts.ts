@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHmac } from "node:crypto";
 import { Receipt, type Grant, type ReceiptKind } from "../wire/messages.js";
 import type { AssignmentKey, OutboxReceipt, ReceiptBody } from "./store.js";
 
@@ -10,22 +10,31 @@ export type FinalReport =
   | { kind: "reconciliation_required"; error: { code: string; message: string } };
 
 /** What one receipt carries besides its envelope. */
-export type ReceiptContent = { kind: "accepted"; operation_key: string } | { kind: "progress"; seq: number; progress: unknown } | FinalReport;
+export type ReceiptContent = { kind: "accepted"; operation_key: string; argument_digest: string } | { kind: "progress"; seq: number; progress: unknown } | FinalReport;
 
 const MAX_ID = 128;
 const CODE_MAX = 128;
 const TEXT_MAX = 4096;
 
+/** Characters of the secret tag in a readable receipt id (base64url, 132 bits). */
+const TAG_CHARS = 22;
+
 /**
- * The receipt id of one receipt of one claim: a pure function of (assignment, generation, kind, seq),
- * so a restart can never mint a second id for the same receipt. The generation is part of it:
- * a claim lost and won again is a new claim whose receipts must not be taken for the old ones.
+ * The receipt id of one receipt of one claim: a pure function of the claim (assignment, generation,
+ * claim token) and the receipt (kind, seq), so a restart can never mint a second id for it. The
+ * generation keeps a claim lost and won again apart from the old one.
+ *
+ * The stream de-duplicates on `receipt_id` across every executor, so an id others could predict
+ * could be published first by any of them (their receipt is refused, but the stream would then drop
+ * ours as a duplicate for its whole window). Hence the tag: an HMAC keyed by the claim token, which
+ * only the holder of the claim knows. It reveals nothing of the token.
  */
-export function receiptId(key: AssignmentKey, kind: ReceiptKind, seq?: number): string {
-  const id = `${key.assignmentId}_g${key.generation}_${kind === "progress" ? `p${seq}` : kind}`;
-  if (id.length <= MAX_ID) return id;
-  // Long assignment ids: a digest keeps the id deterministic and inside the token limit.
-  return `r_${createHash("sha256").update(id).digest("hex")}`;
+export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "claim_token">, kind: ReceiptKind, seq?: number): string {
+  const readable = `${grant.assignment_id}_g${grant.generation}_${kind === "progress" ? `p${seq}` : kind}`;
+  const tag = createHmac("sha256", grant.claim_token).update(readable).digest("base64url");
+  const id = `${readable}_${tag.slice(0, TAG_CHARS)}`;
+  // Long assignment ids: the full tag alone keeps the id deterministic and inside the token limit.
+  return id.length <= MAX_ID ? id : `r_${tag}`;
 }
 
 /**
@@ -34,7 +43,7 @@ export function receiptId(key: AssignmentKey, kind: ReceiptKind, seq?: number): 
  */
 export function buildReceipt(grant: Grant, content: ReceiptContent, now: number): OutboxReceipt {
   const key = { assignmentId: grant.assignment_id, generation: grant.generation };
-  const id = receiptId(key, content.kind, content.kind === "progress" ? content.seq : undefined);
+  const id = receiptId(grant, content.kind, content.kind === "progress" ? content.seq : undefined);
   const body = toJsonValue({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) }) as ReceiptBody;
   // Validates the body against the wire schema before it is saved: a receipt the gateway would
   // reject as malformed must fail here, in the handler's hands, not later in the outbox.

@@ -341,7 +341,8 @@ export class ToolRunner {
       }
       const now = Date.now();
       const local: LocalAssignment = { assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: refusal ? "reporting" : "accepting", createdAt: now, updatedAt: now };
-      const receipts = [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, now)];
+      // The digest of the grant vetted above: the gateway refuses `accepted` if it is not the assignment's.
+      const receipts = [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, now)];
       if (refusal) {
         receipts.push(buildReceipt(grant, { kind: "failed", error: refusal }, now));
         this.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");

@@ -35,10 +35,10 @@ const jsApi = (prefix: string, op: "INFO" | "MSG.NEXT", consumer: string) => `${
 
 /** What the gateway's account offers the executors' account; every executor's allow list is inside it. */
 export const EXECUTOR_EXPORTS: readonly Export[] = [
-  { kind: "service", subject: subjects.claim("*") },
-  { kind: "service", subject: subjects.presence("*") },
-  { kind: "service", subject: subjects.receiptQuery("*") },
-  { kind: "service", subject: subjects.receipt("*", "*") },
+  { kind: "service", subject: subjects.claim("*", "*") },
+  { kind: "service", subject: subjects.presence("*", "*") },
+  { kind: "service", subject: subjects.receiptQuery("*", "*") },
+  { kind: "service", subject: subjects.receipt("*", "*", "*") },
   { kind: "service", subject: jsApi(JS_API, "INFO", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "INFO", "*") },
   { kind: "service", subject: jsApi(JS_API, "MSG.NEXT", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", "*"), responseType: "stream" },
   { kind: "service", subject: `$JS.ACK.${candidates}.>` },
@@ -48,17 +48,18 @@ export const EXECUTOR_EXPORTS: readonly Export[] = [
 
 /**
  * One executor's allow lists (everything else is denied): claim, heartbeat, query and publish
- * receipts in its scope; pull and acknowledge only its scope's candidate consumer; receive only its
- * own answers, control messages and inbox.
+ * receipts in its scope and under its own executor token only (so it cannot speak for another
+ * executor of the scope); pull and acknowledge only its scope's candidate consumer; receive only
+ * its own answers, control messages and inbox.
  */
 export function executorPermissions(scope: string, executorId: string): SubjectPermissions {
   const consumer = candidateConsumer(scope);
   return {
     publish: [
-      subjects.claim(scope),
-      subjects.presence(scope),
-      subjects.receiptQuery(scope),
-      subjects.receipt(scope, "*"),
+      subjects.claim(scope, executorId),
+      subjects.presence(scope, executorId),
+      subjects.receiptQuery(scope, executorId),
+      subjects.receipt(scope, executorId, "*"),
       jsApi(EXECUTOR_JS_API_PREFIX, "INFO", consumer),
       jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", consumer),
       `$JS.ACK.${candidates}.${consumer}.>`,

@@ -11,6 +11,9 @@ export const Id = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "must be 1-128 char
 /** Milliseconds since the epoch. */
 const Millis = z.number().int().nonnegative();
 
+/** sha256 (hex) of the arguments' canonical compact JSON (`argumentDigest` of `src/wire/digest.ts`). */
+const ArgumentDigest = z.string().regex(/^[0-9a-f]{64}$/, "must be a sha256 in lowercase hex");
+
 /** A JSON value as decoded; whether it is representable (no NaN, no cycles...) is checked by the budget engine's canonical JSON. */
 const JsonValue = z.unknown();
 
@@ -51,8 +54,7 @@ export const Grant = z
     binding_id: Id,
     tool_kind: ToolKind,
     arguments: JsonValue,
-    /** sha256 (hex) of the arguments' canonical compact JSON. */
-    argument_digest: z.string().regex(/^[0-9a-f]{64}$/),
+    argument_digest: ArgumentDigest,
     /** The end user the run acts for. */
     subject: z.string(),
     agent: Id,
@@ -91,6 +93,8 @@ export const RefusalCode = z.enum([
   "illegal_transition",
   /** Another receipt already reported this progress `seq` with a different body. */
   "progress_conflict",
+  /** `accepted` names other arguments than the assignment's: the grant was altered on its way. */
+  "argument_digest_mismatch",
 ]);
 export type RefusalCode = z.infer<typeof RefusalCode>;
 
@@ -118,7 +122,8 @@ const ReceiptBase = {
  * resend of the same `receipt_id`; its digest is `receiptBodyDigest` of `src/wire/digest.ts`.
  */
 export const Receipt = z.discriminatedUnion("kind", [
-  z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string() }).strict(),
+  /** `argument_digest`: the digest of the grant the executor verified; the gateway compares it with the assignment's. */
+  z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string(), argument_digest: ArgumentDigest }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("progress"), seq: z.number().int().positive(), progress: JsonValue }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("completed"), result: JsonValue }).strict(),
   z

@@ -3,7 +3,9 @@
  * (`[A-Za-z0-9_-]+`), so no subject can be widened by a crafted id.
  *
  * The executor *scope* (a product's group of executors) is a subject token wherever an executor
- * publishes or subscribes, so NATS permissions can confine an executor to its own scope.
+ * publishes or subscribes, and so is the executor's own id wherever it speaks for itself (claims,
+ * heartbeats, receipt queries, receipts): NATS permissions then confine an executor to its own
+ * tokens, and the gateway refuses a message whose `executor_id` differs from its subject's.
  */
 export const SUBJECT_ROOT = "tg";
 
@@ -12,14 +14,14 @@ export const subjects = {
   candidate: (scope: string, bindingId: string) => `tg.cand.${scope}.${bindingId}`,
   /** Filter of the durable candidate consumer shared by one scope's executors. */
   candidateFilter: (scope: string) => `tg.cand.${scope}.>`,
-  /** Claim request/reply, served by the gateways' queue group. */
-  claim: (scope: string) => `tg.claim.${scope}`,
-  /** Presence heartbeat request/reply. */
-  presence: (scope: string) => `tg.presence.${scope}`,
-  /** A receipt, published into the receipts stream with `Nats-Msg-Id = receipt_id`. */
-  receipt: (scope: string, assignmentId: string) => `tg.rcpt.${scope}.${assignmentId}`,
-  /** Receipt status look-up (after a lost answer) request/reply. */
-  receiptQuery: (scope: string) => `tg.rq.${scope}`,
+  /** Claim request/reply of one executor, served by the gateways' queue group. */
+  claim: (scope: string, executorId: string) => `tg.claim.${scope}.${executorId}`,
+  /** Presence heartbeat request/reply of one executor. */
+  presence: (scope: string, executorId: string) => `tg.presence.${scope}.${executorId}`,
+  /** A receipt of one executor, published into the receipts stream with `Nats-Msg-Id = receipt_id`. */
+  receipt: (scope: string, executorId: string, assignmentId: string) => `tg.rcpt.${scope}.${executorId}.${assignmentId}`,
+  /** Receipt status look-up (after a lost answer) request/reply of one executor. */
+  receiptQuery: (scope: string, executorId: string) => `tg.rq.${scope}.${executorId}`,
   /** The gateway's answers to one executor (core NATS). */
   answers: (scope: string, executorId: string) => `tg.ans.${scope}.${executorId}`,
   /** Control messages addressed to one executor (cancel, task cancel, compensation, detach). */

@@ -30,7 +30,7 @@ function history(n = 3): { h: StoredHistory; evidence: ExecutorEvidence } {
     const id = `a-${i}`;
     const base = { assignment_id: id, executor_id: "exec-1", claim_token: TOKEN };
     const at = T0 + 100 * i;
-    const accepted = store({ ...base, receipt_id: `${id}_accepted`, kind: "accepted", operation_key: `op-${i}` }, at + 1);
+    const accepted = store({ ...base, receipt_id: `${id}_accepted`, kind: "accepted", operation_key: `op-${i}`, argument_digest: argumentDigest({ i }) }, at + 1);
     store({ ...base, receipt_id: `${id}_p1`, kind: "progress", seq: 1, progress: { step: 1 } }, at + 2);
     h.progress.push({ assignment_id: id, seq: 1, receipt_id: `${id}_p1`, progress: { step: 1 }, at: at + 2 });
     const result = { i, rows: "x".repeat(2_000) };

@@ -71,7 +71,7 @@ suite("claims: leases", LEASE_MS, (ctx) => {
     const candidate = await second.pullFor(id, 1);
     expect(candidate.generation).toBe(1);
 
-    expect(await first.send(first.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).toMatchObject({ status: "rejected", code: "lease_expired" });
+    expect(await first.send(first.accepted(reply.grant))).toMatchObject({ status: "rejected", code: "lease_expired" });
     expect(await first.claim(id, 0)).toMatchObject({ status: "refused", code: "stale_generation" });
     const again = await second.claim(id, 1);
     expect(again.status).toBe("granted");

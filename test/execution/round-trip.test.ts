@@ -55,7 +55,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const candidate = await exec.pullFor(id);
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    expect((await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).status).toBe("recorded");
+    expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
     return reply.grant;
   };
   const assignment = async (id: string) => (await gw.http("GET", `/v1/assignments/${id}`)).body;
@@ -77,7 +77,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(grant.claim_token.length).toBeGreaterThanOrEqual(43);
     expect((await assignment(id)).state).toBe("claimed");
 
-    expect(await exec.send(exec.receipt(grant, { kind: "accepted", operation_key: grant.operation_key }))).toMatchObject({ status: "recorded", kind: "accepted" });
+    expect(await exec.send(exec.accepted(grant))).toMatchObject({ status: "recorded", kind: "accepted" });
     expect((await assignment(id)).state).toBe("running");
     for (const seq of [2, 1]) expect((await exec.send(exec.receipt(grant, { kind: "progress", seq, progress: { done: seq } }))).status).toBe("recorded");
     const result = { next_cursor: "page-2", tasks: [{ id: "t1", title: "任务 ✅" }] };
@@ -213,6 +213,21 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect((await assignment(grant2.assignment_id)).state).toBe("running");
   });
 
+  it("refuses an accepted receipt whose argument digest is not the assignment's, and changes nothing", async () => {
+    const runId = await newRun();
+    const id = await newToolCall(runId, { cursor: "real" });
+    const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(reply.reason);
+    // What an executor would send had the grant's arguments and digest both been altered on the way.
+    const tampered = exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key, argument_digest: argumentDigest({ cursor: "evil" }) });
+    expect(await exec.send(tampered)).toMatchObject({ status: "rejected", code: "argument_digest_mismatch" });
+    expect(await assignment(id)).toMatchObject({ state: "claimed", accepted_receipt_id: null });
+    // The refusal is audited: kept in the receipts stream and in the receipt index.
+    expect(await exec.query(tampered)).toMatchObject({ status: "rejected", code: "argument_digest_mismatch" });
+    expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
+    expect((await assignment(id)).state).toBe("running");
+  });
+
   it("keeps a cancelled run terminated: withdraws, revokes, abandons, and late receipts change nothing", async () => {
     const runId = await newRun();
     const running = await runningCall(runId);
@@ -233,7 +248,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const told = await eventually(async () => exec.controls.find((c) => c.type === "run_cancelled" && c.run_id === runId), 5_000, "run_cancelled control");
     expect(told).toMatchObject({ assignment_ids: expect.arrayContaining([running.assignment_id, claimedId]) });
 
-    expect(await exec.send(exec.receipt(claimed.grant, { kind: "accepted", operation_key: claimed.grant.operation_key }))).toMatchObject({ status: "rejected", code: "run_terminated" });
+    expect(await exec.send(exec.accepted(claimed.grant))).toMatchObject({ status: "rejected", code: "run_terminated" });
     expect(await exec.send(exec.receipt(running, { kind: "progress", seq: 1, progress: {} }))).toMatchObject({ status: "late_ignored" });
     expect(await exec.send(exec.receipt(running, { kind: "completed", result: { late: true } }))).toMatchObject({ status: "late_ignored", code: "run_terminated" });
     expect((await assignment(running.assignment_id)).state).toBe("abandoned");
@@ -264,9 +279,9 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const runId = await newRun();
     const grant = await runningCall(runId);
     const js = jetstream(nc);
-    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), new Uint8Array([0xc1, 0xff, 0x00]), { msgID: "garbage-1" });
-    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), encode({ receipt_id: "x", kind: "completed" }), { msgID: "garbage-2" });
-    await js.publish(subjects.receipt(SCOPE, grant.assignment_id), encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }), { msgID: "nan-1" });
+    await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), new Uint8Array([0xc1, 0xff, 0x00]), { msgID: "garbage-1" });
+    await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ receipt_id: "x", kind: "completed" }), { msgID: "garbage-2" });
+    await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }), { msgID: "nan-1" });
     expect(await exec.query({ receipt_id: "nan-1", assignment_id: grant.assignment_id, kind: "completed" })).toMatchObject({ status: "pending" });
     expect((await exec.send(exec.receipt(grant, { kind: "completed", result: { fine: true } }))).status).toBe("recorded");
     expect((await assignment(grant.assignment_id)).state).toBe("completed");
@@ -299,6 +314,6 @@ async function publishAndAwait(nc: NatsConnection, receipt: Record<string, unkno
       },
     });
   });
-  await jetstream(nc).publish(subjects.receipt(SCOPE, receipt.assignment_id), encode(receipt), { msgID });
+  await jetstream(nc).publish(subjects.receipt(SCOPE, receipt.executor_id, receipt.assignment_id), encode(receipt), { msgID });
   return answered;
 }

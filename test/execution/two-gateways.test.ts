@@ -51,7 +51,7 @@ describe("two gateway processes on the same streams", () => {
       const reply = await exec.claim(c.assignment_id, c.generation);
       if (reply.status !== "granted") return;
       const g = reply.grant;
-      await exec.send(exec.receipt(g, { kind: "accepted", operation_key: g.operation_key }));
+      await exec.send(exec.accepted(g));
       const done = exec.receipt(g, { kind: "completed", result: { args: g.arguments } });
       const a = await exec.send(done);
       if (a.status === "recorded") answers.recorded++;

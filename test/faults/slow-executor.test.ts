@@ -1,11 +1,8 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { Kvm, type KV } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EXECUTION_BUCKETS } from "../../src/execution/buckets.js";
-import { ReceiptIndexEntry } from "../../src/execution/records.js";
-import { decode } from "../../src/wire/codec.js";
+import { readHistory } from "../../src/checker/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { FaultRig, READ_BINDING, SCOPE, WRITE_BINDING, size, until } from "./rig.js";
 
@@ -16,7 +13,6 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
   let nats: TestNats;
   let rig: FaultRig;
   let nc: NatsConnection;
-  let index: KV;
 
   beforeAll(async () => {
     nats = await startTestNats();
@@ -24,7 +20,6 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
     await rig.startGateway();
     await rig.seed();
     nc = await connect({ servers: nats.url });
-    index = await new Kvm(nc).open(EXECUTION_BUCKETS.receiptIndex);
   });
   afterAll(async () => {
     await nc?.close();
@@ -32,12 +27,11 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
     await nats?.stop();
   });
 
-  /** The gateway's stored answer to a receipt, once it has processed it. */
-  const answered = (receiptId: string) =>
-    until(`receipt ${receiptId} processed`, async () => {
-      const e = await index.get(receiptId);
-      return e?.operation === "PUT" ? decode(ReceiptIndexEntry, e.value) : undefined;
-    });
+  /** The gateway's stored answer to an executor's receipt of `kind` for a call, once processed (receipt ids are unguessable: found through the index). */
+  const answered = (executorId: string, assignmentId: string, kind: string) =>
+    until(`${kind} of ${assignmentId} by ${executorId} processed`, async () =>
+      (await readHistory(nc)).index.find((e) => e.executor_id === executorId && e.assignment_id === assignmentId && e.kind === kind),
+    );
 
   const stalled = (lines: string[], point: string) => until(`an executor stopped at ${point}`, () => lines.map((l) => l.split(" ")).find((w) => w[0] === "stalled" && w[1] === point)?.[2]);
 
@@ -59,7 +53,7 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
       expect(done).toMatchObject({ executor_id: `fast-${c}`, generation: 1 });
       // 3. Woken, the slow executor sends its old `accepted`: refused, so its handler never runs.
       slow.proc.kill("SIGCONT");
-      expect(await answered(`${assignment.assignment_id}_g0_accepted`)).toMatchObject({ status: "rejected", code: "lease_expired" });
+      expect(await answered(`slow-${c}`, assignment.assignment_id, "accepted")).toMatchObject({ status: "rejected", code: "lease_expired" });
       await rig.pool.stop([fast]);
 
       // 4. Now the slow executor alone takes a call and stops inside the handler, after its side effect.
@@ -70,7 +64,7 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
       expect((await rig.api("GET", `/v1/assignments/${id}`)).state).toBe("abandoned");
       // 5. Woken, it reports: the run is over, so its progress and result are kept for audit and change nothing.
       slow.proc.kill("SIGCONT");
-      expect(await answered(`${id}_g0_completed`)).toMatchObject({ status: "late_ignored", code: "run_terminated" });
+      expect(await answered(`slow-${c}`, id, "completed")).toMatchObject({ status: "late_ignored", code: "run_terminated" });
       expect((await rig.api("GET", `/v1/assignments/${id}`)).state).toBe("abandoned");
       await rig.pool.stop([slow]);
     }

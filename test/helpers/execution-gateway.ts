@@ -77,7 +77,7 @@ export async function completeToolCall(gw: TestGateway, executor: ProtocolExecut
   const candidate = await executor.pullFor(id);
   const reply = await executor.claim(id, candidate.generation);
   if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-  const accepted = await executor.send(executor.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }));
+  const accepted = await executor.send(executor.accepted(reply.grant));
   const completed = await executor.send(executor.receipt(reply.grant, { kind: "completed", result }));
   if (accepted.status !== "recorded" || completed.status !== "recorded") throw new Error(`receipts not recorded: ${accepted.status}, ${completed.status}`);
   return id;

@@ -50,7 +50,7 @@ export class ProtocolExecutor {
 
   async heartbeat(status: PresenceHeartbeat["status"] = "online"): Promise<PresenceReply> {
     const beat: PresenceHeartbeat = { executor_id: this.executorId, scope: this.scope, bindings: this.bindings, status, in_flight: 0 };
-    const reply = await this.nc.request(subjects.presence(this.scope), encode(beat), { timeout: 5_000 });
+    const reply = await this.nc.request(subjects.presence(this.scope, this.executorId), encode(beat), { timeout: 5_000 });
     return decode(PresenceReply, reply.data);
   }
 
@@ -82,7 +82,7 @@ export class ProtocolExecutor {
   }
 
   async claim(assignmentId: string, generation: number): Promise<ClaimReply> {
-    const reply = await this.nc.request(subjects.claim(this.scope), encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }), { timeout: 5_000 });
+    const reply = await this.nc.request(subjects.claim(this.scope, this.executorId), encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }), { timeout: 5_000 });
     return decode(ClaimReply, reply.data);
   }
 
@@ -91,21 +91,35 @@ export class ProtocolExecutor {
     return { receipt_id: receiptId, assignment_id: grant.assignment_id, executor_id: this.executorId, claim_token: token, ...body } as Receipt;
   }
 
+  /** The `accepted` receipt of a grant, naming the grant's argument digest as a real executor does. */
+  accepted(grant: Grant, receiptId?: string): Receipt {
+    return this.receipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, receiptId);
+  }
+
   /**
    * Publishes a receipt into the receipts stream and resolves with the gateway's answer; a resend
    * the stream de-duplicated gets no answer, so then the stored one is asked for on `tg.rq`.
    * Another `msgID` than the receipt id simulates a resend after the stream's de-duplication window.
    */
   async send(receipt: Receipt, msgID: string = receipt.receipt_id): Promise<ReceiptAnswer> {
-    const answered = new Promise<ReceiptAnswer>((resolve) => this.waiters.set(receipt.receipt_id, [...(this.waiters.get(receipt.receipt_id) ?? []), resolve]));
-    const ack = await this.js.publish(subjects.receipt(this.scope, receipt.assignment_id), encode(receipt), { msgID });
-    if (ack.duplicate) return this.query(receipt);
-    return withTimeout(answered, 10_000, `no answer for receipt ${receipt.receipt_id}`);
+    const answered = this.answerFor(receipt.receipt_id);
+    const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { msgID });
+    if (ack.duplicate) {
+      answered.catch(() => undefined); // no answer comes for a de-duplicated copy
+      return this.query(receipt);
+    }
+    return answered;
+  }
+
+  /** The next answer for `receiptId` on this executor's answer subject (register before publishing). */
+  answerFor(receiptId: string, timeoutMs = 10_000): Promise<ReceiptAnswer> {
+    const answered = new Promise<ReceiptAnswer>((resolve) => this.waiters.set(receiptId, [...(this.waiters.get(receiptId) ?? []), resolve]));
+    return withTimeout(answered, timeoutMs, `no answer for receipt ${receiptId}`);
   }
 
   async query(receipt: Pick<Receipt, "receipt_id" | "assignment_id" | "kind">): Promise<ReceiptAnswer> {
     const q = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: this.executorId, kind: receipt.kind };
-    const reply = await this.nc.request(subjects.receiptQuery(this.scope), encode(q), { timeout: 5_000 });
+    const reply = await this.nc.request(subjects.receiptQuery(this.scope, this.executorId), encode(q), { timeout: 5_000 });
     return decode(ReceiptAnswer, reply.data);
   }
 

@@ -63,13 +63,13 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
     });
 
   /** receipt_id -> how many copies the receipts stream holds for one assignment. */
-  async function receiptCopies(scope: string, assignmentId: string): Promise<Map<string, number>> {
+  async function receiptCopies(scope: string, executorId: string, assignmentId: string): Promise<Map<string, number>> {
     const jsm = await jetstreamManager(nc);
     const copies = new Map<string, number>();
     const info = await jsm.streams.info(STREAMS.receipts);
     for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
       const m = await jsm.streams.getMessage(STREAMS.receipts, { seq }).catch(() => null);
-      if (!m || m.subject !== subjects.receipt(scope, assignmentId)) continue;
+      if (!m || m.subject !== subjects.receipt(scope, executorId, assignmentId)) continue;
       const id = decode(Receipt, m.data).receipt_id;
       copies.set(id, (copies.get(id) ?? 0) + 1);
     }
@@ -105,7 +105,7 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
     if (a.state === "reconciliation_required") expect(a.outcome.error.code).toBe("executor_restarted");
 
     // The gateway holds the final receipt, so every receipt before it is in the stream: each exactly once.
-    const copies = await receiptCopies(scope, id);
+    const copies = await receiptCopies(scope, `exec-${scope}`, id);
     expect([...copies.values()].every((n) => n === 1)).toBe(true);
     expect(copies.has(a.final_receipt_id)).toBe(true);
     const history = await gw.api("GET", `/v1/runs/${run.run_id}/history`);

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { transition } from "../../src/runner/phases.js";
-import { buildReceipt } from "../../src/runner/receipts.js";
+import { buildReceipt, receiptId } from "../../src/runner/receipts.js";
 import { SqliteRunnerStore } from "../../src/runner/sqlite-store.js";
 import { PhaseConflictError, type LocalAssignment } from "../../src/runner/store.js";
 import { sampleGrant } from "./helpers/grants.js";
@@ -28,20 +28,20 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
 
   it("saves a claim with its accepted receipt atomically and reads both back after reopening", async () => {
     const grant = sampleGrant();
-    await store.createAssignment(local(grant), [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, 10)]);
+    await store.createAssignment(local(grant), [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10)]);
     await store.close();
     store = new SqliteRunnerStore(path);
     await store.open("exec-1");
     const [open] = await store.listOpen();
     expect(open).toMatchObject({ assignmentId: grant.assignment_id, phase: "accepting", grant });
     const receipts = await store.listReceipts(open!);
-    expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[`${grant.assignment_id}_g0_accepted`, "accepted", undefined]]);
-    expect(receipts[0]!.body).toEqual({ receipt_id: `${grant.assignment_id}_g0_accepted`, assignment_id: grant.assignment_id, executor_id: "exec-1", kind: "accepted", operation_key: grant.operation_key });
+    expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[receiptId(grant, "accepted"), "accepted", undefined]]);
+    expect(receipts[0]!.body).toEqual({ receipt_id: receiptId(grant, "accepted"), assignment_id: grant.assignment_id, executor_id: "exec-1", kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
   });
 
   it("records answers and phase changes together, compare-and-set", async () => {
     const grant = sampleGrant();
-    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, 10);
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
     await store.createAssignment(local(grant), [accepted]);
     await store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: 11 }, transition("accepting", "confirm"));
     await expect(store.setPhase(local(grant), transition("accepting", "refuse"))).rejects.toBeInstanceOf(PhaseConflictError);
@@ -65,9 +65,9 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
   it("keeps claims of several generations apart and returns the latest", async () => {
     const first = sampleGrant({ generation: 0 });
     const second = sampleGrant({ generation: 1, claim_token: "t".repeat(40) });
-    await store.createAssignment(local(first), [buildReceipt(first, { kind: "accepted", operation_key: first.operation_key }, 1)]);
-    await store.recordAnswer(`${first.assignment_id}_g0_accepted`, { status: "rejected", code: "lease_expired", answeredAt: 2 }, transition("accepting", "refuse"));
-    await store.createAssignment(local(second), [buildReceipt(second, { kind: "accepted", operation_key: second.operation_key }, 3)]);
+    await store.createAssignment(local(first), [buildReceipt(first, { kind: "accepted", operation_key: first.operation_key, argument_digest: first.argument_digest }, 1)]);
+    await store.recordAnswer(receiptId(first, "accepted"), { status: "rejected", code: "lease_expired", answeredAt: 2 }, transition("accepting", "refuse"));
+    await store.createAssignment(local(second), [buildReceipt(second, { kind: "accepted", operation_key: second.operation_key, argument_digest: second.argument_digest }, 3)]);
     expect((await store.getAssignment(first.assignment_id))?.generation).toBe(1);
     expect((await store.listOpen()).map((a) => a.generation)).toEqual([1]);
   });
@@ -82,9 +82,28 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect(() => new SqliteRunnerStore(path)).toThrow(/locked/);
   });
 
+  it("commits writes queued together as one batch in which a failing write fails alone", async () => {
+    const grants = ["asg-a", "asg-b", "asg-c"].map((id) => sampleGrant({ assignment_id: id }));
+    await Promise.all(grants.map((g) => store.createAssignment(local(g), [buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1)])));
+    const writes = [
+      store.setPhase(local(grants[0]), transition("accepting", "refuse")),
+      store.setPhase(local(grants[1]), transition("confirmed", "start")), // not confirmed: a phase conflict
+      store.appendReceipt(buildReceipt(grants[2]!, { kind: "failed", error: { code: "x", message: "y" } }, 2), transition("accepting", "refuse")),
+    ];
+    const outcomes = await Promise.allSettled(writes);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toBeInstanceOf(PhaseConflictError);
+    // Durable once resolved: a reopened store has the batch, minus the write that failed.
+    await store.close();
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    expect(await Promise.all(grants.map(async (g) => (await store.getAssignment(g.assignment_id))?.phase))).toEqual(["refused", "accepting", "refused"]);
+    expect((await store.listReceipts(local(grants[2]))).map((r) => r.kind)).toEqual(["accepted", "failed"]);
+  });
+
   it("refuses a receipt id saved twice", async () => {
     const grant = sampleGrant();
-    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key }, 10);
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
     await store.createAssignment(local(grant), [accepted]);
     await expect(store.appendReceipt(accepted)).rejects.toThrow(/UNIQUE/);
   });

@@ -97,7 +97,7 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     const candidate = await exec.pullFor(id);
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(reply.reason);
-    expect((await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).status).toBe("recorded");
+    expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
     expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
     const history = JSON.parse((await http("GET", `/v1/runs/${run}/history`)).body);
     expect(history.tool_calls).toHaveLength(1);
@@ -126,16 +126,16 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     const jsm = await jetstreamManager(nc);
     const receiptsBefore = (await jsm.streams.info(STREAMS.receipts)).state.last_seq;
 
-    const receipts = fc.sample(fc.tuple(fc.constantFrom(SCOPE, "other", "x"), fc.constantFrom(doneAssignment, "a-random"), payload(nearReceipt(doneAssignment))), { numRuns: NATS_MESSAGES / 2, seed: SEED });
+    const receipts = fc.sample(fc.tuple(fc.constantFrom(SCOPE, "other", "x"), fc.constantFrom("exec-1", "exec-2"), fc.constantFrom(doneAssignment, "a-random"), payload(nearReceipt(doneAssignment))), { numRuns: NATS_MESSAGES / 2, seed: SEED });
     const claims = fc.sample(payload(nearClaim), { numRuns: NATS_MESSAGES / 2, seed: SEED + 1 });
     let published = 0;
     for (let i = 0; i < receipts.length; i += 200) {
-      const acks = receipts.slice(i, i + 200).map(([scope, assignment, data], j) => js.publish(subjects.receipt(scope, assignment), data, { msgID: `fuzz-${i + j}` }));
+      const acks = receipts.slice(i, i + 200).map(([scope, executor, assignment, data], j) => js.publish(subjects.receipt(scope, executor, assignment), data, { msgID: `fuzz-${i + j}` }));
       published += (await Promise.all(acks)).length;
     }
     let answered = 0;
     for (let i = 0; i < claims.length; i += 200) {
-      const replies = await Promise.all(claims.slice(i, i + 200).map((data) => nc.request(subjects.claim(SCOPE), data, { timeout: 10_000 })));
+      const replies = await Promise.all(claims.slice(i, i + 200).map((data) => nc.request(subjects.claim(SCOPE, "exec-1"), data, { timeout: 10_000 })));
       for (const r of replies) {
         const reply = decode(ClaimReply, r.data);
         expect(reply.status).toBe("refused");

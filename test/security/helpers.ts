@@ -13,14 +13,20 @@ export interface CapturedGateway {
   close(): Promise<void>;
 }
 
-export async function startCapturedGateway(natsUrl: string, env: Record<string, string> = {}, level = "info"): Promise<CapturedGateway> {
+/** A stream for a logger's destination that keeps each written line. */
+export function lineSink(): { stream: Writable; lines: string[] } {
   const lines: string[] = [];
-  const sink = new Writable({
+  const stream = new Writable({
     write(chunk, _enc, done) {
       lines.push(...String(chunk).split("\n").filter(Boolean));
       done();
     },
   });
+  return { stream, lines };
+}
+
+export async function startCapturedGateway(natsUrl: string, env: Record<string, string> = {}, level = "info"): Promise<CapturedGateway> {
+  const { stream: sink, lines } = lineSink();
   const config = GatewayEnvSchema.parse({
     TOOLGATE_IDENTITIES: JSON.stringify([{ name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write", "runtime:read", "runtime:write", "tools:execute"] }]),
     ...env,

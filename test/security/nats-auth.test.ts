@@ -8,7 +8,8 @@ type KeyPair = ReturnType<typeof nkeys.createUser>;
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
-import { encode } from "../../src/wire/codec.js";
+import { decode, encode } from "../../src/wire/codec.js";
+import { ClaimReply, PresenceReply } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
 import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
@@ -24,11 +25,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe("NATS authorization generated from the executor registry", () => {
   const dir = mkdtempSync(join(tmpdir(), "toolgate-auth-"));
   const gatewayKey = nkeys.createUser();
-  const keys = { e1: nkeys.createUser(), e2: nkeys.createUser(), stranger: nkeys.createUser() };
+  const keys = { e1: nkeys.createUser(), e2: nkeys.createUser(), e3: nkeys.createUser(), stranger: nkeys.createUser() };
   let server: NatsServerProcess;
   let gw: TestGateway;
   let e1: NatsConnection;
   let e2: NatsConnection;
+  let e3: NatsConnection;
   let admin: NatsConnection;
   const errors: string[] = [];
   let sessionId: string;
@@ -40,6 +42,8 @@ describe("NATS authorization generated from the executor registry", () => {
     const registry = [
       { executor_id: "e1", scope: "s1", nkeys: [keys.e1.getPublicKey()], bindings: ["b1"] },
       { executor_id: "e2", scope: "s2", nkeys: [keys.e2.getPublicKey()] },
+      // Same scope and binding as e1: the two must still not be able to speak for each other.
+      { executor_id: "e3", scope: "s1", nkeys: [keys.e3.getPublicKey()], bindings: ["b1"] },
     ];
     writeFileSync(join(dir, "executors.json"), JSON.stringify(registry));
     expect(await natsConfigCommand.run(["--gateway-nkey", gatewayKey.getPublicKey(), "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")])).toBe(0);
@@ -50,6 +54,7 @@ describe("NATS authorization generated from the executor registry", () => {
     admin = gw.gateway.nc;
     e1 = await executorConnection("s1", "e1", keys.e1);
     e2 = await executorConnection("s2", "e2", keys.e2);
+    e3 = await executorConnection("s1", "e3", keys.e3);
     void (async () => {
       for await (const s of e1.status()) if (s.type === "error") errors.push(String((s as { error?: Error }).error?.message));
     })();
@@ -57,6 +62,7 @@ describe("NATS authorization generated from the executor registry", () => {
   afterAll(async () => {
     await e1?.close();
     await e2?.close();
+    await e3?.close();
     await gw?.close();
     await server?.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -85,7 +91,7 @@ describe("NATS authorization generated from the executor registry", () => {
     const candidate = await exec.pullFor(id);
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(reply.reason);
-    expect((await exec.send(exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key }))).status).toBe("recorded");
+    expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
     expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
     expect((await gw.http("GET", `/v1/assignments/${id}`)).body.state).toBe("completed");
     exec.close();
@@ -105,10 +111,10 @@ describe("NATS authorization generated from the executor registry", () => {
 
   it("refuses publishing into another scope, control subjects, events and the JetStream/KV API", async () => {
     for (const subject of [
-      subjects.claim("s2"),
-      subjects.presence("s2"),
-      subjects.receipt("s2", "a1"),
-      subjects.receiptQuery("s2"),
+      subjects.claim("s2", "e2"),
+      subjects.presence("s2", "e2"),
+      subjects.receipt("s2", "e2", "a1"),
+      subjects.receiptQuery("s2", "e2"),
       subjects.executorControl("s1", "e1"),
       subjects.answers("s1", "e1"),
       subjects.runEvents("r1"),
@@ -121,6 +127,41 @@ describe("NATS authorization generated from the executor registry", () => {
     ]) {
       e1.publish(subject, encode({}));
       await violation("Publish", subject);
+    }
+  });
+
+  it("refuses claiming, heartbeating, querying and publishing receipts as another executor of the same scope", async () => {
+    for (const subject of [subjects.claim("s1", "e3"), subjects.presence("s1", "e3"), subjects.receiptQuery("s1", "e3"), subjects.receipt("s1", "e3", "a1")]) {
+      e1.publish(subject, encode({}));
+      await violation("Publish", subject);
+    }
+    // Request/reply too: the server drops the request, so no gateway ever answers it.
+    await expect(e1.request(subjects.claim("s1", "e3"), encode({ assignment_id: "x", executor_id: "e3", generation: 0 }), { timeout: 500 })).rejects.toThrow();
+  });
+
+  it("refuses, at the gateway, a message on an executor's own subject that names another executor", async () => {
+    const own = new ProtocolExecutor(e1, "s1", "e1", ["b1"]);
+    try {
+      // e1 writes e3's id into the body of requests on its own subjects.
+      const claim = decode(ClaimReply, (await e1.request(subjects.claim("s1", "e1"), encode({ assignment_id: "x", executor_id: "e3", generation: 0 }), { timeout: 5_000 })).data);
+      expect(claim).toMatchObject({ status: "refused", code: "malformed" });
+      const beat = { executor_id: "e3", scope: "s1", bindings: ["b1"], status: "online", in_flight: 0 };
+      expect(decode(PresenceReply, (await e1.request(subjects.presence("s1", "e1"), encode(beat), { timeout: 5_000 })).data)).toMatchObject({ status: "refused" });
+      await expect(e1.request(subjects.receiptQuery("s1", "e1"), encode({ receipt_id: "r1", assignment_id: "a1", executor_id: "e3", kind: "accepted" }), { timeout: 500 })).rejects.toThrow();
+
+      // A receipt naming e3 published on e1's own receipt subject is rejected, answered to e1 (the publisher), and changes nothing.
+      expect((await own.heartbeat()).status).toBe("ok");
+      const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+      const id = (await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).body.assignment.assignment_id;
+      const reply = await own.claim(id, (await own.pullFor(id)).generation);
+      if (reply.status !== "granted") throw new Error(reply.reason);
+      const forged = { ...own.accepted(reply.grant), executor_id: "e3" };
+      const answered = own.answerFor(forged.receipt_id);
+      await jetstream(e1, { apiPrefix: EXECUTOR_JS_API_PREFIX }).publish(subjects.receipt("s1", "e1", id), encode(forged), { msgID: forged.receipt_id });
+      expect(await answered).toMatchObject({ status: "rejected", code: "malformed" });
+      expect((await gw.http("GET", `/v1/assignments/${id}`)).body.state).toBe("claimed");
+    } finally {
+      own.close();
     }
   });
 
@@ -138,8 +179,8 @@ describe("NATS authorization generated from the executor registry", () => {
     const revision = await kv.put("probe", "original");
     // A JetStream API answer or a gateway reply sent to `$KV.…` would overwrite the entry in a single account.
     e1.publish(`${EXECUTOR_JS_API_PREFIX}.CONSUMER.INFO.${STREAMS.candidates}.cand-s1`, new Uint8Array(), { reply: "$KV.tg_config.probe" });
-    e1.publish(subjects.claim("s1"), encode({ assignment_id: "x", executor_id: "e1", generation: 0 }), { reply: "$KV.tg_config.probe" });
-    e1.publish(subjects.presence("s1"), encode({}), { reply: "$KV.tg_config.probe" });
+    e1.publish(subjects.claim("s1", "e1"), encode({ assignment_id: "x", executor_id: "e1", generation: 0 }), { reply: "$KV.tg_config.probe" });
+    e1.publish(subjects.presence("s1", "e1"), encode({}), { reply: "$KV.tg_config.probe" });
     await e1.flush();
     await sleep(300);
     const entry = await kv.get("probe");

@@ -1,0 +1,100 @@
+/**
+ * The executors of `bench:e2e`, in their own process (so their event loop, SQLite commits included,
+ * never delays the driver's clock or the gateway's): `node --import tsx bench/lib/e2e-executor.ts`.
+ *
+ * Environment: NATS_URL; BENCH_EXECUTOR `runner` (the real ToolRunner, SQLite store in BENCH_DIR) or
+ * `protocol` (the protocol-level test executor: the same messages without the SDK, to separate SDK
+ * cost from gateway cost); BENCH_EXECUTORS executors of BENCH_MAX_CONCURRENT claims each.
+ * Prints `ready` on stdout once every executor is online; stops on SIGTERM.
+ */
+import { join } from "node:path";
+import { connect } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
+import { pino } from "pino";
+import { ToolRunner } from "../../src/runner/index.js";
+import { decode } from "../../src/wire/codec.js";
+import { Candidate } from "../../src/wire/messages.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer } from "../../src/wire/subjects.js";
+import { ProtocolExecutor } from "../../test/helpers/protocol-executor.js";
+import { BENCH_PROGRESS, BENCH_RESULT, BENCH_TOOL } from "./protocol-messages.js";
+
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const natsUrl = env("NATS_URL");
+const executors = Number(env("BENCH_EXECUTORS"));
+const maxConcurrent = Number(env("BENCH_MAX_CONCURRENT"));
+const logger = pino({ level: process.env.BENCH_EXECUTOR_LOG ?? "warn" }, pino.destination(2));
+
+async function startRunners(): Promise<() => Promise<void>> {
+  const dir = env("BENCH_DIR");
+  const runners = Array.from({ length: executors }, (_, i) => {
+    const runner = new ToolRunner({ natsUrl, executorId: `bench-runner-${i}`, scope: BENCH_TOOL.scope, store: join(dir, `runner-${i}.db`), authorize: () => true, logger, maxConcurrent });
+    return runner.tool(BENCH_TOOL.name, {
+      kind: "read",
+      bindingId: BENCH_TOOL.bindingId,
+      async handler(ctx) {
+        await ctx.progress(BENCH_PROGRESS);
+        return BENCH_RESULT;
+      },
+    });
+  });
+  await Promise.all(runners.map((r) => r.start()));
+  return async () => {
+    await Promise.all(runners.map((r) => r.close({ deadlineMs: 2_000 })));
+  };
+}
+
+/** One connection per executor; each consumes the scope's candidates and runs every call straight through. */
+async function startProtocolExecutors(): Promise<() => Promise<void>> {
+  const stops = await Promise.all(
+    Array.from({ length: executors }, async (_, i) => {
+      const nc = await connect({ servers: natsUrl });
+      const exec = new ProtocolExecutor(nc, BENCH_TOOL.scope, `bench-protocol-${i}`, [BENCH_TOOL.bindingId]);
+      await exec.heartbeat();
+      // Presence lives 15 s unless refreshed.
+      const beat = setInterval(() => void exec.heartbeat().catch((err: unknown) => logger.warn({ err }, "heartbeat failed")), 5_000);
+      // The executors' JetStream prefix, as the runner uses it (on this unsecured server the gateway forwards it).
+      const consumer = await jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).consumers.get(STREAMS.candidates, candidateConsumer(BENCH_TOOL.scope));
+      const messages = await consumer.consume({ max_messages: maxConcurrent });
+      const work = (async () => {
+        for await (const m of messages) {
+          const candidate = decode(Candidate, m.data);
+          m.ack();
+          void run(exec, candidate).catch((err: unknown) => logger.error({ err, assignment_id: candidate.assignment_id }, "bench call failed"));
+        }
+      })();
+      return async () => {
+        clearInterval(beat);
+        await messages.close();
+        await work;
+        exec.close();
+        await nc.drain();
+      };
+    }),
+  );
+  return async () => {
+    await Promise.all(stops.map((stop) => stop()));
+  };
+}
+
+async function run(exec: ProtocolExecutor, candidate: Candidate): Promise<void> {
+  const reply = await exec.claim(candidate.assignment_id, candidate.generation);
+  if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+  const { grant } = reply;
+  const expect = async (body: Parameters<ProtocolExecutor["receipt"]>[1]) => {
+    const answer = await exec.send(exec.receipt(grant, body));
+    if (answer.status !== "recorded") throw new Error(`${body.kind}: ${answer.status} ${answer.code ?? ""}`);
+  };
+  await expect({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
+  await expect({ kind: "progress", seq: 1, progress: BENCH_PROGRESS });
+  await expect({ kind: "completed", result: BENCH_RESULT });
+}
+
+const stop = process.env.BENCH_EXECUTOR === "protocol" ? await startProtocolExecutors() : await startRunners();
+process.stdout.write("ready\n");
+process.once("SIGTERM", () => {
+  void stop().then(() => process.exit(0));
+});
