@@ -37,8 +37,10 @@ describe("a 3-node cluster with R3 streams and KV: one node SIGKILLed under load
     rig.startExecutors(4, { HANDLER_WORK_MS: "50" });
     // One call at a time per run: nats-server 2.9.10 checks a KV update's expected revision outside
     // raft on a cluster, so parallel appends to one run can both "succeed" and one is lost
-    // (nats-io/nats-server#4320; docs/reliability.md). Runs still run in parallel.
-    const load = rig.drive({ runs: CALLS / 5, concurrentRuns: size(6, 20), callsPerRun: 5, batch: 1, cancelRate: 0.05, writeShare: 0.6 });
+    // (nats-io/nats-server#4320; docs/reliability.md). Runs still run in parallel. No run cancels for
+    // the same reason: a cancel racing an executor's `accepted` on one assignment can both "succeed"
+    // there; cancels under faults are covered by the single-server scenarios.
+    const load = rig.drive({ runs: CALLS / 5, concurrentRuns: size(6, 20), callsPerRun: 5, batch: 1, cancelRate: 0, writeShare: 0.6 });
     await until("a third of the load settled", () => (rig.stats.settled >= CALLS / 3 ? true : undefined), 300_000);
     const leader = (await jsm.streams.info(STREAMS.receipts)).cluster?.leader;
     const victim = cluster.nodes.find((_, i) => `n${i + 1}` === leader) ?? cluster.nodes[0]!;
