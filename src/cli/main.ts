@@ -1,5 +1,6 @@
 import { NatsEnvError } from "../nats/connect.js";
 import { UsageError, type Command } from "./command.js";
+import { checkHistoryCommand } from "./commands/check-history.js";
 import { measureCommand } from "./commands/measure.js";
 import { migrateCommand } from "./commands/migrate.js";
 import { natsConfigCommand } from "./commands/nats-config.js";
@@ -9,7 +10,7 @@ import { statusCommand } from "./commands/status.js";
 import { streamsCommand } from "./commands/streams.js";
 
 /** Every `toolgate` sub-command; a test checks each has usage text and answers `--help`. */
-export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand];
+export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand, checkHistoryCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);

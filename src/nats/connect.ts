@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { envVar, parseEnv } from "../validation/env.js";
+import { natsServers } from "./servers.js";
 import { NatsClientConfigError, NatsClientEnvSchema, natsClientOptions, type NatsClientEnv } from "./client-options.js";
 
 const SERVER = /^(?:(?:nats|tls):\/\/)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::\d{1,5})?$/;
@@ -37,7 +38,7 @@ export type NatsEnv = z.infer<typeof NatsEnvSchema>;
  */
 export function natsConnectionOptions(env: NatsClientEnv & { NATS_URL: string }, role: string): ConnectionOptions {
   return {
-    servers: env.NATS_URL.split(",").map((s) => s.trim()),
+    servers: natsServers(env.NATS_URL),
     name: `toolgate-${role}@${hostname()}`,
     maxReconnectAttempts: -1,
     // Every KV read/write and JetStream publish is a request; async traces would capture two stack

@@ -1,6 +1,3 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { ConfigStore } from "../../src/config/config-store.js";
@@ -8,24 +5,11 @@ import type { Candidate } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/processes.js";
 
 const SCOPE = "bulk";
 const TOOL_CALLS = 1_000;
 const RUNS = 10;
-
-interface Child {
-  proc: ChildProcess;
-  url: string;
-}
-
-function startGatewayProcess(natsUrl: string): Promise<Child> {
-  const script = fileURLToPath(new URL("../helpers/gateway-child.ts", import.meta.url));
-  const proc = spawn(process.execPath, ["--import", "tsx", script], { env: { ...process.env, NATS_URL: natsUrl }, stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve, reject) => {
-    proc.once("exit", (code) => reject(new Error(`gateway process exited with ${code}`)));
-    createInterface({ input: proc.stdout! }).once("line", (line) => resolve({ proc, url: (JSON.parse(line) as { url: string }).url }));
-  });
-}
 
 async function http(base: string, method: string, path: string, body?: unknown): Promise<any> {
   const res = await fetch(base + path, {
@@ -40,7 +24,7 @@ async function http(base: string, method: string, path: string, body?: unknown):
 
 describe("two gateway processes on the same streams", () => {
   let nats: TestNats;
-  let children: Child[] = [];
+  let children: GatewayProcess[] = [];
   let conns: NatsConnection[] = [];
 
   beforeAll(async () => {
@@ -51,7 +35,7 @@ describe("two gateway processes on the same streams", () => {
   });
   afterAll(async () => {
     for (const c of conns) await c.close();
-    await Promise.all(children.map((c) => new Promise((resolve) => (c.proc.once("exit", resolve), c.proc.kill("SIGTERM")))));
+    await Promise.all(children.map((c) => c.stop()));
     await nats?.stop();
   });
 

@@ -1,0 +1,328 @@
+import { createHash } from "node:crypto";
+import { buildContextPreview, canonicalJson, compactByteLength } from "../budget/index.js";
+import { isTerminalAssignmentState } from "../execution/assignment-states.js";
+import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
+import { claimTokenMatches } from "../execution/claim-token.js";
+import { receiptBodyDigest } from "../wire/digest.js";
+import type { ExecutorEvidence, Stamped, StoredHistory, StoredReceipt } from "./history.js";
+
+/** The rules, one code each; docs/reliability.md explains every one. */
+export const RULES = [
+  "call_not_settled",
+  "orphan_call",
+  "duplicate_side_effect",
+  "unconfirmed_side_effect",
+  "missing_side_effect",
+  "receipt_lost",
+  "receipt_not_indexed",
+  "index_mismatch",
+  "applied_receipt_mismatch",
+  "state_receipt_mismatch",
+  "receipt_applied_twice",
+  "progress_mismatch",
+  "run_end_inconsistent",
+  "call_after_run_end",
+  "receipt_applied_after_run_end",
+  "projection_missing",
+  "projection_mismatch",
+  "projection_over_budget",
+  "projection_changed",
+  "create_only_rewritten",
+] as const;
+export type Rule = (typeof RULES)[number];
+
+export interface Violation {
+  rule: Rule;
+  message: string;
+  run_id?: string;
+  assignment_id?: string;
+  receipt_id?: string;
+  operation_key?: string;
+}
+
+export interface CheckReport {
+  ok: boolean;
+  counts: {
+    runs: Record<string, number>;
+    tool_calls: Record<string, number>;
+    receipts_in_stream: number;
+    receipt_index: Record<string, number>;
+    progress: number;
+    projections: number;
+    side_effects: number;
+    outbox_receipts: number;
+  };
+  violations: Violation[];
+}
+
+/** Digests of stored projections by assignment id, kept between checks to prove none ever changed. */
+export type ProjectionSnapshot = Record<string, string>;
+
+export interface CheckOptions {
+  evidence?: ExecutorEvidence;
+  /** Projection digests from an earlier check: any stored projection that differs now is a violation. */
+  snapshot?: ProjectionSnapshot;
+}
+
+/** A receipt kind that ends an assignment's current claim, and the state it leads to. */
+const FINAL_KINDS = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);
+/** States in which the gateway has confirmed `accepted` (side effects may have started). */
+const CONFIRMED_STATES = new Set(["running", "completed", "failed", "cancelled", "reconciliation_required", "abandoned"]);
+
+export function projectionDigest(preview: unknown): string {
+  return createHash("sha256").update(canonicalJson(preview)).digest("hex");
+}
+
+/**
+ * Reads a stored history and says what it violates. Nothing here trusts a status the gateway
+ * wrote about itself when the raw material is at hand: digests are recomputed from the stream,
+ * tokens are matched against the stored claims, budgets re-measured with the budget engine, and
+ * side effects counted in the executors' own ledgers.
+ */
+export function checkHistory(h: StoredHistory, options: CheckOptions = {}): CheckReport {
+  const evidence = options.evidence;
+  const violations: Violation[] = [];
+  const add = (v: Violation) => violations.push(v);
+
+  const runs = new Map(h.runs.map((r) => [r.value.run_id, r]));
+  const assignments = new Map(h.assignments.map((a) => [a.value.assignment_id, a.value]));
+  const bySeq = new Map(h.receipts.map((r) => [r.seq, r]));
+  const inStream = new Set(h.receipts.flatMap((r) => (r.receipt ? [r.receipt.receipt_id] : [])));
+  const index = new Map(h.index.map((e) => [e.receipt_id, e]));
+  const indexByAssignment = groupBy(h.index, (e) => e.assignment_id);
+
+  for (const { value: a } of h.assignments) {
+    checkSettled(a, add);
+    checkListed(a, runs.get(a.run_id)?.value, add);
+    checkStateAgainstReceipts(a, add);
+    checkApplied(a, index, bySeq, add);
+    checkAppliedOnce(a, indexByAssignment.get(a.assignment_id) ?? [], add);
+  }
+  checkIndex(h.index, bySeq, add);
+  checkEveryReceiptIndexed(h.receipts, assignments, index, add);
+  checkProgress(h, index, add);
+  for (const run of h.runs) checkRunEnd(run, assignments, indexByAssignment, bySeq, add);
+  checkProjections(h, assignments, options.snapshot, add);
+  for (const bucket of h.createOnly) {
+    const expected = bucket.lastSeq === 0 ? 0 : bucket.lastSeq - bucket.firstSeq + 1;
+    if (bucket.firstSeq > 1 || bucket.messages !== expected)
+      add({ rule: "create_only_rewritten", message: `create-only bucket ${bucket.bucket} holds ${bucket.messages} of sequences ${bucket.firstSeq}..${bucket.lastSeq}: an entry was overwritten or deleted` });
+  }
+  if (evidence) {
+    checkSideEffects(evidence, assignments, add);
+    checkOutbox(evidence, inStream, index, add);
+  }
+
+  return {
+    ok: violations.length === 0,
+    counts: {
+      runs: tally(h.runs.map((r) => r.value.state)),
+      tool_calls: tally(h.assignments.map((a) => a.value.state)),
+      receipts_in_stream: h.receipts.length,
+      receipt_index: tally(h.index.map((e) => e.status)),
+      progress: h.progress.length,
+      projections: h.projections.length,
+      side_effects: evidence?.sideEffects.length ?? 0,
+      outbox_receipts: evidence?.outbox.length ?? 0,
+    },
+    violations,
+  };
+}
+
+type Add = (v: Violation) => void;
+
+function checkSettled(a: AssignmentRecord, add: Add): void {
+  if (!isTerminalAssignmentState(a.state) && a.state !== "reconciliation_required")
+    add({ rule: "call_not_settled", message: `tool call is ${a.state}: neither terminal nor reconciliation_required`, run_id: a.run_id, assignment_id: a.assignment_id });
+}
+
+function checkListed(a: AssignmentRecord, run: RunRecord | undefined, add: Add): void {
+  // An assignment its run never listed is legitimate only when it was withdrawn without ever being offered.
+  if (!run) add({ rule: "orphan_call", message: `run ${a.run_id} does not exist`, run_id: a.run_id, assignment_id: a.assignment_id });
+  else if (!run.assignment_ids.includes(a.assignment_id) && !(a.state === "withdrawn" && a.claim === null))
+    add({ rule: "orphan_call", message: `the run does not list this ${a.state} tool call`, run_id: a.run_id, assignment_id: a.assignment_id });
+}
+
+function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
+  const bad = (message: string) => add({ rule: "state_receipt_mismatch", message, run_id: a.run_id, assignment_id: a.assignment_id });
+  if (CONFIRMED_STATES.has(a.state) !== (a.accepted !== null)) bad(`state ${a.state} with ${a.accepted ? "an" : "no"} applied accepted receipt`);
+  if (FINAL_KINDS.has(a.state)) {
+    if (a.final?.kind !== a.state) bad(`state ${a.state} but the applied final receipt is ${a.final?.kind ?? "missing"}`);
+    if (a.outcome?.kind !== a.state) bad(`state ${a.state} but the outcome is ${a.outcome?.kind ?? "missing"}`);
+  } else if (a.final !== null || a.outcome !== null) bad(`state ${a.state} with a final receipt applied`);
+  // Only a pending tool call (or one withdrawn while pending) holds no claim.
+  if ((a.state === "pending" || a.state === "withdrawn") !== (a.claim === null)) bad(`state ${a.state} ${a.claim ? "with" : "without"} a current claim`);
+}
+
+/** The receipts an assignment says moved it are in the stream and the index, with the same body. */
+function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>, bySeq: Map<number, StoredReceipt>, add: Add): void {
+  for (const applied of [a.accepted, a.final]) {
+    if (!applied) continue;
+    const bad = (message: string) => add({ rule: "applied_receipt_mismatch", message, run_id: a.run_id, assignment_id: a.assignment_id, receipt_id: applied.receipt_id });
+    const stored = bySeq.get(applied.stream_seq)?.receipt;
+    if (!stored || stored.receipt_id !== applied.receipt_id) bad(`applied ${applied.kind} receipt is not at stream sequence ${applied.stream_seq}`);
+    else if (digestOf(stored) !== applied.body_digest) bad(`applied ${applied.kind} receipt's body digest differs from the stream's copy`);
+    const entry = index.get(applied.receipt_id);
+    // A crash between the compare-and-set and the index write is finished on redelivery; a settled history has the entry.
+    if (!entry || entry.status !== "recorded" || entry.body_digest !== applied.body_digest) bad(`applied ${applied.kind} receipt is ${entry ? `indexed as ${entry.status}` : "not indexed"}`);
+  }
+}
+
+/** No accepted recorded twice, no second final receipt recorded (beyond the settling of a reconciliation). */
+function checkAppliedOnce(a: AssignmentRecord, entries: ReceiptIndexEntry[], add: Add): void {
+  const recorded = entries.filter((e) => e.status === "recorded");
+  const accepted = recorded.filter((e) => e.kind === "accepted");
+  const finals = recorded.filter((e) => FINAL_KINDS.has(e.kind));
+  const twice = (message: string) => add({ rule: "receipt_applied_twice", message, run_id: a.run_id, assignment_id: a.assignment_id });
+  if (accepted.length > 1) twice(`${accepted.length} accepted receipts recorded: ${accepted.map((e) => e.receipt_id).join(", ")}`);
+  if (accepted.length === 1 && accepted[0]!.receipt_id !== a.accepted?.receipt_id) twice(`recorded accepted ${accepted[0]!.receipt_id} is not the one the assignment holds`);
+  const settling = finals.filter((e) => e.kind !== "reconciliation_required");
+  if (settling.length > 1) twice(`${settling.length} final receipts recorded: ${settling.map((e) => e.receipt_id).join(", ")}`);
+  if (finals.length > 0 && !finals.some((e) => e.receipt_id === a.final?.receipt_id)) twice(`recorded final receipts do not include the one the assignment holds`);
+}
+
+/** Each index entry points at its own receipt in the stream, with the body digest it was indexed under. */
+function checkIndex(entries: ReceiptIndexEntry[], bySeq: Map<number, StoredReceipt>, add: Add): void {
+  for (const e of entries) {
+    const stored = bySeq.get(e.stream_seq)?.receipt;
+    if (!stored || stored.receipt_id !== e.receipt_id || stored.assignment_id !== e.assignment_id)
+      add({ rule: "index_mismatch", message: `index entry points at stream sequence ${e.stream_seq}, which holds ${stored?.receipt_id ?? "nothing"}`, assignment_id: e.assignment_id, receipt_id: e.receipt_id });
+    else if (digestOf(stored) !== e.body_digest)
+      add({ rule: "index_mismatch", message: "index entry's body digest differs from the stream's copy", assignment_id: e.assignment_id, receipt_id: e.receipt_id });
+  }
+}
+
+/** A receipt in the stream that proves a claim of its assignment must have been processed (indexed). */
+function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<string, AssignmentRecord>, index: Map<string, ReceiptIndexEntry>, add: Add): void {
+  for (const { receipt: r, seq } of receipts) {
+    if (!r || index.has(r.receipt_id)) continue;
+    const a = assignments.get(r.assignment_id);
+    const claims = a ? (a.claim ? [a.claim, ...a.past_claims] : a.past_claims) : [];
+    // Without a valid token the gateway refuses it unindexed on purpose (a forger must not squat the id).
+    if (claims.some((c) => c.executor_id === r.executor_id && claimTokenMatches(r.claim_token, c.token_sha256)))
+      add({ rule: "receipt_not_indexed", message: `${r.kind} receipt at stream sequence ${seq} was never processed`, assignment_id: r.assignment_id, receipt_id: r.receipt_id });
+  }
+}
+
+function checkProgress(h: StoredHistory, index: Map<string, ReceiptIndexEntry>, add: Add): void {
+  const seqsByReceipt = new Map<string, number[]>();
+  for (const p of h.progress) {
+    seqsByReceipt.set(p.receipt_id, [...(seqsByReceipt.get(p.receipt_id) ?? []), p.seq]);
+    const e = index.get(p.receipt_id);
+    if (e && (e.kind !== "progress" || e.assignment_id !== p.assignment_id))
+      add({ rule: "progress_mismatch", message: `progress seq ${p.seq} is stored under a ${e.kind} receipt of ${e.assignment_id}`, assignment_id: p.assignment_id, receipt_id: p.receipt_id });
+  }
+  for (const [receiptId, seqs] of seqsByReceipt) {
+    if (seqs.length > 1) add({ rule: "progress_mismatch", message: `one progress receipt stored at seqs ${seqs.join(", ")}`, receipt_id: receiptId });
+  }
+  for (const e of h.index) {
+    if (e.kind === "progress" && e.status === "recorded" && !seqsByReceipt.has(e.receipt_id))
+      add({ rule: "progress_mismatch", message: "recorded progress receipt has no stored progress entry", assignment_id: e.assignment_id, receipt_id: e.receipt_id });
+  }
+}
+
+/**
+ * A terminated run stays as it ended. The run's KV entry is stamped by the server when its end was
+ * written (nothing writes a run after that), and receipts by the server when they were stored: a
+ * receipt stored after the end must never be recorded. A receipt stored before and processed while
+ * the run was ending is ordered by the assignment's compare-and-set and is not a violation.
+ */
+function checkRunEnd(run: Stamped<RunRecord>, assignments: Map<string, AssignmentRecord>, indexByAssignment: Map<string, ReceiptIndexEntry[]>, bySeq: Map<number, StoredReceipt>, add: Add): void {
+  const r = run.value;
+  if ((r.state === "active") !== (r.ended_at === null)) add({ rule: "run_end_inconsistent", message: `run is ${r.state} with ended_at ${r.ended_at}`, run_id: r.run_id });
+  if (r.state === "active" || r.ended_at === null) return;
+  for (const id of r.assignment_ids) {
+    const a = assignments.get(id);
+    if (a && a.created_at > r.ended_at) add({ rule: "call_after_run_end", message: `tool call created ${a.created_at - r.ended_at} ms after the run ended`, run_id: r.run_id, assignment_id: id });
+    for (const e of indexByAssignment.get(id) ?? []) {
+      const stored = bySeq.get(e.stream_seq);
+      if (e.status === "recorded" && stored && stored.storedAt > run.storedAt)
+        add({ rule: "receipt_applied_after_run_end", message: `${e.kind} receipt stored ${stored.storedAt - run.storedAt} ms after the run ended was recorded`, run_id: r.run_id, assignment_id: id, receipt_id: e.receipt_id });
+    }
+  }
+}
+
+function checkProjections(h: StoredHistory, assignments: Map<string, AssignmentRecord>, snapshot: ProjectionSnapshot | undefined, add: Add): void {
+  const projected = new Set<string>();
+  for (const p of h.projections) {
+    projected.add(p.assignment_id);
+    const a = assignments.get(p.assignment_id);
+    const preview = p.context_preview;
+    const ids = { run_id: a?.run_id, assignment_id: p.assignment_id, receipt_id: p.receipt_id };
+    if (!a || a.state !== "completed" || a.final?.receipt_id !== p.receipt_id)
+      add({ rule: "projection_mismatch", message: `projection of receipt ${p.receipt_id} for a tool call that is ${a ? `${a.state} by ${a.final?.receipt_id ?? "no receipt"}` : "missing"}`, ...ids });
+    else if (preview.max_result_context_bytes !== a.max_result_context_bytes)
+      add({ rule: "projection_mismatch", message: `projection made with budget ${preview.max_result_context_bytes}, the tool's is ${a.max_result_context_bytes}`, ...ids });
+    // Re-measured by the budget engine: the stored figure is the real size, and projecting the stored result again cuts nothing.
+    const measured = compactByteLength(preview.result);
+    const again = buildContextPreview(preview.result, { maxResultContextBytes: preview.max_result_context_bytes });
+    if (measured !== preview.retained_bytes || again.truncated)
+      add({ rule: "projection_over_budget", message: `stored result measures ${measured} bytes (recorded ${preview.retained_bytes}) against a budget of ${preview.max_result_context_bytes}`, ...ids });
+    const before = snapshot?.[p.assignment_id];
+    if (before !== undefined && before !== projectionDigest(preview)) add({ rule: "projection_changed", message: "stored projection differs from the earlier snapshot", ...ids });
+  }
+  for (const a of assignments.values()) {
+    if (a.state === "completed" && !projected.has(a.assignment_id))
+      add({ rule: "projection_missing", message: "completed tool call has no stored projection", run_id: a.run_id, assignment_id: a.assignment_id });
+  }
+  for (const id of Object.keys(snapshot ?? {})) {
+    if (!projected.has(id)) add({ rule: "projection_changed", message: "a projection in the earlier snapshot is gone", assignment_id: id });
+  }
+}
+
+function checkSideEffects(evidence: ExecutorEvidence, assignments: Map<string, AssignmentRecord>, add: Add): void {
+  for (const [key, rows] of groupBy(evidence.sideEffects, (s) => s.operation_key)) {
+    if (rows.length > 1)
+      add({ rule: "duplicate_side_effect", message: `${rows.length} side effects for one operation key (${rows.map((s) => `${s.executor_id} g${s.generation}`).join(", ")})`, operation_key: key, assignment_id: rows[0]!.assignment_id });
+  }
+  for (const s of evidence.sideEffects) {
+    const a = assignments.get(s.assignment_id);
+    // Side effects may start only after the gateway confirmed this executor's accepted for this claim.
+    if (!a || !a.accepted || a.claim?.executor_id !== s.executor_id || a.claim.generation !== s.generation)
+      add({ rule: "unconfirmed_side_effect", message: `side effect by ${s.executor_id} (generation ${s.generation}) without a confirmed claim (tool call ${a?.state ?? "missing"}, claim ${a?.claim ? `${a.claim.executor_id} g${a.claim.generation}` : "none"})`, operation_key: s.operation_key, assignment_id: s.assignment_id });
+  }
+  const done = new Set(evidence.sideEffects.map((s) => s.assignment_id));
+  const ledgers = new Set(evidence.ledgerExecutors);
+  for (const a of assignments.values()) {
+    if (a.state === "completed" && a.tool_kind === "write" && a.claim && ledgers.has(a.claim.executor_id) && !done.has(a.assignment_id))
+      add({ rule: "missing_side_effect", message: `write reported completed by ${a.claim.executor_id} but its ledger has no side effect`, run_id: a.run_id, assignment_id: a.assignment_id, operation_key: a.operation_key });
+  }
+}
+
+/** Every receipt an executor holds an answer for reached the stream and, unless refused for its token, the index. */
+function checkOutbox(evidence: ExecutorEvidence, inStream: Set<string>, index: Map<string, ReceiptIndexEntry>, add: Add): void {
+  for (const o of evidence.outbox) {
+    if (o.answer_status === null) {
+      add({ rule: "receipt_lost", message: `${o.kind} receipt of ${o.executor_id} never got an answer`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
+      continue;
+    }
+    if (!inStream.has(o.receipt_id)) add({ rule: "receipt_lost", message: `${o.kind} receipt answered ${o.answer_status} is not in the receipts stream`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
+    else if (o.answer_code !== "invalid_token" && !index.has(o.receipt_id))
+      add({ rule: "receipt_lost", message: `${o.kind} receipt answered ${o.answer_status} is not in the receipt index`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
+  }
+}
+
+function digestOf(r: NonNullable<StoredReceipt["receipt"]>): string | null {
+  try {
+    return receiptBodyDigest(r);
+  } catch {
+    return null;
+  }
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list) list.push(item);
+    else out.set(k, [item]);
+  }
+  return out;
+}
+
+function tally(values: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const v of values) out[v] = (out[v] ?? 0) + 1;
+  return out;
+}

@@ -1,0 +1,107 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
+import type { z } from "zod";
+import { EXECUTION_BUCKETS } from "../execution/buckets.js";
+import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
+import { kvStreamName } from "../streams/index.js";
+import { decode } from "../wire/codec.js";
+import { Receipt } from "../wire/messages.js";
+import { STREAMS } from "../wire/subjects.js";
+import type { CreateOnlyBucket, Stamped, StoredHistory, StoredReceipt } from "./history.js";
+
+export interface ReadOptions {
+  /** Called every `progressEvery` messages and at the end of each stream (for stderr on large histories). */
+  progress?: (stream: string, read: number, total: number) => void;
+  progressEvery?: number;
+}
+
+/** Buckets written create-only: every key once, so their streams must have no sequence gaps. */
+const CREATE_ONLY = [EXECUTION_BUCKETS.receiptIndex, EXECUTION_BUCKETS.progress, EXECUTION_BUCKETS.projections];
+
+/** Reads the whole stored history from JetStream: every receipt as stored and the latest value of every record. */
+export async function readHistory(nc: NatsConnection, options: ReadOptions = {}): Promise<StoredHistory> {
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  const scan = (stream: string, onMsg: (m: JsMsg) => void) => scanStream(js, jsm, stream, onMsg, options);
+
+  const receipts: StoredReceipt[] = [];
+  await scan(STREAMS.receipts, (m) => {
+    let receipt: Receipt | null = null;
+    try {
+      receipt = decode(Receipt, m.data);
+    } catch {
+      // Kept as a message that is no receipt: the gateway terminated it, the checker only counts it.
+    }
+    receipts.push({ seq: m.seq, storedAt: millis(m), receipt });
+  });
+
+  const bucket = async <T>(name: string, schema: z.ZodType<T>): Promise<Array<Stamped<T>>> => {
+    // Latest revision per key: a replica still catching up may deliver a revision it later replaces.
+    const latest = new Map<string, Stamped<T> | null>();
+    await scan(kvStreamName(name), (m) => {
+      const op = m.headers?.get("KV-Operation");
+      latest.set(m.subject, op === "DEL" || op === "PURGE" ? null : { value: decode(schema, m.data), revision: m.seq, storedAt: millis(m) });
+    });
+    return [...latest.values()].filter((e): e is Stamped<T> => e !== null);
+  };
+  const values = async <T>(name: string, schema: z.ZodType<T>): Promise<T[]> => (await bucket(name, schema)).map((e) => e.value);
+
+  const createOnly: CreateOnlyBucket[] = [];
+  for (const name of CREATE_ONLY) {
+    const { state } = await jsm.streams.info(kvStreamName(name));
+    createOnly.push({ bucket: name, firstSeq: state.first_seq, lastSeq: state.last_seq, messages: state.messages });
+  }
+  return {
+    runs: await bucket(EXECUTION_BUCKETS.runs, RunRecord),
+    assignments: await bucket(EXECUTION_BUCKETS.assignments, AssignmentRecord),
+    receipts,
+    index: await values(EXECUTION_BUCKETS.receiptIndex, ReceiptIndexEntry),
+    progress: await values(EXECUTION_BUCKETS.progress, ProgressEntry),
+    projections: await values(EXECUTION_BUCKETS.projections, ProjectionRecord),
+    createOnly,
+  };
+}
+
+/** A scan that receives nothing for this long is stuck (a replica that cannot catch up): fail rather than report a partial history. */
+const SCAN_IDLE_MS = 30_000;
+
+/**
+ * Every message of a stream up to its last sequence at the start, in order, through an ordered
+ * consumer (no durable state left behind). The end is the leader's last sequence, not the
+ * consumer's pending count: on a cluster the consumer may read a replica that is still catching up
+ * (after a node restart), whose pending count says 0 too early.
+ */
+async function scanStream(js: JetStreamClient, jsm: JetStreamManager, stream: string, onMsg: (m: JsMsg) => void, options: ReadOptions): Promise<void> {
+  const { messages: total, last_seq: lastSeq } = (await jsm.streams.info(stream)).state;
+  const every = options.progressEvery ?? 10_000;
+  if (total === 0) return options.progress?.(stream, 0, 0);
+  const consumer = await js.consumers.get(stream);
+  const messages = await consumer.consume();
+  let read = 0;
+  let idle: NodeJS.Timeout | undefined;
+  const stuck = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => void messages.close(), SCAN_IDLE_MS);
+  };
+  stuck();
+  let seq = 0;
+  try {
+    for await (const m of messages) {
+      stuck();
+      onMsg(m);
+      read++;
+      seq = m.seq;
+      if (read % every === 0) options.progress?.(stream, read, total);
+      if (seq >= lastSeq) break;
+    }
+  } finally {
+    clearTimeout(idle);
+    await messages.close();
+  }
+  if (seq < lastSeq) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}`);
+  options.progress?.(stream, read, total);
+}
+
+function millis(m: JsMsg): number {
+  return Number(m.timestampNanos / 1_000_000n);
+}

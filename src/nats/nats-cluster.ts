@@ -1,0 +1,86 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { startNatsServer, type NatsServerProcess } from "./nats-server-process.js";
+
+/** A local nats-server cluster: each node its own process, client port, route port and store dir. */
+export interface NatsCluster {
+  readonly nodes: readonly NatsServerProcess[];
+  /** Every node's client URL, comma-separated (what NATS_URL takes). */
+  readonly url: string;
+  readonly urls: readonly string[];
+  /** Resolves once JetStream answers through `servers` (a meta leader is elected). */
+  waitForJetStream(timeoutMs?: number): Promise<void>;
+  /** Stops every node and removes the store dirs. */
+  stop(): Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1 (routes must be known before any node starts). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts `size` (default 3) clustered JetStream nodes on 127.0.0.1, random client and route ports,
+ * each routed to all others, and waits for JetStream to elect its meta leader. A node can be killed
+ * and restarted (same ports, same store) through its `NatsServerProcess`.
+ */
+export async function startNatsCluster(options: { size?: number; name?: string } = {}): Promise<NatsCluster> {
+  const size = options.size ?? 3;
+  const name = options.name ?? "toolgate";
+  const root = mkdtempSync(join(tmpdir(), "toolgate-cluster-"));
+  const routePorts: number[] = [];
+  for (let i = 0; i < size; i++) routePorts.push(await freePort());
+  const route = (p: number) => `nats://127.0.0.1:${p}`;
+  const nodes = await Promise.all(
+    routePorts.map((port, i) =>
+      startNatsServer({
+        storeDir: join(root, `n${i + 1}`),
+        args: ["--name", `n${i + 1}`, "--cluster_name", name, "--cluster", route(port), "--routes", routePorts.filter((p) => p !== port).map(route).join(",")],
+      }),
+    ),
+  );
+  const cluster: NatsCluster = {
+    nodes,
+    get urls() {
+      return nodes.map((n) => n.url);
+    },
+    get url() {
+      return nodes.map((n) => n.url).join(",");
+    },
+    async waitForJetStream(timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      const nc = await connect({ servers: cluster.urls as string[] });
+      try {
+        for (;;) {
+          try {
+            await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
+            return;
+          } catch (err) {
+            if (Date.now() > deadline) throw new Error(`JetStream of the cluster did not answer within ${timeoutMs} ms: ${String(err)}`);
+            await delay(250);
+          }
+        }
+      } finally {
+        await nc.close();
+      }
+    },
+    async stop() {
+      await Promise.all(nodes.map((n) => n.stop({ removeStore: false })));
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+  await cluster.waitForJetStream();
+  return cluster;
+}

@@ -1,0 +1,149 @@
+import { describe, expect, it } from "vitest";
+import { buildContextPreview } from "../../src/budget/index.js";
+import { checkHistory, projectionDigest, snapshotOf, type ExecutorEvidence, type Rule, type StoredHistory } from "../../src/checker/index.js";
+import { claimTokenSha256 } from "../../src/execution/claim-token.js";
+import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../../src/execution/records.js";
+import { argumentDigest, receiptBodyDigest } from "../../src/wire/digest.js";
+import type { Receipt } from "../../src/wire/messages.js";
+
+const T0 = 1_700_000_000_000;
+const TOKEN = "t".repeat(43);
+
+/**
+ * A consistent history, built the way the gateway would have stored it: one run of `n` write tool
+ * calls, each claimed by `exec-1`, accepted, one progress, completed, indexed and projected; and the
+ * executor's ledger and outbox to match. Each test breaks one thing and expects its rule.
+ */
+function history(n = 3): { h: StoredHistory; evidence: ExecutorEvidence } {
+  const h: StoredHistory = { runs: [], assignments: [], receipts: [], index: [], progress: [], projections: [], createOnly: [] };
+  const evidence: ExecutorEvidence = { ledgerExecutors: ["exec-1"], sideEffects: [], outboxExecutors: ["exec-1"], outbox: [] };
+  const run: RunRecord = { run_id: "run-1", session_id: "s-1", agent: "bot", agent_version: "bot.1", toolset: "ts", toolset_version: "v1", subject: "u", state: "active", assignment_ids: [], created_at: T0, ended_at: null };
+  let seq = 0;
+  const store = (receipt: Receipt, at: number) => {
+    h.receipts.push({ seq: ++seq, storedAt: at, receipt });
+    const entry: ReceiptIndexEntry = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, body_digest: receiptBodyDigest(receipt), status: "recorded", stream_seq: seq, at };
+    h.index.push(entry);
+    evidence.outbox.push({ executor_id: receipt.executor_id, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, kind: receipt.kind, answer_status: "recorded", answer_code: null });
+    return { receipt_id: receipt.receipt_id, kind: receipt.kind, body_digest: entry.body_digest, stream_seq: seq, at };
+  };
+  for (let i = 0; i < n; i++) {
+    const id = `a-${i}`;
+    const base = { assignment_id: id, executor_id: "exec-1", claim_token: TOKEN };
+    const at = T0 + 100 * i;
+    const accepted = store({ ...base, receipt_id: `${id}_accepted`, kind: "accepted", operation_key: `op-${i}`, argument_digest: argumentDigest({ i }) }, at + 1);
+    store({ ...base, receipt_id: `${id}_p1`, kind: "progress", seq: 1, progress: { step: 1 } }, at + 2);
+    h.progress.push({ assignment_id: id, seq: 1, receipt_id: `${id}_p1`, progress: { step: 1 }, at: at + 2 });
+    const result = { i, rows: "x".repeat(2_000) };
+    const final = store({ ...base, receipt_id: `${id}_completed`, kind: "completed", result }, at + 3);
+    const a: AssignmentRecord = {
+      assignment_id: id, run_id: run.run_id, tool_call_id: null, tool_name: "w", binding_id: "b", scope: "s", tool_kind: "write",
+      arguments: { i }, argument_digest: argumentDigest({ i }), operation_key: `op-${i}`, max_result_context_bytes: 1024,
+      state: "completed", generation: 0, candidate_seq: 1,
+      claim: { executor_id: "exec-1", generation: 0, token_sha256: claimTokenSha256(TOKEN), claimed_at: at, lease_expires_at: at + 30_000 },
+      past_claims: [], accepted, final, outcome: { kind: "completed" }, created_at: at, updated_at: at + 3,
+    };
+    h.assignments.push({ value: a, revision: i + 1, storedAt: at + 3 });
+    h.projections.push({ assignment_id: id, receipt_id: final.receipt_id, context_preview: buildContextPreview(result, { maxResultContextBytes: 1024 }), computed_at: at + 3 });
+    evidence.sideEffects.push({ executor_id: "exec-1", assignment_id: id, generation: 0, operation_key: `op-${i}` });
+    run.assignment_ids.push(id);
+  }
+  h.runs.push({ value: run, revision: 1, storedAt: T0 + 100 * n });
+  h.createOnly.push({ bucket: "tg_projections", firstSeq: 1, lastSeq: n, messages: n });
+  return { h, evidence };
+}
+
+function rulesOf(h: StoredHistory, evidence?: ExecutorEvidence, snapshot?: Record<string, string>): Rule[] {
+  return [...new Set(checkHistory(h, { evidence, snapshot }).violations.map((v) => v.rule))];
+}
+
+const assignment = (h: StoredHistory, i: number) => h.assignments[i]!.value;
+
+describe("history checker on crafted records", () => {
+  it("passes a consistent history and counts it", () => {
+    const { h, evidence } = history();
+    const report = checkHistory(h, { evidence, snapshot: snapshotOf(h) });
+    expect(report.violations).toEqual([]);
+    expect(report.ok).toBe(true);
+    expect(report.counts).toMatchObject({ tool_calls: { completed: 3 }, receipts_in_stream: 9, receipt_index: { recorded: 9 }, side_effects: 3, projections: 3 });
+  });
+
+  it("a duplicate side effect for one operation key", () => {
+    const { h, evidence } = history();
+    evidence.sideEffects.push({ ...evidence.sideEffects[1]! });
+    expect(rulesOf(h, evidence)).toEqual(["duplicate_side_effect"]);
+  });
+
+  it("a side effect without a confirmed claim, and a completed write without one", () => {
+    const { h, evidence } = history();
+    evidence.sideEffects[0]!.generation = 1; // an effect by a claim the gateway never confirmed
+    evidence.sideEffects.splice(2, 1);
+    expect(rulesOf(h, evidence).sort()).toEqual(["missing_side_effect", "unconfirmed_side_effect"]);
+  });
+
+  it("a changed projection: against the snapshot, and a create-only bucket with a rewritten entry", () => {
+    const { h } = history();
+    const snapshot = snapshotOf(h);
+    const p = h.projections[0]!;
+    p.context_preview = buildContextPreview({ i: 0, rows: "y" }, { maxResultContextBytes: 1024 });
+    h.createOnly[0] = { bucket: "tg_projections", firstSeq: 1, lastSeq: 4, messages: 3 };
+    expect(snapshot["a-0"]).not.toBe(projectionDigest(p.context_preview));
+    expect(rulesOf(h, undefined, snapshot).sort()).toEqual(["create_only_rewritten", "projection_changed"]);
+  });
+
+  it("a projection over budget, or of another receipt", () => {
+    const { h } = history();
+    h.projections[0]!.context_preview = { ...h.projections[0]!.context_preview, result: { rows: "z".repeat(1_500) }, retained_bytes: 1_011 };
+    h.projections[1]!.receipt_id = "a-1_accepted";
+    expect(rulesOf(h).sort()).toEqual(["projection_mismatch", "projection_over_budget"]);
+  });
+
+  it("a revived run: active again after its end, a call added after it, a receipt recorded after it", () => {
+    const { h } = history();
+    const run = h.runs[0]!;
+    run.value = { ...run.value, state: "cancelled", ended_at: T0 + 150 };
+    run.storedAt = T0 + 150;
+    // a-0 finished before the end; a-1 and a-2 were created after it, their receipts stored after it and recorded.
+    expect(rulesOf(h).sort()).toEqual(["call_after_run_end", "receipt_applied_after_run_end"]);
+    run.value = { ...run.value, state: "active" };
+    expect(rulesOf(h)).toContain("run_end_inconsistent");
+  });
+
+  it("late receipts after the end are fine when they were not recorded", () => {
+    const { h } = history(1);
+    const run = h.runs[0]!;
+    run.value = { ...run.value, state: "completed", ended_at: T0 + 2 };
+    run.storedAt = T0 + 2;
+    for (const e of h.index) if (e.kind === "completed") Object.assign(e, { status: "late_ignored", code: "run_terminated" });
+    Object.assign(assignment(h, 0), { state: "abandoned", final: null, outcome: null });
+    h.projections = [];
+    expect(rulesOf(h)).toEqual([]);
+  });
+
+  it("a lost receipt: answered to the executor but absent from the stream or the index", () => {
+    const { h, evidence } = history();
+    h.index = h.index.filter((e) => e.receipt_id !== "a-2_p1");
+    h.progress = h.progress.filter((p) => p.receipt_id !== "a-2_p1");
+    evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-9_completed", assignment_id: "a-9", kind: "completed", answer_status: "recorded", answer_code: null });
+    expect(rulesOf(h, evidence).sort()).toEqual(["receipt_lost", "receipt_not_indexed"]);
+  });
+
+  it("a receipt applied twice: a second final recorded, progress stored twice", () => {
+    const { h } = history();
+    const dup = h.receipts.find((r) => r.receipt?.receipt_id === "a-0_completed")!;
+    const second = { ...dup.receipt!, receipt_id: "a-0_completed_again" } as Receipt;
+    h.receipts.push({ seq: 100, storedAt: dup.storedAt, receipt: second });
+    h.index.push({ receipt_id: second.receipt_id, assignment_id: "a-0", executor_id: "exec-1", kind: "completed", body_digest: receiptBodyDigest(second), status: "recorded", stream_seq: 100, at: dup.storedAt });
+    h.progress.push({ ...h.progress[1]!, seq: 2 });
+    expect(rulesOf(h).sort()).toEqual(["progress_mismatch", "receipt_applied_twice"]);
+  });
+
+  it("a state that its receipts do not support, a body that differs from the stream, an unsettled call", () => {
+    const { h } = history();
+    Object.assign(assignment(h, 0), { state: "failed" });
+    assignment(h, 1).accepted!.body_digest = "0".repeat(64);
+    Object.assign(assignment(h, 2), { state: "running", final: null, outcome: null });
+    h.projections.pop();
+    // a-2: running, yet its completed is indexed as recorded: the index and the assignment disagree.
+    expect(rulesOf(h).sort()).toEqual(["applied_receipt_mismatch", "call_not_settled", "projection_mismatch", "receipt_applied_twice", "state_receipt_mismatch"]);
+  });
+});
