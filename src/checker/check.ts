@@ -93,7 +93,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
 
   for (const { value: a } of h.assignments) {
     checkSettled(a, add);
-    checkListed(a, runs.get(a.run_id)?.value, add);
+    checkListed(a, runs.get(a.run_id)?.value, assignments, add);
     checkStateAgainstReceipts(a, add);
     checkApplied(a, index, bySeq, add);
     checkAppliedOnce(a, indexByAssignment.get(a.assignment_id) ?? [], add);
@@ -136,18 +136,28 @@ function checkSettled(a: AssignmentRecord, add: Add): void {
     add({ rule: "call_not_settled", message: `tool call is ${a.state}: neither terminal nor reconciliation_required`, run_id: a.run_id, assignment_id: a.assignment_id });
 }
 
-function checkListed(a: AssignmentRecord, run: RunRecord | undefined, add: Add): void {
-  // An assignment its run never listed is legitimate only when it was withdrawn without ever being offered.
+function checkListed(a: AssignmentRecord, run: RunRecord | undefined, assignments: Map<string, AssignmentRecord>, add: Add): void {
+  // An assignment its run never listed is legitimate only when it was withdrawn without ever being offered,
+  // or when it is a compensation: it hangs off its original (linked both ways), not off the run's list.
   if (!run) add({ rule: "orphan_call", message: `run ${a.run_id} does not exist`, run_id: a.run_id, assignment_id: a.assignment_id });
-  else if (!run.assignment_ids.includes(a.assignment_id) && !(a.state === "withdrawn" && a.claim === null))
+  else if (a.compensates !== null) {
+    if (assignments.get(a.compensates)?.compensated_by !== a.assignment_id)
+      add({ rule: "orphan_call", message: `compensation of ${a.compensates}, which does not link back to it`, run_id: a.run_id, assignment_id: a.assignment_id });
+  } else if (!run.assignment_ids.includes(a.assignment_id) && !(a.state === "withdrawn" && a.claim === null))
     add({ rule: "orphan_call", message: `the run does not list this ${a.state} tool call`, run_id: a.run_id, assignment_id: a.assignment_id });
 }
 
 function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
   const bad = (message: string) => add({ rule: "state_receipt_mismatch", message, run_id: a.run_id, assignment_id: a.assignment_id });
-  if (CONFIRMED_STATES.has(a.state) !== (a.accepted !== null)) bad(`state ${a.state} with ${a.accepted ? "an" : "no"} applied accepted receipt`);
-  if (FINAL_KINDS.has(a.state)) {
-    if (a.final?.kind !== a.state) bad(`state ${a.state} but the applied final receipt is ${a.final?.kind ?? "missing"}`);
+  // A refusal (`claimed --refuse--> failed`) ends a claim that was never confirmed.
+  const refused = a.state === "failed" && a.final?.kind === "refused";
+  if ((CONFIRMED_STATES.has(a.state) && !refused) !== (a.accepted !== null)) bad(`state ${a.state} with ${a.accepted ? "an" : "no"} applied accepted receipt`);
+  // `running --detach--> reconciliation_required` moves on no receipt: the executor left.
+  const detached = a.state === "reconciliation_required" && a.final === null && a.outcome?.kind === "reconciliation_required";
+  if (detached) {
+    if (a.outcome?.kind !== "reconciliation_required") bad(`state ${a.state} but the outcome is ${a.outcome?.kind ?? "missing"}`);
+  } else if (FINAL_KINDS.has(a.state)) {
+    if (a.final?.kind !== a.state && !refused) bad(`state ${a.state} but the applied final receipt is ${a.final?.kind ?? "missing"}`);
     if (a.outcome?.kind !== a.state) bad(`state ${a.state} but the outcome is ${a.outcome?.kind ?? "missing"}`);
   } else if (a.final !== null || a.outcome !== null) bad(`state ${a.state} with a final receipt applied`);
   // Only a pending tool call (or one withdrawn while pending) holds no claim.
@@ -159,6 +169,11 @@ function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>
   for (const applied of [a.accepted, a.final]) {
     if (!applied) continue;
     const bad = (message: string) => add({ rule: "applied_receipt_mismatch", message, run_id: a.run_id, assignment_id: a.assignment_id, receipt_id: applied.receipt_id });
+    // An operator's settlement is no executor receipt (no claim proof, no index entry): it must be in the stream.
+    if (applied === a.final && a.settled_by !== null) {
+      if (!bySeq.has(applied.stream_seq)) bad(`operator settlement is not at stream sequence ${applied.stream_seq}`);
+      continue;
+    }
     const stored = bySeq.get(applied.stream_seq)?.receipt;
     if (!stored || stored.receipt_id !== applied.receipt_id) bad(`applied ${applied.kind} receipt is not at stream sequence ${applied.stream_seq}`);
     else if (digestOf(stored) !== applied.body_digest) bad(`applied ${applied.kind} receipt's body digest differs from the stream's copy`);
@@ -174,11 +189,15 @@ function checkAppliedOnce(a: AssignmentRecord, entries: ReceiptIndexEntry[], add
   const accepted = recorded.filter((e) => e.kind === "accepted");
   const finals = recorded.filter((e) => FINAL_KINDS.has(e.kind));
   const twice = (message: string) => add({ rule: "receipt_applied_twice", message, run_id: a.run_id, assignment_id: a.assignment_id });
-  if (accepted.length > 1) twice(`${accepted.length} accepted receipts recorded: ${accepted.map((e) => e.receipt_id).join(", ")}`);
-  if (accepted.length === 1 && accepted[0]!.receipt_id !== a.accepted?.receipt_id) twice(`recorded accepted ${accepted[0]!.receipt_id} is not the one the assignment holds`);
+  // A read offered again after its executor left (`retry_read`) was confirmed once per claim; anything else once.
+  const retriedRead = a.tool_kind === "read" && a.past_claims.length > 0;
+  const allowed = retriedRead ? a.past_claims.length + 1 : 1;
+  if (accepted.length > allowed) twice(`${accepted.length} accepted receipts recorded: ${accepted.map((e) => e.receipt_id).join(", ")}`);
+  if (!retriedRead && accepted.length === 1 && accepted[0]!.receipt_id !== a.accepted?.receipt_id) twice(`recorded accepted ${accepted[0]!.receipt_id} is not the one the assignment holds`);
+  if (retriedRead && a.accepted && !accepted.some((e) => e.receipt_id === a.accepted!.receipt_id)) twice(`the accepted the assignment holds is not recorded`);
   const settling = finals.filter((e) => e.kind !== "reconciliation_required");
   if (settling.length > 1) twice(`${settling.length} final receipts recorded: ${settling.map((e) => e.receipt_id).join(", ")}`);
-  if (finals.length > 0 && !finals.some((e) => e.receipt_id === a.final?.receipt_id)) twice(`recorded final receipts do not include the one the assignment holds`);
+  if (finals.length > 0 && a.settled_by === null && !finals.some((e) => e.receipt_id === a.final?.receipt_id)) twice(`recorded final receipts do not include the one the assignment holds`);
 }
 
 /** Each index entry points at its own receipt in the stream, with the body digest it was indexed under. */

@@ -40,7 +40,8 @@ function history(n = 3): { h: StoredHistory; evidence: ExecutorEvidence } {
       arguments: { i }, argument_digest: argumentDigest({ i }), operation_key: `op-${i}`, max_result_context_bytes: 1024,
       state: "completed", generation: 0, candidate_seq: 1,
       claim: { executor_id: "exec-1", generation: 0, token_sha256: claimTokenSha256(TOKEN), claimed_at: at, lease_expires_at: at + 30_000 },
-      past_claims: [], accepted, final, outcome: { kind: "completed" }, created_at: at, updated_at: at + 3,
+      past_claims: [], accepted, final, outcome: { kind: "completed" }, task_cancel: null, compensates: null, compensated_by: null, settled_by: null,
+      created_at: at, updated_at: at + 3,
     };
     h.assignments.push({ value: a, revision: i + 1, storedAt: at + 3 });
     h.projections.push({ assignment_id: id, receipt_id: final.receipt_id, context_preview: buildContextPreview(result, { maxResultContextBytes: 1024 }), computed_at: at + 3 });

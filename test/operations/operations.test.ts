@@ -5,6 +5,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkHistory, readHistory } from "../../src/checker/index.js";
 import { BusinessCancelled, BusinessFailure, CancelRequested, ToolRunner } from "../../src/runner/index.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant } from "../../src/wire/messages.js";
@@ -111,7 +112,12 @@ describe("the five operations, side by side", () => {
 
   // --- helpers --------------------------------------------------------------------------------
 
-  const newRun = async (): Promise<string> => (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+  const runs: string[] = [];
+  const newRun = async (): Promise<string> => {
+    const id: string = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    runs.push(id);
+    return id;
+  };
   const call = async (runId: string, tool: string, args: unknown = {}): Promise<string> => {
     const res = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: tool, arguments: args });
     if (res.status !== 201) throw new Error(JSON.stringify(res.body));
@@ -383,5 +389,13 @@ describe("the five operations, side by side", () => {
     const other = await gw.http("POST", `/v1/assignments/${id}:reconcile`, { outcome: "cancelled", reason: "changed my mind" });
     expect([other.status, other.body.error.code]).toEqual([409, "receipt_conflict"]);
     expect((await get(id)).final_receipt_id).toBe(`${id}_operator`);
+  });
+
+  // --- all of it, checked ---------------------------------------------------------------------
+
+  it("leaves a history the history checker finds consistent (once every run is ended)", async () => {
+    for (const runId of runs) await gw.http("POST", `/v1/runs/${runId}:cancel`).then((r) => expect([200, 409]).toContain(r.status));
+    const report = checkHistory(await readHistory(nc));
+    expect(report.violations).toEqual([]);
   });
 });
