@@ -128,6 +128,16 @@ describe("history checker on crafted records", () => {
     expect(rulesOf(h, evidence).sort()).toEqual(["receipt_lost", "receipt_not_indexed"]);
   });
 
+  it("an unanswered outbox entry is lost only when no gateway processed it", () => {
+    const { h, evidence } = history();
+    // The answer was in flight when the executor stopped, but the receipt is stored and indexed.
+    evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-2_p1", assignment_id: "a-2", kind: "progress", answer_status: null, answer_code: null });
+    expect(rulesOf(h, evidence)).toEqual([]);
+    // Never reached any gateway.
+    evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-9_completed", assignment_id: "a-9", kind: "completed", answer_status: null, answer_code: null });
+    expect(rulesOf(h, evidence)).toEqual(["receipt_lost"]);
+  });
+
   it("a receipt applied twice: a second final recorded, progress stored twice", () => {
     const { h } = history();
     const dup = h.receipts.find((r) => r.receipt?.receipt_id === "a-0_completed")!;
