@@ -12,6 +12,7 @@ import { natsServers } from "../../src/nats/servers.js";
 import { STREAMS } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ExecutorPool, startGatewayProcess, type ExecutorSpec, type GatewayProcess } from "../helpers/processes.js";
+import { until as pollUntil } from "../helpers/until.js";
 
 /** `TOOLGATE_FAULTS=full` (npm run test:faults) runs every scenario at full size; otherwise the quick slice. */
 export const FULL = process.env.TOOLGATE_FAULTS === "full";
@@ -26,21 +27,9 @@ export const FAULT_EXECUTION: Partial<ExecutionOptions> = { leaseMs: 3_000, swee
 
 const SETTLED = new Set(["completed", "failed", "cancelled", "reconciliation_required", "withdrawn", "revoked", "abandoned"]);
 
-/** Polls `probe` until it returns a value other than undefined (errors count as "not yet"); fails after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000, pollMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await delay(pollMs);
-  }
-}
+/** Fault scenarios wait longer and poll less often than the unit-sized suites. */
+export const until = <T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000, pollMs = 100): Promise<T> =>
+  pollUntil(what, probe, timeoutMs, pollMs);
 
 export interface LoadPlan {
   runs: number;

@@ -42,18 +42,4 @@ export async function publishTasksAgent(gw: TestGateway, ids: { scope: string; r
   return { sessionId: session.session_id, agentVersion: agentVersion.agent_version };
 }
 
-/** Polls `probe` until it returns a value other than undefined; fails after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+export { until } from "../../helpers/until.js";
