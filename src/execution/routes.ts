@@ -6,25 +6,13 @@ import { defineRoute, type RouteDef } from "../http/route.js";
 import { Id, ToolKind } from "../wire/messages.js";
 import { ASSIGNMENT_STATES } from "./assignment-states.js";
 import type { Execution } from "./execution.js";
+import { RunRecord } from "./records.js";
 import { RUN_STATES } from "./run-states.js";
 
 const Millis = z.number().int().nonnegative().describe("milliseconds since the epoch");
 
-const RunSchema = z
-  .object({
-    run_id: Id,
-    session_id: Id,
-    agent: Id,
-    agent_version: z.string(),
-    toolset: Id,
-    toolset_version: z.string(),
-    subject: z.string(),
-    state: z.enum(RUN_STATES),
-    assignment_ids: z.array(Id).describe("Every tool call of the run, in creation order"),
-    created_at: Millis,
-    ended_at: Millis.nullable(),
-  })
-  .meta({ id: "Run" });
+// The stored run record is what a client reads; only its description is added here.
+const RunSchema = RunRecord.extend({ assignment_ids: RunRecord.shape.assignment_ids.describe("Every tool call of the run, in creation order") }).meta({ id: "Run" });
 
 const OutcomeSchema = z.union([
   z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }) }),
