@@ -4,7 +4,8 @@ import { reservationValid, type ClaimQuota } from "./claim-quota.js";
 import { newClaimToken } from "./claim-token.js";
 import type { PresenceService } from "./presence.js";
 import type { ReceiptLog } from "./receipt-log.js";
-import type { AssignmentRecord, RunRecord } from "./records.js";
+import type { AssignmentRecord } from "./records.js";
+import type { RunLookup } from "./run-lookup.js";
 import { runTakesWork } from "./run-states.js";
 import type { VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
@@ -26,18 +27,21 @@ const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "r
  */
 export class ClaimService {
   constructor(
-    private readonly runs: VersionedStore<RunRecord>,
+    private readonly runs: RunLookup,
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
     private readonly quota: ClaimQuota,
     private readonly receipts: ReceiptLog,
     private readonly leaseMs: number,
+    /** How soon after a claim a sweeper first checks on it (then on its holder's presence, once confirmed). */
+    private readonly holderCheckMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
   async claim(scope: string, req: ClaimRequest): Promise<ClaimReply> {
     // Independent reads, all needed by every claim that can succeed: read together.
+    const runRead = this.runs.start(req.assignment_id);
     const [executor, found, holdings] = await Promise.all([
       this.presence.online(scope, req.executor_id),
       this.assignments.get(req.assignment_id),
@@ -48,20 +52,23 @@ export class ClaimService {
     const a = found.value;
     if (a.scope !== scope || !executor.bindings.includes(a.binding_id))
       return refused("out_of_scope", `binding '${a.binding_id}' is not served by executor '${req.executor_id}' of scope '${scope}'`);
-    const run = await this.runs.get(a.run_id);
+    const run = await runRead.of(a);
     if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
     if (a.state !== "pending" || a.generation !== req.generation) return this.lost(a, req);
 
-    const reservation = await this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation, holdings);
-    if (!reservation)
-      return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
-
     const { token, sha256 } = newClaimToken();
     const claimedAt = this.now();
     const leaseExpiresAt = claimedAt + this.leaseMs;
-    // Watched before the compare-and-set: if this process dies right after winning, a sweeper still expires the lease.
-    await this.watchlist.watch(a.assignment_id, leaseExpiresAt);
+    // Watched before the compare-and-set: if this process dies right after winning, a sweeper still
+    // expires the lease. The same watch, due no later than the first holder check, looks after the
+    // work once it is confirmed (nothing is written on `accepted`). Independent of the slot: both together.
+    const [reservation] = await Promise.all([
+      this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation, holdings),
+      this.watchlist.watch(a.assignment_id, Math.min(leaseExpiresAt, claimedAt + this.holderCheckMs)),
+    ]);
+    if (!reservation)
+      return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
 
     const outcome = await this.assignments.mutate(a.assignment_id, (cur) => {
       const to = nextAssignmentState(cur.state, "claim");

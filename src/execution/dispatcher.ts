@@ -16,15 +16,18 @@ export class Dispatcher {
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly candidates: CandidateQueue,
     private readonly watchlist: Watchlist,
-    /** A candidate taken but not claimed for this long is offered again (see the sweeper). */
+    /** How often a sweeper looks at an offered candidate; one taken but not claimed is offered again. */
     private readonly reofferAfterMs: number,
+    /** How long after creation a sweeper takes over a dispatch that did not finish (the request's process died). */
+    private readonly dispatchGraceMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
   /**
    * Returns the assignment as it stands afterwards (null if it does not exist). `known` holds what
    * the creating request has just written and read (saving those reads; compare-and-set still
-   * guards every write).
+   * guards every write); its dispatch watch, written before the assignment, also stands as the
+   * re-offer watch, so none is written here (one write and one round trip less per tool call).
    */
   async dispatch(assignmentId: string, known?: { assignment: Versioned<AssignmentRecord>; run: Versioned<RunRecord> }): Promise<AssignmentRecord | null> {
     const current = known?.assignment ?? (await this.assignments.get(assignmentId));
@@ -47,7 +50,7 @@ export class Dispatcher {
     if (a.candidate_seq !== null) return a;
 
     // Watched before it can be taken: should the executor that takes it vanish without claiming, a sweeper offers it again.
-    await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
+    if (!known) await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
     const seq = await this.candidates.publish(a.scope, {
       assignment_id: a.assignment_id,
       run_id: a.run_id,
@@ -67,6 +70,15 @@ export class Dispatcher {
     // Withdrawn meanwhile (the run ended between listing and publishing): take the message back.
     if (recorded && recorded.value.state === "withdrawn" && recorded.value.candidate_seq === null) await this.candidates.delete(seq);
     return recorded?.value ?? null;
+  }
+
+  /**
+   * The watch a creating request writes before the assignment: due when a sweeper may have to finish
+   * the dispatch, and standing afterwards as the candidate's re-offer watch (see `dispatch`), so it
+   * is due at the earlier of the two. Returns its revision.
+   */
+  watchCreation(assignmentId: string, createdAt: number): Promise<number> {
+    return this.watchlist.watch(assignmentId, createdAt + Math.min(this.dispatchGraceMs, this.reofferAfterMs));
   }
 
   /** Looks at a dispatched assignment again later (its candidate is still waiting for an executor). */

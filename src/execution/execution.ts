@@ -30,6 +30,7 @@ import { ReceiptProcessor } from "./receipt-processor.js";
 import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./records.js";
 import { serveRequests } from "./responder.js";
 import { assignmentEvents, runEvents } from "./run-events.js";
+import { RunLookup } from "./run-lookup.js";
 import { RunService } from "./runs.js";
 import { TaskCancelService } from "./task-cancel.js";
 import { ToolCallService } from "./tool-calls.js";
@@ -44,7 +45,11 @@ export interface ExecutionOptions {
   dispatchGraceMs: number;
   /** How long an executor may hold a pulled candidate before it is redelivered to another. */
   candidateAckWaitMs: number;
-  /** A candidate taken but not claimed for this long is offered again with the next generation. */
+  /**
+   * How often a sweeper looks at an offered candidate (the first time at the earlier of this and
+   * `dispatchGraceMs` after creation); one taken but still unclaimed then is offered again with the
+   * next generation.
+   */
   reofferAfterMs: number;
   /** Receipts processed at once by this process. */
   receiptConcurrency: number;
@@ -125,20 +130,22 @@ export async function startExecution(deps: {
   const assignmentStore = (await store("assignments", AssignmentRecord))
     .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))
     .observeWrites((previous, next) => assignmentEvents(previous, next).forEach((e) => events.publish(e)));
+  const runLookup = new RunLookup(runStore);
+  assignmentStore.observeWrites((_previous, next) => runLookup.remember(next.assignment_id, next.run_id));
   const control = new ControlChannel(js, jsm);
   const watchlist = new Watchlist(await store("watch", WatchEntry));
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
-  const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs);
+  const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs, options.dispatchGraceMs);
   const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);
   const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, detacher, presenceTtlMs(deps.definitions));
   const quota = new ClaimQuota(await store("claims", ClaimHoldings), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
-  const claims = new ClaimService(runStore, assignmentStore, presence, watchlist, quota, receiptLog, options.leaseMs);
+  const claims = new ClaimService(runLookup, assignmentStore, presence, watchlist, quota, receiptLog, options.leaseMs, presence.ttlMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
   const progress = new ProgressStore(await store("progress", ProgressEntry));
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));
   const projections = new ProjectionStore(projectionStore, receiptLog);
-  const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, events, projections, watchlist, holderCheckMs: presence.ttlMs, log });
+  const processor = new ReceiptProcessor({ runs: runLookup, assignments: assignmentStore, index, progress, events, projections, watchlist, log });
   const taskCancel = new TaskCancelService(assignmentStore, control);
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
@@ -174,7 +181,7 @@ export async function startExecution(deps: {
   return {
     options,
     runs: new RunService(runStore, assignmentStore, candidates, config, control, log),
-    toolCalls: new ToolCallService(runStore, assignmentStore, config, dispatcher, watchlist, options.dispatchGraceMs),
+    toolCalls: new ToolCallService(runStore, assignmentStore, config, dispatcher, watchlist),
     history: new HistoryReader(assignmentStore, projections, progress),
     events,
     taskCancel,

@@ -11,6 +11,7 @@ import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
 import { storedAnswer } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
+import type { RunLookup } from "./run-lookup.js";
 import { runTakesWork } from "./run-states.js";
 import type { Versioned, VersionedStore } from "./versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
@@ -49,15 +50,13 @@ const RECORDED: Verdict = { status: "recorded" };
 export class ReceiptProcessor {
   constructor(
     private readonly deps: {
-      runs: VersionedStore<RunRecord>;
+      runs: RunLookup;
       assignments: VersionedStore<AssignmentRecord>;
       index: ReceiptIndex;
       progress: ProgressStore;
       events: RunEventLog;
       projections: ProjectionStore;
       watchlist: Watchlist;
-      /** How long after `accepted` (and then every so long) a sweeper checks that the executor is still present. */
-      holderCheckMs: number;
       log: Logger;
       now?: () => number;
     },
@@ -82,7 +81,8 @@ export class ReceiptProcessor {
       throw err;
     }
 
-    // Both are needed for a new receipt (the common case), so they are read together.
+    // All three are needed for a new receipt (the common case), so they are read together.
+    const runRead = this.deps.runs.start(r.assignment_id);
     const [known, found] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.get(r.assignment_id)]);
     if (known) return this.replay(known, digest);
     if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
@@ -94,7 +94,7 @@ export class ReceiptProcessor {
       return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
     }
 
-    const run = await this.deps.runs.get(a.run_id);
+    const run = await runRead.of(a);
     const verdict = await this.apply(found, run?.value ?? null, claim, input, digest);
     const entry: ReceiptIndexEntry = {
       receipt_id: r.receipt_id,
@@ -151,15 +151,14 @@ export class ReceiptProcessor {
       return { write: next, result: RECORDED };
     }, found);
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
-    // Confirmed work has no lease; it is watched for its executor's presence instead (detach on expiry).
-    if (res.written && r.kind === "accepted") await this.deps.watchlist.watch(a.assignment_id, this.now() + this.deps.holderCheckMs);
+    // Confirmed work keeps the claim's watch, which now checks on its executor's presence (detach on expiry).
     // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.
-    else if (res.written) await this.deps.watchlist.release(a.assignment_id);
+    const released = res.written && r.kind !== "accepted" ? this.deps.watchlist.release(a.assignment_id) : undefined;
     if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
       // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
-      if (res.written) await this.deps.projections.store(res.value, r.result);
-      else await this.deps.projections.ensure(res.value, r.result);
-    }
+      const stored = res.written ? this.deps.projections.store(res.value, r.result) : this.deps.projections.ensure(res.value, r.result);
+      await Promise.all([released, stored]);
+    } else await released;
     return res.result;
   }
 

@@ -33,8 +33,6 @@ export class ToolCallService {
     private readonly tools: ToolResolver,
     private readonly dispatcher: Dispatcher,
     private readonly watchlist: Watchlist,
-    /** How long after creation a sweeper takes over a dispatch that did not finish (the request's process died). */
-    private readonly dispatchGraceMs: number,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -73,14 +71,14 @@ export class ToolCallService {
     const earlier = req.tool_call_id === undefined ? null : await this.assignments.get(assignmentId);
     if (earlier) return { assignment: await this.replay(earlier.value, record), created: false };
 
-    // Watched first: should this process die between the steps below, a sweeper finishes the dispatch.
-    const watch = await this.watchlist.watch(assignmentId, now + this.dispatchGraceMs);
+    // Watched first: should this process die between the steps below, a sweeper finishes the dispatch;
+    // once the candidate is out, the same watch looks for a candidate taken but never claimed.
+    const watch = await this.dispatcher.watchCreation(assignmentId, now);
     const res = await this.assignments.create(assignmentId, record);
     // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
     const dispatched = await this.dispatcher.dispatch(assignmentId, { assignment: { value: record, revision: res.revision }, run: found });
-    // A published candidate came with its re-offer watch, written over this one: removing ours at
-    // its revision could only fail, so it is not asked for.
+    // Not offered (the run ended first): nothing is left to watch.
     if (dispatched?.candidate_seq == null) await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw ApiError.conflict("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };

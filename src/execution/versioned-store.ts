@@ -73,6 +73,11 @@ export class VersionedStore<T> {
     return this.kv.put(key, encode(value));
   }
 
+  /** Deletes `key` whatever its revision (a delete marker; nothing to delete is no error). */
+  async remove(key: string): Promise<void> {
+    await this.kv.delete(key);
+  }
+
   /** Deletes `key` only if it is still at `revision`; false when someone wrote it since. */
   async removeAt(key: string, revision: number): Promise<boolean> {
     try {

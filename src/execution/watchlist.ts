@@ -20,10 +20,12 @@ export class Watchlist {
     await this.store.removeAt(assignmentId, revision);
   }
 
-  /** Stops watching a settled assignment, whatever its watch (nothing is left to look at). */
+  /**
+   * Stops watching a settled assignment, whatever its watch: nothing can need one any more (a claim
+   * racing the settlement fails its compare-and-set), so the watch is removed without reading it.
+   */
   async release(assignmentId: string): Promise<void> {
-    const got = await this.store.get(assignmentId);
-    if (got) await this.store.removeAt(assignmentId, got.revision);
+    await this.store.remove(assignmentId);
   }
 
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
