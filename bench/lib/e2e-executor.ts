@@ -60,11 +60,19 @@ async function startProtocolExecutors(): Promise<() => Promise<void>> {
       const consumer = await jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).consumers.get(STREAMS.candidates, candidateConsumer(BENCH_TOOL.scope));
       const messages = await consumer.consume({ max_messages: maxConcurrent });
       const work = (async () => {
+        // At most `maxConcurrent` calls at once, as a runner holds at most that many claims: acknowledging
+        // every candidate at once would let one executor outgrow the gateway's claim bound (too_many_claims).
+        const calls = new Set<Promise<void>>();
         for await (const m of messages) {
+          while (calls.size >= maxConcurrent) await Promise.race(calls);
           const candidate = decode(Candidate, m.data);
           m.ack();
-          void run(exec, candidate).catch((err: unknown) => logger.error({ err, assignment_id: candidate.assignment_id }, "bench call failed"));
+          const call = run(exec, candidate)
+            .catch((err: unknown) => logger.error({ err, assignment_id: candidate.assignment_id }, "bench call failed"))
+            .finally(() => calls.delete(call));
+          calls.add(call);
         }
+        await Promise.all(calls);
       })();
       return async () => {
         clearInterval(beat);

@@ -46,8 +46,7 @@ export class ClaimQuota {
   async reserve(scope: string, executorId: string, assignmentId: string, generation: number, current: Versioned<ClaimHoldings> | null): Promise<HeldClaim | null> {
     const key = holdingsKey(scope, executorId);
     const entry: HeldClaim = { assignment_id: assignmentId, generation, reserved_at: this.now() };
-    let ended = new Set<string>();
-    let reconciled = false;
+    const ended = new Set<string>();
     const decide = (cur: ClaimHoldings): Decision<ClaimHoldings, "full" | "reserved"> => {
       // A second claim of the same assignment replaces the first reservation: one slot per assignment.
       const held = cur.held.filter((e) => e.assignment_id !== assignmentId && !ended.has(entryKey(e)));
@@ -67,10 +66,11 @@ export class ClaimQuota {
       known = res === null ? null : undefined;
       if (res === null) continue;
       if (res.result === "reserved") return entry;
-      if (reconciled) return null;
-      ended = await this.ended(executorId, res.value.held);
-      reconciled = true;
-      if (ended.size === 0) return null;
+      // Full: drop the entries whose claims ended and try again. Other claims of the executor fill the
+      // record meanwhile, so it is checked again each time; full of live claims only is a refusal.
+      const newlyEnded = await this.ended(executorId, res.value.held.filter((e) => !ended.has(entryKey(e))));
+      if (newlyEnded.size === 0) return null;
+      for (const key of newlyEnded) ended.add(key);
     }
     return null;
   }
