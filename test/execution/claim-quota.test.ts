@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { EXECUTION_BUCKETS } from "../../src/execution/buckets.js";
 import type { ClaimReply, Grant } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
@@ -78,5 +80,41 @@ describe("in-flight claims per executor", () => {
     expect((await gw().http("POST", `/v1/runs/${done!.run_id}:cancel`)).status).toBe(200);
     const fresh = await newCalls(await newRun(), MAX);
     for (const id of fresh) grantOf(await exec.claim(id, 0));
+  });
+});
+
+/** One gateway: the claims of one executor that arrive together share the compare-and-set of its record. */
+describe("claim slots written together", () => {
+  let nats: TestNats;
+  let gateway: TestGateway;
+  let nc: NatsConnection;
+  let exec: ProtocolExecutor;
+  let sessionId: string;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gateway = await startExecutionGateway(nats.url, { maxClaimsPerExecutor: 64 });
+    sessionId = await seedSession(gateway.gateway.store, { scope: "batch", agent: "batch-bot", tools: [{ name: "work.do", binding_id: "b-batch", tool_kind: "read" }] });
+    nc = await connect({ servers: nats.url });
+    exec = new ProtocolExecutor(nc, "batch", "exec-b", ["b-batch"]);
+    expect((await exec.heartbeat()).status).toBe("ok");
+  });
+  afterAll(async () => {
+    exec?.close();
+    await nc?.close();
+    await gateway?.close();
+    await nats?.stop();
+  });
+
+  it("grants 20 concurrent claims with far fewer than 20 writes of the executor's record", async () => {
+    const runId = (await gateway.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push((await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id);
+    const jsm = await jetstreamManager(nc);
+    const writes = async () => (await jsm.streams.info(`KV_${EXECUTION_BUCKETS.claims}`)).state.last_seq;
+    const before = await writes();
+    const replies = await Promise.all(ids.map((id) => exec.claim(id, 0)));
+    expect(replies.map((r) => r.status)).toEqual(ids.map(() => "granted"));
+    expect(await writes()).toBeLessThan(before + 10);
   });
 });
