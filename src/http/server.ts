@@ -51,7 +51,11 @@ function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
 
 /** A fastify instance with pino logging and the structured error shape on every failure. */
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
-  const app = Fastify({ loggerInstance: options.logger, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
+  // One access line per request, once answered (fastify's own logging writes two: on arrival and on answer).
+  const app = Fastify({ loggerInstance: options.logger, disableRequestLogging: true, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
+  app.addHook("onResponse", async (request, reply) => {
+    request.log.info({ req: { method: request.method, url: request.url }, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime }, "request completed");
+  });
   app.removeContentTypeParser("text/plain"); // JSON only: any other body is a 415
   // While closing, answer in-flight requests with `Connection: close`: otherwise a client's idle
   // keep-alive socket holds the shutdown until the keep-alive timeout.

@@ -53,4 +53,13 @@ describe("route layer", () => {
     expect(lines.join("\n")).not.toContain(KEY);
     expect(lines.join("\n")).not.toContain("wrong-key");
   });
+
+  it("logs one access line per request, with its method, path, status and time", async () => {
+    const { http, lines } = app();
+    await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers: { authorization: `Bearer ${KEY}` } });
+    const access = lines.map((l) => JSON.parse(l)).filter((l) => l.req || l.res);
+    expect(access).toHaveLength(1);
+    expect(access[0]).toMatchObject({ msg: "request completed", req: { method: "POST", url: "/v1/runs/run-1:cancel" }, res: { statusCode: 200 } });
+    expect(access[0].responseTime).toBeGreaterThanOrEqual(0);
+  });
 });
