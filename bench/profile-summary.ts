@@ -3,6 +3,8 @@
  * the functions with the most self time, and the share of time under each source area (inclusive).
  *
  *   npx tsx bench/profile-summary.ts <file.cpuprofile> [top=25]
+ *
+ * A profiled process writes one file per thread; the largest is its main thread.
  */
 import { readFileSync } from "node:fs";
 
@@ -17,8 +19,11 @@ interface Profile {
   timeDeltas: number[];
 }
 
-const [file, topArg] = process.argv.slice(2);
-if (!file) throw new Error("usage: profile-summary <file.cpuprofile> [top]");
+const args = process.argv.slice(2);
+const [file, topArg, ...rest] = args;
+// `--cpu-prof` writes one file per thread: name the one to read (the largest is the main thread).
+if (!file?.endsWith(".cpuprofile") || rest.length > 0 || (topArg !== undefined && !/^\d+$/.test(topArg)))
+  throw new Error(`usage: profile-summary <file.cpuprofile> [top]; got: ${args.join(" ") || "nothing"}`);
 const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
 const top = Number(topArg ?? 25);
 
