@@ -165,10 +165,11 @@ interface LevelResult {
   p99: number;
   writes: Map<string, number>;
   writesPerCall: number;
-  /** CPU time per call of the gateway, the executors' process and nats-server (less noisy than wall time). */
+  /** CPU time per call of the gateway, the executors' process, nats-server and this driver (less noisy than wall time). */
   gatewayCpuMs: number;
   executorCpuMs: number;
   natsCpuMs: number;
+  driverCpuMs: number;
 }
 
 interface LevelContext {
@@ -187,7 +188,7 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
     runs.push((await api("POST", `/v1/sessions/${ctx.sessionId}/runs`)).run_id);
   });
   const before = await settledSeqs(ctx.jsm);
-  const cpu = () => [ctx.gateway.cpuMs(), ctx.executors.cpuMs(), processCpuMs(ctx.natsPid)];
+  const cpu = () => [ctx.gateway.cpuMs(), ctx.executors.cpuMs(), processCpuMs(ctx.natsPid), processCpuMs(process.pid)];
   const cpuBefore = cpu();
   const latencies: number[] = [];
   let remaining = calls;
@@ -207,7 +208,7 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
   await Promise.all(Array.from({ length: concurrency }, caller));
   const elapsedMs = performance.now() - started;
   const writes = writesBetween(before, await settledSeqs(ctx.jsm));
-  const [gatewayCpuMs, executorCpuMs, natsCpuMs] = cpu().map((ms, i) => (ms - cpuBefore[i]!) / calls) as [number, number, number];
+  const [gatewayCpuMs, executorCpuMs, natsCpuMs, driverCpuMs] = cpu().map((ms, i) => (ms - cpuBefore[i]!) / calls) as [number, number, number, number];
   const total = [...writes.values()].reduce((a, b) => a + b, 0);
   latencies.sort((a, b) => a - b);
   return {
@@ -223,6 +224,7 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
     gatewayCpuMs,
     executorCpuMs,
     natsCpuMs,
+    driverCpuMs,
   };
 }
 
@@ -309,11 +311,13 @@ console.log(
 );
 console.log("ratio = calls/s ÷ (batched publish ceiling ÷ persisted writes per call)");
 console.log("");
-console.log("| executor | in flight | calls | calls/s | p50 ms | p95 ms | p99 ms | writes/call | ceiling ÷ writes | ratio | CPU ms/call: gateway | executors | nats-server |");
-console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+console.log(`CPU bound = ${availableParallelism()} cores ÷ CPU per call of all four processes (this driver included): the most calls/s this machine could do`);
+console.log("");
+console.log("| executor | in flight | calls | calls/s | p50 ms | p95 ms | p99 ms | writes/call | ceiling ÷ writes | ratio | CPU ms/call: gateway | executors | nats-server | driver | CPU bound |");
+console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
 for (const r of results) {
   console.log(
-    `| ${r.executor} | ${r.concurrency} | ${r.calls} | ${formatRate(r.callsPerSec)} | ${ms(r.p50)} | ${ms(r.p95)} | ${ms(r.p99)} | ${r.writesPerCall.toFixed(2)} | ${formatRate(perCallCeiling(r))} | ${((r.callsPerSec / perCallCeiling(r)) * 100).toFixed(1)}% | ${ms(r.gatewayCpuMs)} | ${ms(r.executorCpuMs)} | ${ms(r.natsCpuMs)} |`,
+    `| ${r.executor} | ${r.concurrency} | ${r.calls} | ${formatRate(r.callsPerSec)} | ${ms(r.p50)} | ${ms(r.p95)} | ${ms(r.p99)} | ${r.writesPerCall.toFixed(2)} | ${formatRate(perCallCeiling(r))} | ${((r.callsPerSec / perCallCeiling(r)) * 100).toFixed(1)}% | ${ms(r.gatewayCpuMs)} | ${ms(r.executorCpuMs)} | ${ms(r.natsCpuMs)} | ${ms(r.driverCpuMs)} | ${formatRate((availableParallelism() * 1000) / (r.gatewayCpuMs + r.executorCpuMs + r.natsCpuMs + r.driverCpuMs))} |`,
   );
 }
 console.log("");
