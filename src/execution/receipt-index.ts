@@ -1,5 +1,5 @@
 import type { ReceiptAnswer, ReceiptQuery } from "../wire/messages.js";
-import type { ReceiptIndexEntry } from "./records.js";
+import type { AppliedReceipt, AssignmentRecord, ReceiptIndexEntry } from "./records.js";
 import type { VersionedStore } from "./versioned-store.js";
 
 /**
@@ -40,4 +40,9 @@ export function storedAnswer(entry: ReceiptIndexEntry): ReceiptAnswer {
     ...(entry.code ? { code: entry.code } : {}),
     ...(entry.reason ? { reason: entry.reason } : {}),
   };
+}
+
+/** For an edge that takes `applied` (the assignment's `accepted` or `final`) off the record: keep it among `replaced`, so the assignment still answers for it. */
+export function replacing(a: AssignmentRecord, applied: AppliedReceipt | null): Pick<AssignmentRecord, "replaced"> {
+  return applied && a.claim ? { replaced: [...(a.replaced ?? []), { ...applied, executor_id: a.claim.executor_id }] } : {};
 }

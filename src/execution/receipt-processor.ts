@@ -9,7 +9,7 @@ import type { ProgressStore } from "./progress-store.js";
 import { progressEvent } from "./run-events.js";
 import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
-import { storedAnswer } from "./receipt-index.js";
+import { replacing, storedAnswer } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
 import { runTakesWork } from "./run-states.js";
 import type { Versioned, VersionedStore } from "./versioned-store.js";
@@ -144,10 +144,11 @@ export class ReceiptProcessor {
         return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
       const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
       if (!to) return { result: refusalFrom(cur, r.kind) };
+      // A final settling `reconciliation_required` replaces that receipt, which stays answerable among `replaced`.
       const next: AssignmentRecord =
         r.kind === "accepted"
           ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
-          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), updated_at: applied.at };
+          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
       return { write: next, result: RECORDED };
     }, found);
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
