@@ -42,6 +42,17 @@ export function storedAnswer(entry: ReceiptIndexEntry): ReceiptAnswer {
   };
 }
 
+/**
+ * The receipts an assignment's compare-and-sets applied, as the index entries they stand for:
+ * `accepted` and an executor's `final` (both applied under the current claim), and those a later
+ * edge replaced. An operator's settlement is no executor's receipt and stands for no entry.
+ */
+export function appliedEntries(a: AssignmentRecord): ReceiptIndexEntry[] {
+  const holder = a.claim?.executor_id;
+  const current = [a.accepted, a.settled_by ? null : a.final].flatMap((applied) => (applied && holder ? [{ ...applied, executor_id: holder }] : []));
+  return [...current, ...(a.replaced ?? [])].map((applied) => ({ ...applied, assignment_id: a.assignment_id, status: "recorded" as const }));
+}
+
 /** For an edge that takes `applied` (the assignment's `accepted` or `final`) off the record: keep it among `replaced`, so the assignment still answers for it. */
 export function replacing(a: AssignmentRecord, applied: AppliedReceipt | null): Pick<AssignmentRecord, "replaced"> {
   return applied && a.claim ? { replaced: [...(a.replaced ?? []), { ...applied, executor_id: a.claim.executor_id }] } : {};
