@@ -131,7 +131,11 @@ export function unstartedAssignment() {
   } satisfies Partial<AssignmentRecord>;
 }
 
-/** The permanent receipt index: one entry per receipt_id, written once. */
+/**
+ * The permanent receipt index: one entry per receipt_id, written once, for every receipt with a
+ * valid claim proof that no assignment's compare-and-set applied (progress, refusals, late
+ * receipts); one it applied is indexed by its assignment's `accepted` / `final` / `replaced`.
+ */
 export const ReceiptIndexEntry = z
   .object({
     receipt_id: Id,
