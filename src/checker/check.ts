@@ -3,6 +3,7 @@ import { buildContextPreview, canonicalJson, compactByteLength } from "../budget
 import { isTerminalAssignmentState } from "../execution/assignment-states.js";
 import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
 import { claimTokenMatches } from "../execution/claim-token.js";
+import { appliedEntries } from "../execution/receipt-index.js";
 import { receiptBodyDigest } from "../wire/digest.js";
 import type { ExecutorEvidence, Stamped, StoredHistory, StoredReceipt } from "./history.js";
 
@@ -47,6 +48,8 @@ export interface CheckReport {
     tool_calls: Record<string, number>;
     receipts_in_stream: number;
     receipt_index: Record<string, number>;
+    /** Receipts the tool calls applied that have no index entry (the assignment record is their index). */
+    applied_receipts: number;
     progress: number;
     projections: number;
     side_effects: number;
@@ -89,19 +92,22 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   const bySeq = new Map(h.receipts.map((r) => [r.seq, r]));
   const inStream = new Set(h.receipts.flatMap((r) => (r.receipt ? [r.receipt.receipt_id] : [])));
   const index = new Map(h.index.map((e) => [e.receipt_id, e]));
-  const indexByAssignment = groupBy(h.index, (e) => e.assignment_id);
+  // A receipt its assignment applied has no index entry of its own (the record is its index); older histories have both.
+  const applied = h.assignments.flatMap(({ value: a }) => appliedEntries(a).filter((e) => index.get(e.receipt_id)?.assignment_id !== a.assignment_id));
+  const knownByAssignment = groupBy([...h.index, ...applied], (e) => e.assignment_id);
+  const known: Known = (receiptId, assignmentId) => index.get(receiptId) ?? knownByAssignment.get(assignmentId)?.find((e) => e.receipt_id === receiptId);
 
   for (const { value: a } of h.assignments) {
     checkSettled(a, add);
     checkListed(a, runs.get(a.run_id)?.value, assignments, add);
     checkStateAgainstReceipts(a, add);
     checkApplied(a, index, bySeq, add);
-    checkAppliedOnce(a, indexByAssignment.get(a.assignment_id) ?? [], add);
+    checkAppliedOnce(a, knownByAssignment.get(a.assignment_id) ?? [], add);
   }
   checkIndex(h.index, bySeq, add);
-  checkEveryReceiptIndexed(h.receipts, assignments, index, add);
-  checkProgress(h, index, add);
-  for (const run of h.runs) checkRunEnd(run, assignments, indexByAssignment, bySeq, add);
+  checkEveryReceiptIndexed(h.receipts, assignments, known, add);
+  checkProgress(h, known, add);
+  for (const run of h.runs) checkRunEnd(run, assignments, knownByAssignment, bySeq, add);
   checkProjections(h, assignments, options.snapshot, add);
   for (const bucket of h.createOnly) {
     const expected = bucket.lastSeq === 0 ? 0 : bucket.lastSeq - bucket.firstSeq + 1;
@@ -110,7 +116,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   }
   if (evidence) {
     checkSideEffects(evidence, assignments, add);
-    checkOutbox(evidence, inStream, index, add);
+    checkOutbox(evidence, inStream, known, add);
   }
 
   return {
@@ -120,6 +126,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
       tool_calls: tally(h.assignments.map((a) => a.value.state)),
       receipts_in_stream: h.receipts.length,
       receipt_index: tally(h.index.map((e) => e.status)),
+      applied_receipts: applied.length,
       progress: h.progress.length,
       projections: h.projections.length,
       side_effects: evidence?.sideEffects.length ?? 0,
@@ -130,6 +137,8 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
 }
 
 type Add = (v: Violation) => void;
+/** The index entry of a receipt, or the one its assignment's applied receipt stands for. */
+type Known = (receiptId: string, assignmentId: string) => ReceiptIndexEntry | undefined;
 
 function checkSettled(a: AssignmentRecord, add: Add): void {
   if (!isTerminalAssignmentState(a.state) && a.state !== "reconciliation_required")
@@ -164,9 +173,9 @@ function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
   if ((a.state === "pending" || a.state === "withdrawn") !== (a.claim === null)) bad(`state ${a.state} ${a.claim ? "with" : "without"} a current claim`);
 }
 
-/** The receipts an assignment says moved it are in the stream and the index, with the same body. */
+/** The receipts an assignment says it applied are in the stream with the same body, and indexed, if at all, as recorded. */
 function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>, bySeq: Map<number, StoredReceipt>, add: Add): void {
-  for (const applied of [a.accepted, a.final]) {
+  for (const applied of [a.accepted, a.final, ...(a.replaced ?? [])]) {
     if (!applied) continue;
     const bad = (message: string) => add({ rule: "applied_receipt_mismatch", message, run_id: a.run_id, assignment_id: a.assignment_id, receipt_id: applied.receipt_id });
     // An operator's settlement is no executor receipt (no claim proof, no index entry): it must be in the stream.
@@ -177,9 +186,9 @@ function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>
     const stored = bySeq.get(applied.stream_seq)?.receipt;
     if (!stored || stored.receipt_id !== applied.receipt_id) bad(`applied ${applied.kind} receipt is not at stream sequence ${applied.stream_seq}`);
     else if (digestOf(stored) !== applied.body_digest) bad(`applied ${applied.kind} receipt's body digest differs from the stream's copy`);
+    // The assignment is its index; an entry besides it (written before that was so) must say the same.
     const entry = index.get(applied.receipt_id);
-    // A crash between the compare-and-set and the index write is finished on redelivery; a settled history has the entry.
-    if (!entry || entry.status !== "recorded" || entry.body_digest !== applied.body_digest) bad(`applied ${applied.kind} receipt is ${entry ? `indexed as ${entry.status}` : "not indexed"}`);
+    if (entry && (entry.status !== "recorded" || entry.body_digest !== applied.body_digest)) bad(`applied ${applied.kind} receipt is indexed as ${entry.status}${entry.body_digest === applied.body_digest ? "" : " with another body"}`);
   }
 }
 
@@ -194,7 +203,6 @@ function checkAppliedOnce(a: AssignmentRecord, entries: ReceiptIndexEntry[], add
   const allowed = retriedRead ? a.past_claims.length + 1 : 1;
   if (accepted.length > allowed) twice(`${accepted.length} accepted receipts recorded: ${accepted.map((e) => e.receipt_id).join(", ")}`);
   if (!retriedRead && accepted.length === 1 && accepted[0]!.receipt_id !== a.accepted?.receipt_id) twice(`recorded accepted ${accepted[0]!.receipt_id} is not the one the assignment holds`);
-  if (retriedRead && a.accepted && !accepted.some((e) => e.receipt_id === a.accepted!.receipt_id)) twice(`the accepted the assignment holds is not recorded`);
   const settling = finals.filter((e) => e.kind !== "reconciliation_required");
   if (settling.length > 1) twice(`${settling.length} final receipts recorded: ${settling.map((e) => e.receipt_id).join(", ")}`);
   if (finals.length > 0 && a.settled_by === null && !finals.some((e) => e.receipt_id === a.final?.receipt_id)) twice(`recorded final receipts do not include the one the assignment holds`);
@@ -211,10 +219,10 @@ function checkIndex(entries: ReceiptIndexEntry[], bySeq: Map<number, StoredRecei
   }
 }
 
-/** A receipt in the stream that proves a claim of its assignment must have been processed (indexed). */
-function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<string, AssignmentRecord>, index: Map<string, ReceiptIndexEntry>, add: Add): void {
+/** A receipt in the stream that proves a claim of its assignment must have been processed: indexed, or applied by the assignment. */
+function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<string, AssignmentRecord>, known: Known, add: Add): void {
   for (const { receipt: r, seq } of receipts) {
-    if (!r || index.has(r.receipt_id)) continue;
+    if (!r || known(r.receipt_id, r.assignment_id)) continue;
     const a = assignments.get(r.assignment_id);
     const claims = a ? (a.claim ? [a.claim, ...a.past_claims] : a.past_claims) : [];
     // Without a valid token the gateway refuses it unindexed on purpose (a forger must not squat the id).
@@ -223,11 +231,11 @@ function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<st
   }
 }
 
-function checkProgress(h: StoredHistory, index: Map<string, ReceiptIndexEntry>, add: Add): void {
+function checkProgress(h: StoredHistory, known: Known, add: Add): void {
   const seqsByReceipt = new Map<string, number[]>();
   for (const p of h.progress) {
     seqsByReceipt.set(p.receipt_id, [...(seqsByReceipt.get(p.receipt_id) ?? []), p.seq]);
-    const e = index.get(p.receipt_id);
+    const e = known(p.receipt_id, p.assignment_id);
     if (e && (e.kind !== "progress" || e.assignment_id !== p.assignment_id))
       add({ rule: "progress_mismatch", message: `progress seq ${p.seq} is stored under a ${e.kind} receipt of ${e.assignment_id}`, assignment_id: p.assignment_id, receipt_id: p.receipt_id });
   }
@@ -246,14 +254,14 @@ function checkProgress(h: StoredHistory, index: Map<string, ReceiptIndexEntry>, 
  * receipt stored after the end must never be recorded. A receipt stored before and processed while
  * the run was ending is ordered by the assignment's compare-and-set and is not a violation.
  */
-function checkRunEnd(run: Stamped<RunRecord>, assignments: Map<string, AssignmentRecord>, indexByAssignment: Map<string, ReceiptIndexEntry[]>, bySeq: Map<number, StoredReceipt>, add: Add): void {
+function checkRunEnd(run: Stamped<RunRecord>, assignments: Map<string, AssignmentRecord>, knownByAssignment: Map<string, ReceiptIndexEntry[]>, bySeq: Map<number, StoredReceipt>, add: Add): void {
   const r = run.value;
   if ((r.state === "active") !== (r.ended_at === null)) add({ rule: "run_end_inconsistent", message: `run is ${r.state} with ended_at ${r.ended_at}`, run_id: r.run_id });
   if (r.state === "active" || r.ended_at === null) return;
   for (const id of r.assignment_ids) {
     const a = assignments.get(id);
     if (a && a.created_at > r.ended_at) add({ rule: "call_after_run_end", message: `tool call created ${a.created_at - r.ended_at} ms after the run ended`, run_id: r.run_id, assignment_id: id });
-    for (const e of indexByAssignment.get(id) ?? []) {
+    for (const e of knownByAssignment.get(id) ?? []) {
       const stored = bySeq.get(e.stream_seq);
       if (e.status === "recorded" && stored && stored.storedAt > run.storedAt)
         add({ rule: "receipt_applied_after_run_end", message: `${e.kind} receipt stored ${stored.storedAt - run.storedAt} ms after the run ended was recorded`, run_id: r.run_id, assignment_id: id, receipt_id: e.receipt_id });
@@ -308,20 +316,20 @@ function checkSideEffects(evidence: ExecutorEvidence, assignments: Map<string, A
   }
 }
 
-/** Every receipt an executor holds an answer for reached the stream and, unless refused for its token, the index. */
-function checkOutbox(evidence: ExecutorEvidence, inStream: Set<string>, index: Map<string, ReceiptIndexEntry>, add: Add): void {
+/** Every receipt an executor holds an answer for reached the stream and, unless refused for its token, the index or its assignment. */
+function checkOutbox(evidence: ExecutorEvidence, inStream: Set<string>, known: Known, add: Add): void {
   for (const o of evidence.outbox) {
     if (o.answer_status === null) {
       // An executor stopped while the answer was in flight (e.g. its gateway was killed and the
       // receipt was redelivered to another one): delivered if the gateways processed it; its
       // outbox would only query the index on the next start.
-      if (!inStream.has(o.receipt_id) || !index.has(o.receipt_id))
+      if (!inStream.has(o.receipt_id) || !known(o.receipt_id, o.assignment_id))
         add({ rule: "receipt_lost", message: `${o.kind} receipt of ${o.executor_id} never got an answer and was not processed by any gateway`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
       continue;
     }
     if (!inStream.has(o.receipt_id)) add({ rule: "receipt_lost", message: `${o.kind} receipt answered ${o.answer_status} is not in the receipts stream`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
-    else if (o.answer_code !== "invalid_token" && !index.has(o.receipt_id))
-      add({ rule: "receipt_lost", message: `${o.kind} receipt answered ${o.answer_status} is not in the receipt index`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
+    else if (o.answer_code !== "invalid_token" && !known(o.receipt_id, o.assignment_id))
+      add({ rule: "receipt_lost", message: `${o.kind} receipt answered ${o.answer_status} is neither in the receipt index nor applied by its tool call`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
   }
 }
 

@@ -141,7 +141,7 @@ export async function startExecution(deps: {
   const quota = new ClaimQuota(await store("claims", ClaimHoldings), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
   const claims = new ClaimService(runLookup, assignmentStore, presence, watchlist, quota, receiptLog, options.leaseMs, presence.ttlMs);
-  const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry));
+  const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignmentStore);
   const progress = new ProgressStore(await store("progress", ProgressEntry));
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));
   const projections = new ProjectionStore(projectionStore, receiptLog);

@@ -7,6 +7,7 @@ import type { OperatorReceipt } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
 import { nextAssignmentState, type AssignmentEvent } from "./assignment-states.js";
 import type { ProjectionStore } from "./projection-store.js";
+import { replacing } from "./receipt-index.js";
 import type { AssignmentRecord, Outcome, RunRecord } from "./records.js";
 import { runTakesWork } from "./run-states.js";
 import type { VersionedStore } from "./versioned-store.js";
@@ -60,7 +61,7 @@ export class OperatorSettlement {
       const to = nextAssignmentState(cur.state, EVENT[request.outcome]);
       if (cur.state !== "reconciliation_required" || !to) return { result: false };
       const final = { receipt_id: receiptId, kind: request.outcome, body_digest: digest, stream_seq: ack.seq, at };
-      return { write: { ...cur, state: to, final, outcome: outcomeOf(request), settled_by: { operator, at }, updated_at: at }, result: true };
+      return { write: { ...cur, state: to, final, outcome: outcomeOf(request), settled_by: { operator, at }, ...replacing(cur, cur.final), updated_at: at }, result: true };
     });
     if (!res) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     // Lost to the executor's own reconcile: the operator receipt stays in the stream, unapplied.

@@ -1,14 +1,19 @@
 import type { ReceiptAnswer, ReceiptQuery } from "../wire/messages.js";
-import type { ReceiptIndexEntry } from "./records.js";
+import type { AppliedReceipt, AssignmentRecord, ReceiptIndexEntry } from "./records.js";
 import type { VersionedStore } from "./versioned-store.js";
 
 /**
  * The permanent receipt index, `receipt_id` -> body digest and the answer given. The stream's
  * de-duplication window is minutes; this is forever, so a resend long after still gets the same
- * answer, and the same id with another body is a conflict.
+ * answer, and the same id with another body is a conflict. A receipt an assignment's compare-and-set
+ * applied has no entry of its own: the assignment record already holds its id and digest
+ * (`appliedEntries`), which saves a write and a round trip per applied receipt.
  */
 export class ReceiptIndex {
-  constructor(private readonly store: VersionedStore<ReceiptIndexEntry>) {}
+  constructor(
+    private readonly store: VersionedStore<ReceiptIndexEntry>,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+  ) {}
 
   async get(receiptId: string): Promise<ReceiptIndexEntry | null> {
     return (await this.store.get(receiptId))?.value ?? null;
@@ -22,15 +27,16 @@ export class ReceiptIndex {
 
   /** `tg.rq.<scope>.<executor>`: the stored answer for an executor whose answer got lost, `pending` while unseen. */
   async answerQuery(query: ReceiptQuery): Promise<ReceiptAnswer> {
-    const entry = await this.get(query.receipt_id);
+    const [indexed, found] = await Promise.all([this.get(query.receipt_id), this.assignments.get(query.assignment_id)]);
+    const known = indexed ?? (found && appliedEntry(found.value, query.receipt_id));
     // Another executor's receipt (or another assignment's) is none of this executor's business.
-    if (!entry || entry.assignment_id !== query.assignment_id || entry.executor_id !== query.executor_id)
+    if (!known || known.assignment_id !== query.assignment_id || known.executor_id !== query.executor_id)
       return { receipt_id: query.receipt_id, assignment_id: query.assignment_id, kind: query.kind, status: "pending" };
-    return storedAnswer(entry);
+    return storedAnswer(known);
   }
 }
 
-/** The answer an index entry stands for. */
+/** The answer a stored receipt stands for (an index entry, or one its assignment applied). */
 export function storedAnswer(entry: ReceiptIndexEntry): ReceiptAnswer {
   return {
     receipt_id: entry.receipt_id,
@@ -40,4 +46,25 @@ export function storedAnswer(entry: ReceiptIndexEntry): ReceiptAnswer {
     ...(entry.code ? { code: entry.code } : {}),
     ...(entry.reason ? { reason: entry.reason } : {}),
   };
+}
+
+/**
+ * The receipts an assignment's compare-and-sets applied, as the index entries they stand for:
+ * `accepted` and an executor's `final` (both applied under the current claim), and those a later
+ * edge replaced. An operator's settlement is no executor's receipt and stands for no entry.
+ */
+export function appliedEntries(a: AssignmentRecord): ReceiptIndexEntry[] {
+  const holder = a.claim?.executor_id;
+  const current = [a.accepted, a.settled_by ? null : a.final].flatMap((applied) => (applied && holder ? [{ ...applied, executor_id: holder }] : []));
+  return [...current, ...(a.replaced ?? [])].map((applied) => ({ ...applied, assignment_id: a.assignment_id, status: "recorded" as const }));
+}
+
+/** The index entry of `receiptId` if the assignment applied it. */
+export function appliedEntry(a: AssignmentRecord, receiptId: string): ReceiptIndexEntry | null {
+  return appliedEntries(a).find((e) => e.receipt_id === receiptId) ?? null;
+}
+
+/** For an edge that takes `applied` (the assignment's `accepted` or `final`) off the record: keep it among `replaced`, so the assignment still answers for it. */
+export function replacing(a: AssignmentRecord, applied: AppliedReceipt | null): Pick<AssignmentRecord, "replaced"> {
+  return applied && a.claim ? { replaced: [...(a.replaced ?? []), { ...applied, executor_id: a.claim.executor_id }] } : {};
 }

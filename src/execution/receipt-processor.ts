@@ -9,7 +9,7 @@ import type { ProgressStore } from "./progress-store.js";
 import { progressEvent } from "./run-events.js";
 import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
-import { storedAnswer } from "./receipt-index.js";
+import { appliedEntry, replacing } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
 import type { RunLookup } from "./run-lookup.js";
 import { runTakesWork } from "./run-states.js";
@@ -37,13 +37,13 @@ const EVENT_BY_KIND: Readonly<Record<ReceiptKind, AssignmentEvent>> = {
   reconciliation_required: "require_reconciliation",
 };
 
-type Verdict = { status: "recorded" | "late_ignored" | "rejected"; code?: RefusalCode; reason?: string };
+type Verdict = { status: "recorded" | "duplicate" | "late_ignored" | "rejected"; code?: RefusalCode; reason?: string };
 const rejected = (code: RefusalCode, reason: string): Verdict => ({ status: "rejected", code, reason });
 const RECORDED: Verdict = { status: "recorded" };
 
 /**
  * Decides and applies one receipt: proof of the claim (token, executor, generation), the receipt
- * index (duplicate or conflict), the run (a terminated run takes nothing: `late_ignored`), and the
+ * index or the assignment's applied receipts (duplicate or conflict), the run (a terminated run takes nothing: `late_ignored`), and the
  * state table, the change itself a compare-and-set on the assignment. Processing the same message
  * twice (redelivery after a crash, two gateways) yields the same answer and changes nothing more.
  */
@@ -84,7 +84,9 @@ export class ReceiptProcessor {
     // All three are needed for a new receipt (the common case), so they are read together.
     const runRead = this.deps.runs.start(r.assignment_id);
     const [known, found] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.get(r.assignment_id)]);
-    if (known) return this.replay(known, digest);
+    // A receipt the assignment applied is indexed by the assignment record itself.
+    const stored = known ?? (found && appliedEntry(found.value, r.receipt_id));
+    if (stored) return answer(await this.replay(stored, found?.value ?? null, input, digest));
     if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
     const a = found.value;
     if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
@@ -96,6 +98,9 @@ export class ReceiptProcessor {
 
     const run = await runRead.of(a);
     const verdict = await this.apply(found, run?.value ?? null, claim, input, digest);
+    // The assignment indexes what its compare-and-set applied (now, or just before on another gateway); an entry for a conflicting body would hide it.
+    const heldByAssignment = r.kind !== "progress" && (verdict.status === "recorded" || verdict.code === "receipt_conflict");
+    if (heldByAssignment || verdict.status === "duplicate") return answer(verdict);
     const entry: ReceiptIndexEntry = {
       receipt_id: r.receipt_id,
       assignment_id: r.assignment_id,
@@ -113,18 +118,17 @@ export class ReceiptProcessor {
     return answer(verdict);
   }
 
-  /** A receipt id seen before: same body is a duplicate (or the original's refusal again), another body a conflict. */
-  private replay(known: ReceiptIndexEntry, digest: string): ReceiptAnswer {
-    if (known.body_digest !== digest)
-      return { receipt_id: known.receipt_id, assignment_id: known.assignment_id, kind: known.kind, ...rejected("receipt_conflict", `receipt '${known.receipt_id}' was already stored with another body`) };
-    if (known.status === "recorded") return { ...storedAnswer(known), status: "duplicate", reason: "already recorded; nothing changed" };
-    return storedAnswer(known);
+  /** A receipt id stored before (`replayed`); a `completed` that completed the assignment finishes its projection (a crash may have come first). */
+  private async replay(known: ReceiptIndexEntry, a: AssignmentRecord | null, input: ReceiptInput, digest: string): Promise<Verdict> {
+    const r = input.receipt;
+    const verdict = replayed(known, digest, input.streamSeq);
+    if (verdict.status !== "rejected" && r.kind === "completed" && a?.state === "completed" && a.final?.receipt_id === r.receipt_id) await this.deps.projections.ensure(a, r.result);
+    return verdict;
   }
 
   private async apply(found: Versioned<AssignmentRecord>, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
     const r = input.receipt;
     const a = found.value;
-    if (alreadyApplied(a, r.receipt_id)) return this.reapply(a, r, digest);
     if (!runTakesWork(a, run)) {
       // The executor must not start work for an ended run; anything else it sends is kept for audit only.
       if (r.kind === "accepted") return rejected("run_terminated", `run '${a.run_id}' has ended: do not start`);
@@ -138,16 +142,18 @@ export class ReceiptProcessor {
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
     const res = await this.deps.assignments.mutate(a.assignment_id, (cur) => {
-      if (alreadyApplied(cur, r.receipt_id)) return { result: sameBody(cur, r.receipt_id, digest) };
+      const held = appliedEntry(cur, r.receipt_id);
+      if (held) return { result: replayed(held, digest, input.streamSeq) };
       if (cur.claim?.token_sha256 !== claim.token_sha256) return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
       if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
         return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
       const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
       if (!to) return { result: refusalFrom(cur, r.kind) };
+      // A final settling `reconciliation_required` replaces that receipt, which stays answerable among `replaced`.
       const next: AssignmentRecord =
         r.kind === "accepted"
           ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
-          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), updated_at: applied.at };
+          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
       return { write: next, result: RECORDED };
     }, found);
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
@@ -160,14 +166,6 @@ export class ReceiptProcessor {
       await Promise.all([released, stored]);
     } else await released;
     return res.result;
-  }
-
-  /** The same receipt again after it moved the assignment (a crash before its index entry): finish its effects. */
-  private async reapply(a: AssignmentRecord, r: Receipt, digest: string): Promise<Verdict> {
-    const verdict = sameBody(a, r.receipt_id, digest);
-    if (verdict.status === "recorded" && a.state === "completed" && a.final?.receipt_id === r.receipt_id && r.kind === "completed")
-      await this.deps.projections.ensure(a, r.result);
-    return verdict;
   }
 
   private async recordProgress(a: AssignmentRecord, r: Extract<Receipt, { kind: "progress" }>): Promise<Verdict> {
@@ -191,13 +189,15 @@ function provenClaim(a: AssignmentRecord, r: Receipt): ClaimRecord | null {
   return null;
 }
 
-function alreadyApplied(a: AssignmentRecord, receiptId: string): boolean {
-  return a.accepted?.receipt_id === receiptId || a.final?.receipt_id === receiptId;
-}
-
-function sameBody(a: AssignmentRecord, receiptId: string, digest: string): Verdict {
-  const applied = a.accepted?.receipt_id === receiptId ? a.accepted : a.final;
-  return applied?.body_digest === digest ? RECORDED : rejected("receipt_conflict", `receipt '${receiptId}' was already applied with another body`);
+/**
+ * A receipt id stored before (indexed, or applied by its assignment): another body is a conflict; the
+ * same body gets the stored answer again, `duplicate` for a recorded one unless this is the very
+ * message that recorded it, redelivered (processing a message twice yields the same answer).
+ */
+function replayed(known: ReceiptIndexEntry, digest: string, streamSeq: number): Verdict {
+  if (known.body_digest !== digest) return rejected("receipt_conflict", `receipt '${known.receipt_id}' was already stored with another body`);
+  if (known.status === "recorded" && known.stream_seq !== streamSeq) return { status: "duplicate", reason: "already recorded; nothing changed" };
+  return { status: known.status, ...(known.code ? { code: known.code } : {}), ...(known.reason ? { reason: known.reason } : {}) };
 }
 
 function refusalFrom(a: AssignmentRecord, kind: ReceiptKind): Verdict {

@@ -55,6 +55,10 @@ export const AppliedReceipt = z
   .strict();
 export type AppliedReceipt = z.infer<typeof AppliedReceipt>;
 
+/** An applied receipt that a later edge took off `accepted` / `final`, with the executor of the claim it was applied under. */
+export const ReplacedReceipt = AppliedReceipt.extend({ executor_id: Id });
+export type ReplacedReceipt = z.infer<typeof ReplacedReceipt>;
+
 /** What a final receipt says beyond its kind (the result itself stays in the stream and the projection). */
 export const Outcome = z.union([
   z.object({ kind: z.literal("completed") }).strict(),
@@ -89,6 +93,13 @@ export const AssignmentRecord = z
     accepted: AppliedReceipt.nullable(),
     final: AppliedReceipt.nullable(),
     outcome: Outcome.nullable(),
+    /**
+     * Receipts applied here that a later edge replaced (a retried read's `accepted`, the
+     * `reconciliation_required` its settlement replaced), so the assignment keeps answering for every
+     * receipt it applied. Absent until needed, so the common record stays readable by a replica of
+     * the previous release during a rolling upgrade.
+     */
+    replaced: z.array(ReplacedReceipt).optional(),
     /** A business-task cancel was asked for (recorded once; only the executor's receipt ends the task). */
     task_cancel: z.object({ requested_at: Millis, reason: z.string() }).strict().nullable().default(null),
     /** On a compensation: the completed write it undoes. A compensation lives outside its run's lifecycle. */
@@ -120,7 +131,11 @@ export function unstartedAssignment() {
   } satisfies Partial<AssignmentRecord>;
 }
 
-/** The permanent receipt index: one entry per receipt_id, written once. */
+/**
+ * The permanent receipt index: one entry per receipt_id, written once, for every receipt with a
+ * valid claim proof that no assignment's compare-and-set applied (progress, refusals, late
+ * receipts); one it applied is indexed by its assignment's `accepted` / `final` / `replaced`.
+ */
 export const ReceiptIndexEntry = z
   .object({
     receipt_id: Id,

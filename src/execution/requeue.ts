@@ -1,4 +1,5 @@
 import { nextAssignmentState } from "./assignment-states.js";
+import { replacing } from "./receipt-index.js";
 import type { AssignmentRecord } from "./records.js";
 
 /** Earlier claims kept per assignment (to tell a stale token from a forged one). */
@@ -17,5 +18,6 @@ export function requeued(a: AssignmentRecord, event: RequeueEvent, now: number):
   const to = nextAssignmentState(a.state, event);
   if (!to || !a.claim) return undefined;
   const past_claims = [...a.past_claims, a.claim].slice(-PAST_CLAIMS_KEPT);
-  return { ...a, state: to, generation: a.generation + 1, claim: null, past_claims, accepted: null, candidate_seq: null, updated_at: now };
+  // A retried read's `accepted` stays answerable (its executor may resend it): kept among the replaced receipts.
+  return { ...a, state: to, generation: a.generation + 1, claim: null, past_claims, accepted: null, ...replacing(a, a.accepted), candidate_seq: null, updated_at: now };
 }

@@ -11,10 +11,11 @@ const TOKEN = "t".repeat(43);
 
 /**
  * A consistent history, built the way the gateway would have stored it: one run of `n` write tool
- * calls, each claimed by `exec-1`, accepted, one progress, completed, indexed and projected; and the
- * executor's ledger and outbox to match. Each test breaks one thing and expects its rule.
+ * calls, each claimed by `exec-1`, accepted, one progress, completed and projected; the progress
+ * indexed, accepted and completed held by the tool call (`indexApplied`: indexed too, as the gateway
+ * did before); and the executor's ledger and outbox to match. Each test breaks one thing and expects its rule.
  */
-function history(n = 3): { h: StoredHistory; evidence: ExecutorEvidence } {
+function history(n = 3, { indexApplied = false } = {}): { h: StoredHistory; evidence: ExecutorEvidence } {
   const h: StoredHistory = { runs: [], assignments: [], receipts: [], index: [], progress: [], projections: [], createOnly: [] };
   const evidence: ExecutorEvidence = { ledgerExecutors: ["exec-1"], sideEffects: [], outboxExecutors: ["exec-1"], outbox: [] };
   const run: RunRecord = { run_id: "run-1", session_id: "s-1", agent: "bot", agent_version: "bot.1", toolset: "ts", toolset_version: "v1", subject: "u", state: "active", assignment_ids: [], created_at: T0, ended_at: null };
@@ -22,7 +23,7 @@ function history(n = 3): { h: StoredHistory; evidence: ExecutorEvidence } {
   const store = (receipt: Receipt, at: number) => {
     h.receipts.push({ seq: ++seq, storedAt: at, receipt });
     const entry: ReceiptIndexEntry = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, body_digest: receiptBodyDigest(receipt), status: "recorded", stream_seq: seq, at };
-    h.index.push(entry);
+    if (receipt.kind === "progress" || indexApplied) h.index.push(entry);
     evidence.outbox.push({ executor_id: receipt.executor_id, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, kind: receipt.kind, answer_status: "recorded", answer_code: null });
     return { receipt_id: receipt.receipt_id, kind: receipt.kind, body_digest: entry.body_digest, stream_seq: seq, at };
   };
@@ -59,13 +60,65 @@ function rulesOf(h: StoredHistory, evidence?: ExecutorEvidence, snapshot?: Recor
 
 const assignment = (h: StoredHistory, i: number) => h.assignments[i]!.value;
 
+/** Indexes a receipt of the stream with a verdict that applied nothing (the gateway's entry for it). */
+function indexAs(h: StoredHistory, receiptId: string, verdict: Pick<ReceiptIndexEntry, "status" | "code">): void {
+  const { seq, storedAt, receipt } = h.receipts.find((r) => r.receipt?.receipt_id === receiptId)!;
+  const r = receipt!;
+  h.index.push({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, executor_id: r.executor_id, kind: r.kind, body_digest: receiptBodyDigest(r), stream_seq: seq, at: storedAt, ...verdict });
+}
+
+type PublishedBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "executor_id" | "claim_token"> : never) : never;
+
+/** Appends a receipt of `exec-1` to the stream, as published (with the claim token). */
+function publish(h: StoredHistory, receipt: PublishedBody): { seq: number; digest: string } {
+  const full = { executor_id: "exec-1", claim_token: TOKEN, ...receipt } as Receipt;
+  const seq = Math.max(...h.receipts.map((r) => r.seq)) + 1;
+  h.receipts.push({ seq, storedAt: T0 + 50, receipt: full });
+  return { seq, digest: receiptBodyDigest(full) };
+}
+
 describe("history checker on crafted records", () => {
   it("passes a consistent history and counts it", () => {
     const { h, evidence } = history();
     const report = checkHistory(h, { evidence, snapshot: snapshotOf(h) });
     expect(report.violations).toEqual([]);
     expect(report.ok).toBe(true);
-    expect(report.counts).toMatchObject({ tool_calls: { completed: 3 }, receipts_in_stream: 9, receipt_index: { recorded: 9 }, side_effects: 3, projections: 3 });
+    expect(report.counts).toMatchObject({ tool_calls: { completed: 3 }, receipts_in_stream: 9, receipt_index: { recorded: 3 }, applied_receipts: 6, side_effects: 3, projections: 3 });
+  });
+
+  it("passes a history written before applied receipts were left out of the index (both hold them)", () => {
+    const { h, evidence } = history(3, { indexApplied: true });
+    expect(checkHistory(h, { evidence }).violations).toEqual([]);
+    expect(checkHistory(h).counts).toMatchObject({ receipt_index: { recorded: 9 }, applied_receipts: 0 });
+    // ... but the index and the tool call must agree.
+    h.index.find((e) => e.receipt_id === "a-1_accepted")!.body_digest = "0".repeat(64);
+    expect(rulesOf(h)).toContain("applied_receipt_mismatch");
+  });
+
+  it("a recorded accepted receipt neither in the index nor held by its tool call", () => {
+    const { h, evidence } = history();
+    // An accepted the executor was told was recorded, in the stream with a valid token: no record of it anywhere.
+    publish(h, { receipt_id: "a-1_accepted_2", assignment_id: "a-1", kind: "accepted", operation_key: "op-1", argument_digest: argumentDigest({ i: 1 }) });
+    evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-1_accepted_2", assignment_id: "a-1", kind: "accepted", answer_status: "recorded", answer_code: null });
+    expect(rulesOf(h, evidence).sort()).toEqual(["receipt_lost", "receipt_not_indexed"]);
+  });
+
+  it("a tool call that lost the accepted it applied", () => {
+    const { h } = history();
+    Object.assign(assignment(h, 0), { accepted: null });
+    expect(rulesOf(h).sort()).toEqual(["receipt_not_indexed", "state_receipt_mismatch"]);
+  });
+
+  it("receipts a later edge replaced stay accounted for by their tool call", () => {
+    const { h } = history();
+    // a-0 was reconciliation_required before its completed settled it; that receipt moved to `replaced`.
+    const { seq, digest } = publish(h, { receipt_id: "a-0_unknown", assignment_id: "a-0", kind: "reconciliation_required", error: { code: "crash", message: "?" } });
+    assignment(h, 0).replaced = [{ receipt_id: "a-0_unknown", kind: "reconciliation_required", body_digest: digest, stream_seq: seq, at: T0 + 50, executor_id: "exec-1" }];
+    expect(rulesOf(h)).toEqual([]);
+    assignment(h, 0).replaced![0]!.body_digest = "0".repeat(64);
+    expect(rulesOf(h)).toEqual(["applied_receipt_mismatch"]);
+    delete assignment(h, 0).replaced;
+    expect(rulesOf(h)).toEqual(["receipt_not_indexed"]);
   });
 
   it("a duplicate side effect for one operation key", () => {
@@ -114,7 +167,7 @@ describe("history checker on crafted records", () => {
     const run = h.runs[0]!;
     run.value = { ...run.value, state: "completed", ended_at: T0 + 2 };
     run.storedAt = T0 + 2;
-    for (const e of h.index) if (e.kind === "completed") Object.assign(e, { status: "late_ignored", code: "run_terminated" });
+    indexAs(h, "a-0_completed", { status: "late_ignored", code: "run_terminated" });
     Object.assign(assignment(h, 0), { state: "abandoned", final: null, outcome: null });
     h.projections = [];
     expect(rulesOf(h)).toEqual([]);
@@ -154,7 +207,7 @@ describe("history checker on crafted records", () => {
     assignment(h, 1).accepted!.body_digest = "0".repeat(64);
     Object.assign(assignment(h, 2), { state: "running", final: null, outcome: null });
     h.projections.pop();
-    // a-2: running, yet its completed is indexed as recorded: the index and the assignment disagree.
-    expect(rulesOf(h).sort()).toEqual(["applied_receipt_mismatch", "call_not_settled", "projection_mismatch", "receipt_applied_twice", "state_receipt_mismatch"]);
+    // a-2: running, yet its completed (valid token) is in the stream, neither indexed nor held by it.
+    expect(rulesOf(h).sort()).toEqual(["applied_receipt_mismatch", "call_not_settled", "projection_mismatch", "receipt_not_indexed", "state_receipt_mismatch"]);
   });
 });

@@ -1,10 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { Packr } from "msgpackr";
+import { executionStores } from "../../src/execution/buckets.js";
+import { RunEventLog } from "../../src/execution/event-log.js";
+import { ProgressStore } from "../../src/execution/progress-store.js";
+import { ProjectionStore } from "../../src/execution/projection-store.js";
+import { ReceiptIndex } from "../../src/execution/receipt-index.js";
+import { ReceiptLog } from "../../src/execution/receipt-log.js";
+import { RunLookup } from "../../src/execution/run-lookup.js";
+import { ReceiptProcessor } from "../../src/execution/receipt-processor.js";
+import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "../../src/execution/records.js";
+import { Watchlist } from "../../src/execution/watchlist.js";
+import { createLogger } from "../../src/log/logger.js";
 import { argumentDigest } from "../../src/wire/digest.js";
-import { encode } from "../../src/wire/codec.js";
-import { Candidate, type Grant } from "../../src/wire/messages.js";
+import { decode, encode } from "../../src/wire/codec.js";
+import { Candidate, type Grant, type Receipt } from "../../src/wire/messages.js";
 import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
@@ -195,7 +207,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
 
     // Inside the stream's dedup window: the stream drops the resend and the stored answer is asked for.
     expect((await exec.send(done)).status).toBe("recorded");
-    // After the window (simulated by another Nats-Msg-Id): the permanent receipt index decides.
+    // After the window (simulated by another Nats-Msg-Id): the assignment that applied it decides.
     expect(await publishAndAwait(nc, { ...done, replayed: true }, "later-1")).toMatchObject({ status: "duplicate" });
     expect(await publishAndAwait(nc, { ...done, result: { v: 2 } }, "later-2")).toMatchObject({ status: "rejected", code: "receipt_conflict" });
     expect(await exec.query(done)).toMatchObject({ status: "recorded" });
@@ -211,6 +223,71 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(await impostor.send(stolen)).toMatchObject({ status: "rejected", code: "invalid_token" });
     impostor.close();
     expect((await assignment(grant2.assignment_id)).state).toBe("running");
+  });
+
+  it("indexes no receipt the assignment applied: it answers resends, conflicts and tg.rq for accepted and completed itself", async () => {
+    const runId = await newRun();
+    const id = await newToolCall(runId);
+    const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(reply.reason);
+    const grant = reply.grant;
+    const accepted = exec.accepted(grant);
+    const progress = exec.receipt(grant, { kind: "progress", seq: 1, progress: { half: true } });
+    const done = exec.receipt(grant, { kind: "completed", result: { v: 1 } });
+    const writesBefore = await indexWrites();
+    for (const r of [accepted, progress, done]) expect((await exec.send(r)).status).toBe("recorded");
+    // One index entry per call: the progress (its bucket is keyed by seq, so only the index knows its body).
+    expect(await indexWrites()).toBe(writesBefore + 1);
+    expect([await indexed(accepted.receipt_id), await indexed(progress.receipt_id), await indexed(done.receipt_id)]).toEqual([false, true, false]);
+    const before = await gw.http("GET", `/v1/runs/${runId}/history`);
+
+    for (const r of [accepted, done]) {
+      expect(await exec.query(r)).toEqual({ receipt_id: r.receipt_id, assignment_id: id, kind: r.kind, status: "recorded" });
+      // Long after the stream's dedup window (another Nats-Msg-Id): the same body is a duplicate.
+      expect(await exec.send({ ...r, replayed: true }, `${r.receipt_id}-later`)).toMatchObject({ status: "duplicate", kind: r.kind });
+    }
+    const nosy = new ProtocolExecutor(nc, SCOPE, "exec-nosy", ["b-read"]);
+    expect(await nosy.query(done)).toMatchObject({ status: "pending" });
+    nosy.close();
+    expect(await exec.send({ ...accepted, argument_digest: argumentDigest({ cursor: "other" }) } as Receipt, `${accepted.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await exec.send({ ...done, result: { v: 2 } } as Receipt, `${done.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    // Neither the duplicates nor the conflicts wrote an entry; nothing changed.
+    expect(await indexWrites()).toBe(writesBefore + 1);
+    expect((await gw.http("GET", `/v1/runs/${runId}/history`)).body).toEqual(before.body);
+  });
+
+  it("answers a redelivered message as the first time: recorded, not duplicate", async () => {
+    const runId = await newRun();
+    const id = await newToolCall(runId);
+    const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(reply.reason);
+    const accepted = exec.accepted(reply.grant);
+    const done = exec.receipt(reply.grant, { kind: "completed", result: { once: true } });
+    for (const r of [accepted, done]) expect((await exec.send(r)).status).toBe("recorded");
+    const stored = await storedAssignment(id);
+    // Another gateway's processor on the same buckets, handed the very messages again (a redelivery after a crash before the ack).
+    const processor = await processorOnSameBuckets();
+    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id };
+    expect(await processor.process({ ...input, receipt: accepted, streamSeq: stored.accepted!.stream_seq })).toMatchObject({ status: "recorded", kind: "accepted" });
+    expect(await processor.process({ ...input, receipt: done, streamSeq: stored.final!.stream_seq })).toMatchObject({ status: "recorded", kind: "completed" });
+    expect(await storedAssignment(id)).toEqual(stored);
+  });
+
+  it("refuses a receipt id used by progress and then by a final receipt, or the other way, as a conflict", async () => {
+    const runId = await newRun();
+    const grant = await runningCall(runId);
+    const acceptedId: string = (await assignment(grant.assignment_id)).accepted_receipt_id;
+    const progress = exec.receipt(grant, { kind: "progress", seq: 1, progress: {} });
+    expect((await exec.send(progress)).status).toBe("recorded");
+    // Each reuse is published with another Nats-Msg-Id, as after the stream's dedup window.
+    const reuse = (r: Receipt) => exec.send(r, `${r.receipt_id}-as-${r.kind}`);
+    expect(await reuse(exec.receipt(grant, { kind: "completed", result: {} }, progress.receipt_id))).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await reuse(exec.receipt(grant, { kind: "progress", seq: 2, progress: {} }, acceptedId))).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await assignment(grant.assignment_id)).toMatchObject({ state: "running", final_receipt_id: null, progress: [{ seq: 1 }] });
+    const done = exec.receipt(grant, { kind: "completed", result: { ok: true } });
+    expect((await exec.send(done)).status).toBe("recorded");
+    expect(await reuse(exec.receipt(grant, { kind: "progress", seq: 3, progress: {} }, done.receipt_id))).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await exec.query(done)).toMatchObject({ status: "recorded", kind: "completed" });
   });
 
   it("refuses an accepted receipt whose argument digest is not the assignment's, and changes nothing", async () => {
@@ -288,14 +365,39 @@ describe("execution path: round trip over JetStream and HTTP", () => {
   });
 
   async function readCandidateSeq(assignmentId: string): Promise<number> {
-    const { Kvm } = await import("@nats-io/kv");
-    const kv = await new Kvm(nc).open("tg_assignments");
-    const { decode } = await import("../../src/wire/codec.js");
-    const { AssignmentRecord } = await import("../../src/execution/records.js");
-    const entry = await kv.get(assignmentId);
-    const seq = decode(AssignmentRecord, entry!.value).candidate_seq;
+    const seq = (await storedAssignment(assignmentId)).candidate_seq;
     if (seq === null) throw new Error("no candidate seq");
     return seq;
+  }
+
+  async function storedAssignment(assignmentId: string): Promise<AssignmentRecord> {
+    const entry = await (await new Kvm(nc).open("tg_assignments")).get(assignmentId);
+    return decode(AssignmentRecord, entry!.value);
+  }
+
+  async function indexed(receiptId: string): Promise<boolean> {
+    return (await (await new Kvm(nc).open("tg_receipt_index")).get(receiptId)) !== null;
+  }
+
+  /** Messages ever written to the receipt index bucket (it is create-only: one per entry). */
+  async function indexWrites(): Promise<number> {
+    return (await (await jetstreamManager(nc)).streams.info("KV_tg_receipt_index")).state.last_seq;
+  }
+
+  /** A receipt processor of the execution path's own parts, on the gateway's buckets. */
+  async function processorOnSameBuckets(): Promise<ReceiptProcessor> {
+    const store = await executionStores(nc);
+    const assignments = await store("assignments", AssignmentRecord);
+    return new ReceiptProcessor({
+      runs: new RunLookup(await store("runs", RunRecord)),
+      assignments,
+      index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
+      progress: new ProgressStore(await store("progress", ProgressEntry)),
+      events: new RunEventLog(jetstream(nc), createLogger({ level: "silent" })),
+      projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc))),
+      watchlist: new Watchlist(await store("watch", WatchEntry)),
+      log: createLogger({ level: "silent" }),
+    });
   }
 });
 

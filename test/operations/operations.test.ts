@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
 import { BusinessCancelled, BusinessFailure, CancelRequested, ToolRunner } from "../../src/runner/index.js";
 import { decode, encode } from "../../src/wire/codec.js";
-import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant } from "../../src/wire/messages.js";
+import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant, type Receipt } from "../../src/wire/messages.js";
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
 import { definitionsWithPresenceTtl, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -144,7 +144,11 @@ describe("the five operations, side by side", () => {
     if (reply.status !== "granted") throw new Error(`claim of ${id} refused: ${reply.code}`);
     return reply.grant;
   };
-  const accept = async (e: ProtocolExecutor, grant: Grant) => expect((await e.send(e.accepted(grant))).status).toBe("recorded");
+  const accept = async (e: ProtocolExecutor, grant: Grant): Promise<Receipt> => {
+    const accepted = e.accepted(grant);
+    expect((await e.send(accepted)).status).toBe("recorded");
+    return accepted;
+  };
   const publishRequest = (request: ControlRequest) => jetstream(nc).publish(subjects.controlRequest(request.type), encode(request));
 
   // --- run cancel -----------------------------------------------------------------------------
@@ -216,10 +220,11 @@ describe("the five operations, side by side", () => {
     const claimedId = await call(runId, "proto.write");
     await claim(p, claimedId);
     const held: Record<string, Grant> = {};
+    const accepted: Record<string, Receipt> = {};
     for (const tool of ["proto.write", "proto.read", "proto.safe"]) {
       const id = await call(runId, tool);
       held[tool] = await claim(p, id);
-      await accept(p, held[tool]!);
+      accepted[tool] = await accept(p, held[tool]!);
     }
     const [write, read, safe] = ["proto.write", "proto.read", "proto.safe"].map((t) => held[t]!.assignment_id) as [string, string, string];
     stop();
@@ -248,6 +253,10 @@ describe("the five operations, side by side", () => {
     const other = await protoExecutor("exec-successor");
     expect((await claim(other, claimedId, 1)).generation).toBe(1);
     expect((await claim(other, safe, 1)).generation).toBe(1);
+    // The retried read's first accepted stays answerable from its assignment: asked for, or resent long after.
+    const first = accepted["proto.safe"]!;
+    expect(await p.query(first)).toMatchObject({ status: "recorded", kind: "accepted" });
+    expect(await p.send({ ...first, replayed: true }, `${first.receipt_id}-later`)).toMatchObject({ status: "duplicate" });
     expect((await p.send(p.receipt(held["proto.write"]!, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
     expect((await get(write)).state).toBe("completed");
   });
@@ -389,6 +398,23 @@ describe("the five operations, side by side", () => {
     const other = await gw.http("POST", `/v1/assignments/${id}:reconcile`, { outcome: "cancelled", reason: "changed my mind" });
     expect([other.status, other.body.error.code]).toEqual([409, "receipt_conflict"]);
     expect((await get(id)).final_receipt_id).toBe(`${id}_operator`);
+  });
+
+  it("a reconciliation_required the executor settles later stays answerable: duplicate, tg.rq recorded, another body a conflict", async () => {
+    const runId = await newRun();
+    const e = await protoExecutor("exec-reconciler");
+    const stop = keepAlive(e); // its presence must not lapse: a detach would take the reconciliation_required edge first
+    const id = await call(runId, "proto.write");
+    const grant = await claim(e, id);
+    await accept(e, grant);
+    const unknown = e.receipt(grant, { kind: "reconciliation_required", error: { code: "crash", message: "outcome unknown" } });
+    expect((await e.send(unknown)).status).toBe("recorded");
+    expect((await e.send(e.receipt(grant, { kind: "completed", result: { found: true } }))).status).toBe("recorded");
+    expect(await e.query(unknown)).toMatchObject({ status: "recorded", kind: "reconciliation_required" });
+    expect(await e.send({ ...unknown, replayed: true }, `${unknown.receipt_id}-later`)).toMatchObject({ status: "duplicate" });
+    expect(await e.send({ ...unknown, error: { code: "other", message: "?" } } as Receipt, `${unknown.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect((await get(id)).state).toBe("completed");
+    stop();
   });
 
   // --- all of it, checked ---------------------------------------------------------------------
