@@ -1,4 +1,4 @@
-import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "../log/logger.js";
 import { DEFAULT_MAX_JSON_DEPTH, jsonTextTooDeep } from "../validation/json-depth.js";
 import { ApiError } from "./errors.js";
@@ -49,13 +49,21 @@ function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
   });
 }
 
+/** One access line per request, once answered, with what was asked and how it went (fastify's own writes two: on arrival and on answer). */
+class AccessLog extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (this.isLogDisabled(request)) return;
+    const line = { req: { method: request.method, url: request.url }, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime };
+    if (error) reply.log.error({ ...line, err: error }, "request errored");
+    else reply.log.info(line, "request completed");
+  }
+}
+
 /** A fastify instance with pino logging and the structured error shape on every failure. */
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
-  // One access line per request, once answered (fastify's own logging writes two: on arrival and on answer).
-  const app = Fastify({ loggerInstance: options.logger, disableRequestLogging: true, bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
-  app.addHook("onResponse", async (request, reply) => {
-    request.log.info({ req: { method: request.method, url: request.url }, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime }, "request completed");
-  });
+  const app = Fastify({ loggerInstance: options.logger, logController: new AccessLog(), bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
   app.removeContentTypeParser("text/plain"); // JSON only: any other body is a 415
   // While closing, answer in-flight requests with `Connection: close`: otherwise a client's idle
   // keep-alive socket holds the shutdown until the keep-alive timeout.
