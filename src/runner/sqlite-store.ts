@@ -98,7 +98,7 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void> {
-    return this.write(() => {
+    return this.write(true, () => {
       this.sql(
         `INSERT INTO assignments (assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at)
          VALUES (@assignmentId, @generation, @phase, @operationKey, @toolName, @grantJson, @createdAt, @updatedAt)`,
@@ -117,14 +117,15 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
-    return this.write(() => {
+    return this.write(true, () => {
       if (change) this.changePhase(receipt, change);
       this.insertReceipt(receipt);
     });
   }
 
+  /** Resolves once committed, without waiting for the fsync (see `RunnerStore.recordAnswer`). */
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
-    return this.write(() => {
+    return this.write(false, () => {
       const row = this.sql("SELECT assignment_id, generation FROM receipts WHERE receipt_id = ?").get(receiptId) as
         | { assignment_id: string; generation: number }
         | undefined;
@@ -141,7 +142,7 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   setPhase(key: AssignmentKey, change: PhaseChange): Promise<void> {
-    return this.write(() => this.changePhase(key, change));
+    return this.write(true, () => this.changePhase(key, change));
   }
 
   async getAssignment(assignmentId: string): Promise<LocalAssignment | undefined> {
@@ -179,16 +180,16 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   /**
-   * Group commit. A write is queued and its promise resolves only once it is committed and fsynced,
-   * as the store contract requires; every write queued until the event loop comes round goes into
-   * one transaction, each in its own savepoint (one that throws, a phase conflict say, rolls back
-   * alone and rejects alone), and every commit made while an fsync runs waits for the next one.
-   * Claims in flight at once then share one fsync instead of paying one each.
+   * Group commit. A write is queued and its promise resolves once it is committed and, when
+   * `durable`, fsynced, as the store contract requires; every write queued until the event loop
+   * comes round goes into one transaction, each in its own savepoint (one that throws, a phase
+   * conflict say, rolls back alone and rejects alone), and every commit made while an fsync runs
+   * waits for the next one. Claims in flight at once then share one fsync instead of paying one each.
    */
-  private write(op: () => void): Promise<void> {
+  private write(durable: boolean, op: () => void): Promise<void> {
     return new Promise((resolve, reject) => {
       if (this.syncError !== undefined) return reject(this.syncError);
-      this.queued.push({ op, resolve, reject });
+      this.queued.push({ op, durable, resolve, reject });
       if (this.queued.length === 1) setImmediate(() => this.flush());
     });
   }
@@ -214,7 +215,8 @@ export class SqliteRunnerStore implements RunnerStore {
     }
     for (const w of batch) {
       if (failures.has(w)) w.reject(failures.get(w));
-      else this.unsynced.push(w);
+      else if (w.durable) this.unsynced.push(w);
+      else w.resolve();
     }
     this.syncWal();
   }
@@ -297,6 +299,7 @@ interface Waiter {
 
 interface QueuedWrite extends Waiter {
   op: () => void;
+  durable: boolean;
 }
 
 interface AssignmentRow {

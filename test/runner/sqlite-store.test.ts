@@ -153,6 +153,26 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect([resolved.sort(), fsyncs.count]).toEqual([["a", "b", "c"], 2]);
   });
 
+  it("resolves an answer once committed, without an fsync; close fsyncs it, so a reopened store has it", async () => {
+    const grant = sampleGrant();
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
+    await store.createAssignment(local(grant), [accepted]);
+    fsyncs.held = [];
+    fsyncs.count = 0;
+    await store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: 11 }, transition("accepting", "confirm"));
+    expect(fsyncs.count).toBe(0);
+    expect((await store.getAssignment(grant.assignment_id))?.phase).toBe("confirmed");
+    const closing = store.close();
+    await turns();
+    expect(fsyncs.count).toBe(1);
+    fsyncs.held.shift()!();
+    await closing;
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    expect((await store.getAssignment(grant.assignment_id))?.phase).toBe("confirmed");
+    expect((await store.listReceipts(local(grant)))[0]!.answer).toEqual({ status: "recorded", answeredAt: 11 });
+  });
+
   it("keeps writing the same WAL file across checkpoints, so the fsync of that file covers every commit", async () => {
     const wal = `${path}-wal`;
     const fd = openSync(wal, "r");
