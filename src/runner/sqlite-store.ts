@@ -1,4 +1,4 @@
-import { closeSync, fsync, fsyncSync, openSync } from "node:fs";
+import { closeSync, fdatasync, fsyncSync, openSync } from "node:fs";
 import { dirname, resolve as absolute } from "node:path";
 import Database from "better-sqlite3";
 import { Grant, ReceiptKind } from "../wire/messages.js";
@@ -244,7 +244,8 @@ export class SqliteRunnerStore implements RunnerStore {
       return settle(err);
     }
     this.syncing = true;
-    fsync(this.walFd, (err) => {
+    // Data and size, as SQLite syncs a WAL itself: the file's other metadata is not needed to read it.
+    fdatasync(this.walFd, (err) => {
       this.syncing = false;
       settle(err);
       this.syncWal();

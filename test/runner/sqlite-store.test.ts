@@ -9,17 +9,17 @@ import { PhaseConflictError, type LocalAssignment } from "../../src/runner/store
 import type { Grant } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
 
-/** The store's fsyncs, counted and, while `held` is set, parked until the test lets them run. */
+/** The store's fsyncs (fdatasync), counted and, while `held` is set, parked until the test lets them run. */
 const fsyncs = vi.hoisted(() => ({ count: 0, held: undefined as Array<() => void> | undefined }));
 vi.mock("node:fs", async (importOriginal) => {
   const fs = await importOriginal<typeof import("node:fs")>();
-  const fsync = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => {
+  const fdatasync = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => {
     fsyncs.count++;
-    const run = () => fs.fsync(fd, done);
+    const run = () => fs.fdatasync(fd, done);
     if (fsyncs.held) fsyncs.held.push(run);
     else run();
   };
-  return { ...fs, fsync };
+  return { ...fs, fdatasync };
 });
 
 /** Lets the event loop go round a few times (a write waits for setImmediate, then for its fsync). */
