@@ -92,10 +92,9 @@ export class Outbox {
     try {
       do {
         lane.again = false;
-        for (;;) {
+        // One read per pass: only this lane answers these receipts, and one saved meanwhile sets `again`.
+        for (const next of (await this.store.listReceipts(key)).filter((r) => !r.answer)) {
           if (this.stop.signal.aborted) return;
-          const next = (await this.store.listReceipts(key)).find((r) => !r.answer);
-          if (!next) break;
           const answer = await this.deliver(grant, next);
           if (!answer) return; // closing
           const { status, code, reason } = answer;
