@@ -36,6 +36,8 @@ export class SqliteRunnerStore implements RunnerStore {
   private readonly db: Database.Database;
   /** Compiled once: preparing a statement costs more than running these small ones. */
   private readonly statements = new Map<string, Database.Statement>();
+  /** One transaction for a batch, one savepoint per write in it; built once, as each transaction() call wraps four functions. */
+  private readonly commitBatch: (batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => void;
   private readonly queued: QueuedWrite[] = [];
   /** Committed, waiting for an fsync of the WAL to start. */
   private readonly unsynced: Waiter[] = [];
@@ -81,6 +83,16 @@ export class SqliteRunnerStore implements RunnerStore {
       ) STRICT;
       CREATE INDEX IF NOT EXISTS receipts_of_claim ON receipts (assignment_id, generation, position);
     `);
+    const savepoint = this.db.transaction((op: () => void) => op()); // nested in commitBatch: a savepoint
+    this.commitBatch = this.db.transaction((batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => {
+      for (const w of batch) {
+        try {
+          savepoint(w.op);
+        } catch (err) {
+          failures.set(w, err);
+        }
+      }
+    });
   }
 
   async open(executorId: string): Promise<void> {
@@ -199,15 +211,7 @@ export class SqliteRunnerStore implements RunnerStore {
     if (batch.length === 0) return;
     const failures = new Map<QueuedWrite, unknown>();
     try {
-      this.db.transaction(() => {
-        for (const w of batch) {
-          try {
-            this.db.transaction(w.op)(); // nested: a savepoint
-          } catch (err) {
-            failures.set(w, err);
-          }
-        }
-      })();
+      this.commitBatch(batch, failures);
     } catch (err) {
       // The commit itself failed: none of the batch is stored.
       for (const w of batch) w.reject(err);
