@@ -32,7 +32,8 @@ interface Lane {
  */
 export class Outbox {
   private readonly lanes = new Map<string, Lane>();
-  private readonly waiters = new Map<string, (answer: ReceiptAnswer) => void>();
+  /** Receipt id -> its lane waiting for the answer (undefined: stop waiting). */
+  private readonly waiters = new Map<string, (answer: ReceiptAnswer | undefined) => void>();
   /** Receipts saved by an earlier process of this executor: their first send here is a replay. */
   private readonly replays = new Set<string>();
   private readonly stop = new AbortController();
@@ -85,6 +86,7 @@ export class Outbox {
   /** Stops sending; unanswered receipts stay in the store for the next start. */
   close(): void {
     this.stop.abort();
+    for (const done of [...this.waiters.values()]) done(undefined);
   }
 
   private async drain(grant: Grant, lane: Lane): Promise<void> {
@@ -92,10 +94,9 @@ export class Outbox {
     try {
       do {
         lane.again = false;
-        for (;;) {
+        // One read per pass: only this lane answers these receipts, and one saved meanwhile sets `again`.
+        for (const next of (await this.store.listReceipts(key)).filter((r) => !r.answer)) {
           if (this.stop.signal.aborted) return;
-          const next = (await this.store.listReceipts(key)).find((r) => !r.answer);
-          if (!next) break;
           const answer = await this.deliver(grant, next);
           if (!answer) return; // closing
           const { status, code, reason } = answer;
@@ -156,16 +157,14 @@ export class Outbox {
 
   private awaitAnswer(receiptId: string, timeoutMs: number): { promise: Promise<ReceiptAnswer | undefined>; cancel(): void } {
     let done!: (answer: ReceiptAnswer | undefined) => void;
+    // `close` ends the wait through `waiters`: no abort listener per receipt on the shared signal.
     const promise = new Promise<ReceiptAnswer | undefined>((resolve) => {
-      const onStop = () => done(undefined);
-      const timer = setTimeout(onStop, timeoutMs);
+      const timer = setTimeout(() => done(undefined), timeoutMs);
       done = (answer) => {
         clearTimeout(timer);
-        this.stop.signal.removeEventListener("abort", onStop);
         if (this.waiters.get(receiptId) === done) this.waiters.delete(receiptId);
         resolve(answer);
       };
-      this.stop.signal.addEventListener("abort", onStop);
       this.waiters.set(receiptId, done);
     });
     return { promise, cancel: () => done(undefined) };

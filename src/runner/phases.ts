@@ -7,8 +7,10 @@ import type { ReceiptKind, ReceiptStatus } from "../wire/messages.js";
  *      │            └──refuse──▶ refused       └──report──────────────────────────▲   └──await──▶ awaiting_reconciliation
  *      └── refusal (digest, arguments, authorize): `refused` saved ──▶ reporting            └──reconcile──┘
  *
- * `running` is written *before* the handler is called: after a crash, `confirmed` proves the
- * handler never started (safe to start it), `running` means side effects may exist.
+ * `running` is written *before* a write handler is called: after a crash, `confirmed` proves the
+ * handler never started (safe to start it), `running` means side effects may exist. A read has no
+ * side effects by contract and runs again after a crash either way, so it runs unmarked in
+ * `confirmed` and reports from there.
  */
 export const PHASES = ["accepting", "confirmed", "running", "reporting", "awaiting_reconciliation", "settled", "refused"] as const;
 export type Phase = (typeof PHASES)[number];
@@ -18,7 +20,7 @@ export type PhaseEvent =
   | "confirm"
   /** The gateway refused `accepted` (claim revoked, lease expired, run terminated): never run. */
   | "refuse"
-  /** The handler is about to be called. */
+  /** A write handler is about to be called. */
   | "start"
   /** A final receipt was saved in the outbox. */
   | "report"

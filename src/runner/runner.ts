@@ -66,8 +66,8 @@ interface RegisteredTool extends ToolDefinition<unknown> {
 interface ActiveClaim {
   grant: Grant;
   abort: AbortController;
-  /** Set while the handler runs. */
-  handler?: Promise<void>;
+  /** Set while the handler runs, with the phase it runs in (its outcome's compare-and-set starts there). */
+  handler?: { done: Promise<void>; phase: "confirmed" | "running" };
 }
 
 /** How far the server's clock (a control message's time) may differ from this process's. */
@@ -207,13 +207,13 @@ export class ToolRunner {
     this.state = "closing";
     this.link.stopPulling();
     if (wasPulling) await this.heartbeat();
-    const handlers = [...this.active.values()].flatMap((c) => (c.handler ? [c.handler] : []));
+    const handlers = [...this.active.values()].flatMap((c) => (c.handler ? [c.handler.done] : []));
     await Promise.race([Promise.all(handlers), sleep(deadlineMs)]);
     for (const claim of this.active.values()) {
       if (!claim.handler) continue;
       claim.abort.abort(new CancelRequested("shutdown", "the executor is shutting down"));
       const error = { code: "executor_shutdown", message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown` };
-      await this.report(claim.grant, finalReceipt(claim.grant, { kind: "reconciliation_required", error }, Date.now()), "running");
+      await this.report(claim.grant, finalReceipt(claim.grant, { kind: "reconciliation_required", error }, Date.now()), claim.handler.phase);
     }
     await this.outbox.flush(Math.max(until - Date.now(), 1_000));
     this.state = "closed";
@@ -231,8 +231,9 @@ export class ToolRunner {
   /**
    * What the store says survived the last process (docs/runner.md, crash-point table):
    * `accepting`/`reporting` are resent (replayed) and continue from the answer; `confirmed` never
-   * started its handler, so it starts now; `running` may have side effects: a write is reported
-   * `reconciliation_required`, never rerun; a read (no side effects by contract) runs again.
+   * started its handler (a read's, never marked `running`, may have: it runs again either way), so
+   * it starts now; `running` may have side effects: a write is reported `reconciliation_required`,
+   * never rerun; a read (no side effects by contract) runs again.
    */
   private async recover(open: readonly LocalAssignment[]): Promise<void> {
     for (const local of open) {
@@ -429,8 +430,10 @@ export class ToolRunner {
   }
 
   /**
-   * Runs the handler of a confirmed claim (`from: "confirmed"`: marked `running` first, durably),
-   * or again for a read interrupted by a crash (`from: "running"`; `saved` continues its progress seq).
+   * Runs the handler of a confirmed claim (`from: "confirmed"`), or again for a read interrupted by
+   * a crash (`from: "running"`; `saved` continues its progress seq). A write is marked `running`
+   * first, durably: after a crash that mark says its side effects may exist. A read has none by
+   * contract and runs again after a crash whatever its phase, so it is not marked.
    */
   private async startHandler(grant: Grant, from: "confirmed" | "running", saved: readonly OutboxReceipt[]): Promise<void> {
     const claim = this.active.get(grant.assignment_id);
@@ -445,21 +448,23 @@ export class ToolRunner {
       await this.report(grant, finalReceipt(grant, { kind: "failed", error: describeError("tool_unavailable", err) }, Date.now()), from);
       return;
     }
-    if (from === "confirmed") await this.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, transition("confirmed", "start"));
+    const phase = grant.tool_kind === "write" ? "running" : from;
+    if (phase !== from) await this.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, transition("confirmed", "start"));
     const seq = saved.filter((r) => r.kind === "progress").length + 1;
-    claim.handler = this.runHandler(grant, tool, args, claim.abort.signal, new ProgressReporter(grant, this.outbox, seq)).finally(() => {
+    const done = this.runHandler(grant, tool, args, claim.abort.signal, new ProgressReporter(grant, this.outbox, seq), phase).finally(() => {
       claim.handler = undefined;
     });
+    claim.handler = { done, phase };
   }
 
-  private async runHandler(grant: Grant, tool: RegisteredTool, args: unknown, signal: AbortSignal, progress: ProgressReporter): Promise<void> {
+  private async runHandler(grant: Grant, tool: RegisteredTool, args: unknown, signal: AbortSignal, progress: ProgressReporter, phase: "confirmed" | "running"): Promise<void> {
     const ctx = { arguments: args, grant: toolGrant(grant), signal, progress: (data: unknown) => progress.report(data) };
     const { compensates } = grant;
     // A compensation runs the tool's `compensate` (vetted before `accepted`), never its handler.
     const run = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
     const [outcome] = await Promise.allSettled([(async () => run())()]);
     await progress.close();
-    await this.report(grant, finalReceipt(grant, reportOf(outcome!), Date.now()), "running");
+    await this.report(grant, finalReceipt(grant, reportOf(outcome!), Date.now()), phase);
   }
 
   /** Saves a final receipt and sends it, unless another outcome was reported first (compare-and-set). */

@@ -1,3 +1,5 @@
+import { closeSync, fdatasync, fsyncSync, openSync } from "node:fs";
+import { dirname, resolve as absolute } from "node:path";
 import Database from "better-sqlite3";
 import { Grant, ReceiptKind } from "../wire/messages.js";
 import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
@@ -19,10 +21,13 @@ const SCHEMA_VERSION = "1";
  *
  * Pragmas, and why:
  * - `journal_mode=WAL`: a commit is one sequential append, readers never block the writer.
- * - `synchronous=FULL`: with WAL, NORMAL survives a process crash (SIGKILL) but may lose the last
- *   commits on power loss or an OS crash. Losing the `running` mark after the handler started would
- *   make a restart run a write handler twice, so every commit is fsynced. Writes queued together
- *   share one commit (group commit, see `write`), so the fsync is paid per batch, not per write.
+ * - `synchronous=NORMAL`, with the fsync done here instead (`syncWal`): a commit survives a process
+ *   crash (SIGKILL) once written, but only an fsync of the WAL makes it survive power loss or an OS
+ *   crash. Losing the `running` mark after the handler started would make a restart run a write
+ *   handler twice, so a write resolves only after an fsync that began after its commit. SQLite's
+ *   own `FULL` would do that fsync inside the commit, blocking the event loop (better-sqlite3 is
+ *   synchronous) and with it every claim of the process; here it runs on libuv's thread pool while
+ *   the loop goes on, and what is committed meanwhile shares the next one.
  * - `locking_mode=EXCLUSIVE`: the file belongs to one process; a second runner opening it (a
  *   mis-deployed replica with the same executor id) fails instead of interleaving two outboxes.
  *   The OS releases the lock when the process dies, so a restart after SIGKILL opens it again.
@@ -31,13 +36,21 @@ export class SqliteRunnerStore implements RunnerStore {
   private readonly db: Database.Database;
   /** Compiled once: preparing a statement costs more than running these small ones. */
   private readonly statements = new Map<string, Database.Statement>();
+  /** One transaction for a batch, one savepoint per write in it; built once, as each transaction() call wraps four functions. */
+  private readonly commitBatch: (batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => void;
   private readonly queued: QueuedWrite[] = [];
+  /** Committed, waiting for an fsync of the WAL to start. */
+  private readonly unsynced: Waiter[] = [];
+  private syncing = false;
+  private walFd: number | undefined;
+  /** An fsync failed: what was committed may not be on disk, and a retried fsync cannot tell. */
+  private syncError: unknown;
 
   constructor(readonly path: string) {
     this.db = new Database(path, { timeout: 1_000 });
     this.db.pragma("locking_mode = EXCLUSIVE");
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = FULL");
+    if (this.db.pragma("journal_mode = WAL", { simple: true }) !== "wal") throw new Error(`store ${path}: SQLite refused WAL mode, which its durability relies on`);
+    this.db.pragma("synchronous = NORMAL");
     this.db.pragma("foreign_keys = ON");
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
@@ -70,6 +83,16 @@ export class SqliteRunnerStore implements RunnerStore {
       ) STRICT;
       CREATE INDEX IF NOT EXISTS receipts_of_claim ON receipts (assignment_id, generation, position);
     `);
+    const savepoint = this.db.transaction((op: () => void) => op()); // nested in commitBatch: a savepoint
+    this.commitBatch = this.db.transaction((batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => {
+      for (const w of batch) {
+        try {
+          savepoint(w.op);
+        } catch (err) {
+          failures.set(w, err);
+        }
+      }
+    });
   }
 
   async open(executorId: string): Promise<void> {
@@ -87,7 +110,7 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void> {
-    return this.write(() => {
+    return this.write(true, () => {
       this.sql(
         `INSERT INTO assignments (assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at)
          VALUES (@assignmentId, @generation, @phase, @operationKey, @toolName, @grantJson, @createdAt, @updatedAt)`,
@@ -106,14 +129,15 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
-    return this.write(() => {
+    return this.write(true, () => {
       if (change) this.changePhase(receipt, change);
       this.insertReceipt(receipt);
     });
   }
 
+  /** Resolves once committed, without waiting for the fsync (see `RunnerStore.recordAnswer`). */
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
-    return this.write(() => {
+    return this.write(false, () => {
       const row = this.sql("SELECT assignment_id, generation FROM receipts WHERE receipt_id = ?").get(receiptId) as
         | { assignment_id: string; generation: number }
         | undefined;
@@ -130,7 +154,7 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   setPhase(key: AssignmentKey, change: PhaseChange): Promise<void> {
-    return this.write(() => this.changePhase(key, change));
+    return this.write(true, () => this.changePhase(key, change));
   }
 
   async getAssignment(assignmentId: string): Promise<LocalAssignment | undefined> {
@@ -156,19 +180,28 @@ export class SqliteRunnerStore implements RunnerStore {
   async close(): Promise<void> {
     if (!this.db.open) return;
     this.flush();
-    this.db.close();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.unsynced.push({ resolve, reject });
+        this.syncWal();
+      });
+    } finally {
+      if (this.walFd !== undefined) closeSync(this.walFd);
+      this.db.close();
+    }
   }
 
   /**
-   * Group commit. A write is queued and its promise resolves only once it is committed (fsynced),
-   * as the store contract requires; every write queued until the event loop comes round goes into
-   * one transaction, each in its own savepoint (one that throws, a phase conflict say, rolls back
-   * alone and rejects alone). Claims in flight at once then share one fsync instead of paying one
-   * each, which under load was half of the executor's time.
+   * Group commit. A write is queued and its promise resolves once it is committed and, when
+   * `durable`, fsynced, as the store contract requires; every write queued until the event loop
+   * comes round goes into one transaction, each in its own savepoint (one that throws, a phase
+   * conflict say, rolls back alone and rejects alone), and every commit made while an fsync runs
+   * waits for the next one. Claims in flight at once then share one fsync instead of paying one each.
    */
-  private write(op: () => void): Promise<void> {
+  private write(durable: boolean, op: () => void): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.queued.push({ op, resolve, reject });
+      if (this.syncError !== undefined) return reject(this.syncError);
+      this.queued.push({ op, durable, resolve, reject });
       if (this.queued.length === 1) setImmediate(() => this.flush());
     });
   }
@@ -178,15 +211,7 @@ export class SqliteRunnerStore implements RunnerStore {
     if (batch.length === 0) return;
     const failures = new Map<QueuedWrite, unknown>();
     try {
-      this.db.transaction(() => {
-        for (const w of batch) {
-          try {
-            this.db.transaction(w.op)(); // nested: a savepoint
-          } catch (err) {
-            failures.set(w, err);
-          }
-        }
-      })();
+      this.commitBatch(batch, failures);
     } catch (err) {
       // The commit itself failed: none of the batch is stored.
       for (const w of batch) w.reject(err);
@@ -194,8 +219,57 @@ export class SqliteRunnerStore implements RunnerStore {
     }
     for (const w of batch) {
       if (failures.has(w)) w.reject(failures.get(w));
+      else if (w.durable) this.unsynced.push(w);
       else w.resolve();
     }
+    this.syncWal();
+  }
+
+  /**
+   * One fsync at a time of the WAL file, covering every commit made before it began (the WAL is
+   * appended in commit order, and a checkpoint fsyncs the WAL and the database itself before the WAL
+   * is reused, so that file, the same one for as long as the store is open, holds or has passed on
+   * every commit).
+   */
+  private syncWal(): void {
+    if (this.syncing || this.unsynced.length === 0) return;
+    const waiting = this.unsynced.splice(0);
+    const settle = (err: unknown) => {
+      if (err) this.syncError ??= err;
+      for (const w of waiting) {
+        if (this.syncError === undefined) w.resolve();
+        else w.reject(this.syncError);
+      }
+    };
+    if (this.syncError !== undefined) return settle(undefined);
+    try {
+      this.walFd ??= this.openWal();
+    } catch (err) {
+      return settle(err);
+    }
+    this.syncing = true;
+    // Data and size, as SQLite syncs a WAL itself: the file's other metadata is not needed to read it.
+    fdatasync(this.walFd, (err) => {
+      this.syncing = false;
+      settle(err);
+      this.syncWal();
+    });
+  }
+
+  private openWal(): number {
+    // Its own descriptor: closing it cannot drop SQLite's POSIX locks, which are on the database file.
+    const fd = openSync(`${absolute(this.path)}-wal`, "r+");
+    // SQLite fsyncs the directory of a new WAL on the WAL's first fsync, which is now this class's.
+    // (Not on Windows: a directory cannot be opened there, and SQLite does not sync one either.)
+    if (process.platform !== "win32") {
+      const dir = openSync(dirname(absolute(this.path)), "r");
+      try {
+        fsyncSync(dir);
+      } finally {
+        closeSync(dir);
+      }
+    }
+    return fd;
   }
 
   private sql(text: string): Database.Statement {
@@ -223,10 +297,14 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 }
 
-interface QueuedWrite {
-  op: () => void;
+interface Waiter {
   resolve: () => void;
   reject: (err: unknown) => void;
+}
+
+interface QueuedWrite extends Waiter {
+  op: () => void;
+  durable: boolean;
 }
 
 interface AssignmentRow {

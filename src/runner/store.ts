@@ -6,8 +6,13 @@ import type { Phase } from "./phases.js";
  * this interface, so a product can back it with its own database; `SqliteRunnerStore` is the default.
  *
  * Contract for an implementation:
- * - Every method is durable when its promise resolves (committed, not merely buffered): the runner
- *   publishes to the gateway only after the write that must precede it has resolved.
+ * - Every method but `recordAnswer` is durable when its promise resolves (committed, not merely
+ *   buffered): the runner publishes to the gateway, or calls a handler, only after the write that
+ *   must precede it has resolved.
+ * - `recordAnswer` need only be visible to this store's later reads when it resolves, provided
+ *   writes become durable in the order they were made (so every durable write after an answer makes
+ *   it durable too). An answer lost to a power failure only makes a restart resend its receipt,
+ *   which the gateway answers `duplicate` or from its receipt index.
  * - Each method is one atomic transaction (a receipt and the phase change that goes with it land
  *   together or not at all).
  * - Phase changes are compare-and-set: `change.from` must be the stored phase, otherwise the
@@ -22,7 +27,7 @@ export interface RunnerStore {
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void>;
   /** Appends a receipt to the outbox (and changes the phase, when given). */
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void>;
-  /** Records the gateway's answer to a saved receipt (and changes the phase, when given). */
+  /** Records the gateway's answer to a saved receipt (and changes the phase, when given); durable by the next durable write. */
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void>;
   /** Changes a local assignment's phase. */
   setPhase(key: AssignmentKey, change: PhaseChange): Promise<void>;

@@ -27,8 +27,8 @@ describe("ToolRunner leaving: detach and close", () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  /** A runner whose `tasks.create` waits for its title's gate (ignoring ctx.signal, which is recorded). */
-  async function startRunner(scope: string): Promise<{ runner: ToolRunner; toolCall: (title: string) => Promise<string> }> {
+  /** A runner whose `tasks.create` waits for its title's gate, and `tasks.read` for its cursor's (ignoring ctx.signal, which is recorded). */
+  async function startRunner(scope: string): Promise<{ runner: ToolRunner; toolCall: (title: string) => Promise<string>; readCall: (cursor: string) => Promise<string> }> {
     const { sessionId } = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent` });
     const runner = new ToolRunner({
       natsUrl: nats.url,
@@ -51,10 +51,20 @@ describe("ToolRunner leaving: detach and close", () => {
         return { created: ctx.arguments.title };
       },
     });
+    runner.tool<{ cursor: string }>("tasks.read", {
+      kind: "read",
+      bindingId: `${scope}-read`,
+      async handler(ctx) {
+        ctx.signal.addEventListener("abort", () => signals.set(ctx.arguments.cursor, (ctx.signal.reason as CancelRequested).kind));
+        await new Promise<void>((resolve) => gates.set(ctx.arguments.cursor, resolve));
+        return { read: ctx.arguments.cursor };
+      },
+    });
     await runner.start();
     const runId = (await gw.api("POST", `/v1/sessions/${sessionId}/runs`)).run_id;
     const toolCall = async (title: string) => (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.create", arguments: { title } })).assignment.assignment_id as string;
-    return { runner, toolCall };
+    const readCall = async (cursor: string) => (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor } })).assignment.assignment_id as string;
+    return { runner, toolCall, readCall };
   }
   const get = (id: string) => gw.api("GET", `/v1/assignments/${id}`);
   const untilState = (id: string, state: string) => until(`${id} to be ${state}`, async () => ((await get(id)).state === state ? get(id) : undefined));
@@ -75,17 +85,22 @@ describe("ToolRunner leaving: detach and close", () => {
   });
 
   it("close({ deadlineMs }): waits for handlers up to the deadline, reports the rest reconciliation_required (executor_shutdown)", async () => {
-    const { runner, toolCall } = await startRunner("shut");
+    const { runner, toolCall, readCall } = await startRunner("shut");
     const quick = await toolCall("quick");
     const stuck = await toolCall("stuck");
-    await until("both handlers", () => (gates.has("quick") && gates.has("stuck") ? true : undefined));
+    const stuckRead = await readCall("stuck read");
+    await until("the handlers", () => (gates.has("quick") && gates.has("stuck") && gates.has("stuck read") ? true : undefined));
+    // A write runs marked `running`; a read, which has no side effects to mark, runs `confirmed`.
+    expect([(await runner.assignment(stuck))?.phase, (await runner.assignment(stuckRead))?.phase]).toEqual(["running", "confirmed"]);
     const closed = runner.close({ deadlineMs: 1_500 });
     gates.get("quick")!(); // finishes within the deadline
     await closed;
     expect((await get(quick)).state).toBe("completed");
-    const reported = await get(stuck);
-    expect([reported.state, reported.outcome.error.code]).toEqual(["reconciliation_required", "executor_shutdown"]);
-    expect(signals.get("stuck")).toBe("shutdown");
+    for (const id of [stuck, stuckRead]) {
+      const reported = await get(id);
+      expect([reported.state, reported.outcome.error.code]).toEqual(["reconciliation_required", "executor_shutdown"]);
+    }
+    expect([signals.get("stuck"), signals.get("stuck read")]).toEqual(["shutdown", "shutdown"]);
     expect(signals.has("quick")).toBe(false);
   });
 });

@@ -1,12 +1,31 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { closeSync, fstatSync, mkdtempSync, openSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { transition } from "../../src/runner/phases.js";
 import { buildReceipt, receiptId } from "../../src/runner/receipts.js";
 import { SqliteRunnerStore } from "../../src/runner/sqlite-store.js";
 import { PhaseConflictError, type LocalAssignment } from "../../src/runner/store.js";
+import type { Grant } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
+
+/** The store's fsyncs (fdatasync), counted and, while `held` is set, parked until the test lets them run. */
+const fsyncs = vi.hoisted(() => ({ count: 0, held: undefined as Array<() => void> | undefined }));
+vi.mock("node:fs", async (importOriginal) => {
+  const fs = await importOriginal<typeof import("node:fs")>();
+  const fdatasync = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => {
+    fsyncs.count++;
+    const run = () => fs.fdatasync(fd, done);
+    if (fsyncs.held) fsyncs.held.push(run);
+    else run();
+  };
+  return { ...fs, fdatasync };
+});
+
+/** Lets the event loop go round a few times (a write waits for setImmediate, then for its fsync). */
+const turns = async (n = 5) => {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+};
 
 describe("SqliteRunnerStore (real SQLite file)", () => {
   let dir: string;
@@ -20,6 +39,8 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     await store.open("exec-1");
   });
   afterEach(async () => {
+    fsyncs.held?.splice(0).forEach((run) => run());
+    fsyncs.held = undefined;
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -106,5 +127,64 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
     await store.createAssignment(local(grant), [accepted]);
     await expect(store.appendReceipt(accepted)).rejects.toThrow(/UNIQUE/);
+  });
+
+  it("resolves a write only once an fsync begun after its commit is done; commits made meanwhile share the next one", async () => {
+    const [a, b, c] = [sampleGrant({ assignment_id: "asg-a" }), sampleGrant({ assignment_id: "asg-b" }), sampleGrant({ assignment_id: "asg-c" })];
+    const accepted = (g: Grant) => [buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1)];
+    fsyncs.held = [];
+    fsyncs.count = 0;
+    const resolved: string[] = [];
+    const first = store.createAssignment(local(a), accepted(a)).then(() => resolved.push("a"));
+    await turns();
+    // Committed (a read sees it) but not yet on disk: not resolved.
+    expect((await store.getAssignment("asg-a"))?.phase).toBe("accepting");
+    expect([resolved, fsyncs.count]).toEqual([[], 1]);
+    const later = [store.createAssignment(local(b), accepted(b)).then(() => resolved.push("b")), store.createAssignment(local(c), accepted(c)).then(() => resolved.push("c"))];
+    await turns();
+    // Committed while the first fsync runs: that one may not cover them, so they wait for another.
+    expect([resolved, fsyncs.count]).toEqual([[], 1]);
+    fsyncs.held.shift()!();
+    await first;
+    await turns();
+    expect([resolved, fsyncs.count]).toEqual([["a"], 2]);
+    fsyncs.held.shift()!();
+    await Promise.all(later);
+    expect([resolved.sort(), fsyncs.count]).toEqual([["a", "b", "c"], 2]);
+  });
+
+  it("resolves an answer once committed, without an fsync; close fsyncs it, so a reopened store has it", async () => {
+    const grant = sampleGrant();
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
+    await store.createAssignment(local(grant), [accepted]);
+    fsyncs.held = [];
+    fsyncs.count = 0;
+    await store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: 11 }, transition("accepting", "confirm"));
+    expect(fsyncs.count).toBe(0);
+    expect((await store.getAssignment(grant.assignment_id))?.phase).toBe("confirmed");
+    const closing = store.close();
+    await turns();
+    expect(fsyncs.count).toBe(1);
+    fsyncs.held.shift()!();
+    await closing;
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    expect((await store.getAssignment(grant.assignment_id))?.phase).toBe("confirmed");
+    expect((await store.listReceipts(local(grant)))[0]!.answer).toEqual({ status: "recorded", answeredAt: 11 });
+  });
+
+  it("keeps writing the same WAL file across checkpoints, so the fsync of that file covers every commit", async () => {
+    const wal = `${path}-wal`;
+    const fd = openSync(wal, "r");
+    try {
+      // 8 MB of receipts: past SQLite's automatic checkpoint (1,000 pages), after which the WAL is reused from its start.
+      for (let i = 0; i < 80; i++) {
+        const g = sampleGrant({ assignment_id: `asg-${i}` });
+        await store.createAssignment(local(g), [buildReceipt(g, { kind: "completed", result: { blob: "x".repeat(100_000) } }, 1)]);
+      }
+      expect(fstatSync(fd).ino).toBe(statSync(wal).ino);
+    } finally {
+      closeSync(fd);
+    }
   });
 });
