@@ -22,7 +22,8 @@ import { Kvm, KvWatchInclude } from "@nats-io/kv";
 import { PERMISSIONS } from "../src/http/identities.js";
 import { startNatsServer } from "../src/nats/nats-server-process.js";
 import { EXECUTION_BUCKETS } from "../src/execution/buckets.js";
-import { freePort, processCpuMs, spawnBenchChild, waitForLine, type BenchChild } from "./lib/child.js";
+import { trafficBetween, trafficSnapshot, type TrafficByRole } from "./lib/nats-traffic.js";
+import { freePort, processCpuMs, processSyscalls, spawnBenchChild, waitForLine, type BenchChild } from "./lib/child.js";
 import { measureJetStreamCeiling } from "./lib/jetstream-ceiling.js";
 import { BENCH_ARGUMENTS, BENCH_TOOL, protocolMessageSizes } from "./lib/protocol-messages.js";
 import { formatRate, percentile, runConcurrently } from "./lib/stats.js";
@@ -155,6 +156,10 @@ class CompletionWatch {
 
 // --- One level: `concurrency` closed-loop callers, each making its calls one after the other.
 
+/** The processes of a call, each measured from `/proc`. */
+const PROCESSES = ["gateway", "executors", "nats-server", "driver"] as const;
+type PerProcess = Record<(typeof PROCESSES)[number], number>;
+
 interface LevelResult {
   executor: string;
   concurrency: number;
@@ -165,11 +170,12 @@ interface LevelResult {
   p99: number;
   writes: Map<string, number>;
   writesPerCall: number;
-  /** CPU time per call of the gateway, the executors' process, nats-server and this driver (less noisy than wall time). */
-  gatewayCpuMs: number;
-  executorCpuMs: number;
-  natsCpuMs: number;
-  driverCpuMs: number;
+  /** CPU time per call of each process (less noisy than wall time). */
+  cpuMs: PerProcess;
+  /** Read and write system calls per call of each process. */
+  syscalls: PerProcess;
+  /** NATS messages per call, by kind of client, as nats-server counted them. */
+  traffic: TrafficByRole;
 }
 
 interface LevelContext {
@@ -179,6 +185,7 @@ interface LevelContext {
   gateway: BenchChild;
   executors: BenchChild;
   natsPid: number;
+  natsMonitorUrl: string;
 }
 
 async function runLevel(executor: string, concurrency: number, calls: number, ctx: LevelContext): Promise<LevelResult> {
@@ -188,8 +195,12 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
     runs.push((await api("POST", `/v1/sessions/${ctx.sessionId}/runs`)).run_id);
   });
   const before = await settledSeqs(ctx.jsm);
-  const cpu = () => [ctx.gateway.cpuMs(), ctx.executors.cpuMs(), processCpuMs(ctx.natsPid), processCpuMs(process.pid)];
-  const cpuBefore = cpu();
+  const usage = () => ({
+    cpuMs: { gateway: ctx.gateway.cpuMs(), executors: ctx.executors.cpuMs(), "nats-server": processCpuMs(ctx.natsPid), driver: processCpuMs(process.pid) },
+    syscalls: { gateway: ctx.gateway.syscalls(), executors: ctx.executors.syscalls(), "nats-server": processSyscalls(ctx.natsPid), driver: processSyscalls(process.pid) },
+  });
+  const usageBefore = usage();
+  const trafficBefore = await trafficSnapshot(ctx.natsMonitorUrl);
   const latencies: number[] = [];
   let remaining = calls;
   const caller = async (): Promise<void> => {
@@ -208,7 +219,9 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
   await Promise.all(Array.from({ length: concurrency }, caller));
   const elapsedMs = performance.now() - started;
   const writes = writesBetween(before, await settledSeqs(ctx.jsm));
-  const [gatewayCpuMs, executorCpuMs, natsCpuMs, driverCpuMs] = cpu().map((ms, i) => (ms - cpuBefore[i]!) / calls) as [number, number, number, number];
+  const usageAfter = usage();
+  const traffic = trafficBetween(trafficBefore, await trafficSnapshot(ctx.natsMonitorUrl));
+  const perCall = (key: "cpuMs" | "syscalls") => Object.fromEntries(PROCESSES.map((p) => [p, (usageAfter[key][p] - usageBefore[key][p]) / calls])) as PerProcess;
   const total = [...writes.values()].reduce((a, b) => a + b, 0);
   latencies.sort((a, b) => a - b);
   return {
@@ -221,10 +234,9 @@ async function runLevel(executor: string, concurrency: number, calls: number, ct
     p99: percentile(latencies, 99),
     writes,
     writesPerCall: total / calls,
-    gatewayCpuMs,
-    executorCpuMs,
-    natsCpuMs,
-    driverCpuMs,
+    cpuMs: perCall("cpuMs"),
+    syscalls: perCall("syscalls"),
+    traffic,
   };
 }
 
@@ -237,7 +249,8 @@ const ceiling = await measureJetStreamCeiling({ messageBytes, log });
 
 const dir = mkdtempSync(join(tmpdir(), "toolgate-bench-e2e-"));
 if (process.env.BENCH_PROFILE) mkdirSync(process.env.BENCH_PROFILE, { recursive: true });
-const nats = await startNatsServer({ storeDir: join(dir, "nats") });
+const natsMonitorPort = await freePort();
+const nats = await startNatsServer({ storeDir: join(dir, "nats"), args: ["-m", String(natsMonitorPort)] });
 const children: BenchChild[] = [];
 const results: LevelResult[] = [];
 try {
@@ -281,12 +294,12 @@ try {
     children.push(exec);
     await waitForLine(exec, "ready");
     log("warm-up: 200 calls, 10 in flight");
-    const ctx: LevelContext = { sessionId, watch, jsm, gateway, executors: exec, natsPid: nats.child.pid! };
+    const ctx: LevelContext = { sessionId, watch, jsm, gateway, executors: exec, natsPid: nats.child.pid!, natsMonitorUrl: `http://127.0.0.1:${natsMonitorPort}` };
     await runLevel(executor, 10, 200, ctx);
     for (const concurrency of LEVELS) {
       log(`${executor}: ${CALLS[concurrency]} calls, ${concurrency} in flight`);
       const r = await runLevel(executor, concurrency, CALLS[concurrency], ctx);
-      log(`  ${formatRate(r.callsPerSec)}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.writesPerCall.toFixed(2)} writes/call`);
+      log(`  ${formatRate(r.callsPerSec)}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.writesPerCall.toFixed(2)} writes/call ${JSON.stringify([...r.traffic])}`);
       results.push(r);
     }
     await exec.stop();
@@ -313,12 +326,26 @@ console.log("ratio = calls/s ÷ (batched publish ceiling ÷ persisted writes per
 console.log("");
 console.log(`CPU bound = ${availableParallelism()} cores ÷ CPU per call of all four processes (this driver included): the most calls/s this machine could do`);
 console.log("");
+const totalCpu = (r: LevelResult) => PROCESSES.reduce((sum, p) => sum + r.cpuMs[p], 0);
 console.log("| executor | in flight | calls | calls/s | p50 ms | p95 ms | p99 ms | writes/call | ceiling ÷ writes | ratio | CPU ms/call: gateway | executors | nats-server | driver | CPU bound |");
 console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
 for (const r of results) {
   console.log(
-    `| ${r.executor} | ${r.concurrency} | ${r.calls} | ${formatRate(r.callsPerSec)} | ${ms(r.p50)} | ${ms(r.p95)} | ${ms(r.p99)} | ${r.writesPerCall.toFixed(2)} | ${formatRate(perCallCeiling(r))} | ${((r.callsPerSec / perCallCeiling(r)) * 100).toFixed(1)}% | ${ms(r.gatewayCpuMs)} | ${ms(r.executorCpuMs)} | ${ms(r.natsCpuMs)} | ${ms(r.driverCpuMs)} | ${formatRate((availableParallelism() * 1000) / (r.gatewayCpuMs + r.executorCpuMs + r.natsCpuMs + r.driverCpuMs))} |`,
+    `| ${r.executor} | ${r.concurrency} | ${r.calls} | ${formatRate(r.callsPerSec)} | ${ms(r.p50)} | ${ms(r.p95)} | ${ms(r.p99)} | ${r.writesPerCall.toFixed(2)} | ${formatRate(perCallCeiling(r))} | ${((r.callsPerSec / perCallCeiling(r)) * 100).toFixed(1)}% | ${PROCESSES.map((p) => ms(r.cpuMs[p])).join(" | ")} | ${formatRate((availableParallelism() * 1000) / totalCpu(r))} |`,
   );
+}
+console.log("");
+console.log("Per call: NATS messages each kind of client sent (in) and was delivered (out), counted by nats-server; read+write system calls of each process (/proc)");
+console.log("");
+const ROLES = ["gateway", "executors", "driver"] as const;
+console.log(`| executor | in flight | ${ROLES.map((role) => `msgs ${role} in/out`).join(" | ")} | syscalls: ${PROCESSES.join(" | ")} |`);
+console.log(`| --- | --- | ${ROLES.map(() => "---").join(" | ")} | ${PROCESSES.map(() => "---").join(" | ")} |`);
+for (const r of results) {
+  const msgs = (role: string) => {
+    const t = r.traffic.get(role) ?? { in: 0, out: 0 };
+    return `${(t.in / r.calls).toFixed(1)} / ${(t.out / r.calls).toFixed(1)}`;
+  };
+  console.log(`| ${r.executor} | ${r.concurrency} | ${ROLES.map(msgs).join(" | ")} | ${PROCESSES.map((p) => r.syscalls[p].toFixed(1)).join(" | ")} |`);
 }
 console.log("");
 const streams = [...new Set(results.flatMap((r) => [...r.writes.keys()]))].sort();

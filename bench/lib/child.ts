@@ -13,6 +13,8 @@ export interface BenchChild {
   logTail(): string;
   /** CPU time (user + system) the process has used so far, in ms (Linux `/proc`). */
   cpuMs(): number;
+  /** Read and write system calls the process has made so far (Linux `/proc`). */
+  syscalls(): number;
 }
 
 /** `getconf CLK_TCK` on every Linux the bench runs on. */
@@ -38,6 +40,7 @@ export function spawnBenchChild(name: string, entry: string, args: string[], env
     },
     logTail: () => readFileSync(logFile, "utf8").split("\n").slice(-20).join("\n"),
     cpuMs: () => processCpuMs(child.pid!),
+    syscalls: () => processSyscalls(child.pid!),
   };
 }
 
@@ -47,6 +50,16 @@ export function processCpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return ((Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SEC) * 1000;
+}
+
+/**
+ * Read-type plus write-type system calls of process `pid` so far (`syscr` + `syscw` of `/proc/<pid>/io`):
+ * socket and file I/O alike; each NATS flush, HTTP answer or log line is one.
+ */
+export function processSyscalls(pid: number): number {
+  const io = readFileSync(`/proc/${pid}/io`, "utf8");
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(io)?.[1] ?? Number.NaN);
+  return field("syscr") + field("syscw");
 }
 
 /** Resolves when the child prints `line` on stdout; rejects if it exits first. */
