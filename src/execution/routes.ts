@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { contextPreviewSchema } from "../budget/index.js";
 import { SessionIdSchema, ToolNameSchema } from "../config/ids.js";
-import { ApiError } from "../http/errors.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import { Id, ToolKind } from "../wire/messages.js";
 import { ASSIGNMENT_STATES } from "./assignment-states.js";
@@ -67,14 +66,7 @@ export const RunParams = z.object({ run_id: Id });
 
 /** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
 export function runAgentScope(execution: Pick<Execution, "runs">): (runId: string) => Promise<string | undefined> {
-  return async (runId) => {
-    try {
-      return (await execution.runs.get(runId)).agent;
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 404) return undefined;
-      throw err;
-    }
-  };
+  return (runId) => execution.runs.agentOf(runId);
 }
 
 /** The agent scope of an assignment route: its run's agent (undefined for no such assignment). */

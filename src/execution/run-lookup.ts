@@ -1,4 +1,5 @@
 import type { RunRecord } from "./records.js";
+import { Remembered } from "./remembered.js";
 import type { Versioned, VersionedStore } from "./versioned-store.js";
 
 /** A run read started before its assignment was read, and how to get the run of that assignment. */
@@ -18,18 +19,17 @@ const DEFAULT_CAPACITY = 100_000;
  * compare-and-set, which is what the decision rests on.
  */
 export class RunLookup {
-  private readonly runOfAssignment = new Map<string, string>();
+  private readonly runOfAssignment: Remembered<string, string>;
 
   constructor(
     private readonly runs: VersionedStore<RunRecord>,
-    private readonly capacity = DEFAULT_CAPACITY,
-  ) {}
+    capacity = DEFAULT_CAPACITY,
+  ) {
+    this.runOfAssignment = new Remembered(capacity);
+  }
 
   remember(assignmentId: string, runId: string): void {
-    if (this.runOfAssignment.has(assignmentId)) return;
-    // A Map iterates in insertion order: the first key is the oldest fact.
-    if (this.runOfAssignment.size >= this.capacity) this.runOfAssignment.delete(this.runOfAssignment.keys().next().value!);
-    this.runOfAssignment.set(assignmentId, runId);
+    this.runOfAssignment.remember(assignmentId, runId);
   }
 
   /** Starts reading the run of `assignmentId` now if it is known. */

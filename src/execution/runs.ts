@@ -7,6 +7,7 @@ import type { CandidateQueue } from "./candidate-queue.js";
 import type { ControlChannel } from "./control-channel.js";
 import { newRunId } from "./ids.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
+import { Remembered } from "./remembered.js";
 import { nextRunState, runEventTarget, type RunEvent } from "./run-states.js";
 import type { VersionedStore } from "./versioned-store.js";
 
@@ -18,6 +19,9 @@ export interface SessionLookup {
 /** Assignments settled in parallel when a run ends. */
 const END_CONCURRENCY = 16;
 
+/** Runs whose agent this process remembers: every run of a busy gateway's last hours. */
+const AGENTS_REMEMBERED = 100_000;
+
 /**
  * Runs: created in a session (pinning its agent version, toolset version and subject), ended once by
  * `complete` or `cancel`. Ending a run takes every open assignment with it, by the state table:
@@ -25,6 +29,9 @@ const END_CONCURRENCY = 16;
  * abandoned, and the executors concerned are told.
  */
 export class RunService {
+  /** A run's agent never changes: the scope check of every run-addressed request needs no read once known. */
+  private readonly agentOfRun = new Remembered<string, string>(AGENTS_REMEMBERED);
+
   constructor(
     private readonly runs: VersionedStore<RunRecord>,
     private readonly assignments: VersionedStore<AssignmentRecord>,
@@ -55,13 +62,24 @@ export class RunService {
     };
     const res = await this.runs.create(run.run_id, run);
     if (!res.created) throw new ApiError(500, "run_id_collision", "run id collision; retry");
+    this.agentOfRun.remember(run.run_id, run.agent);
     return run;
   }
 
   async get(runId: string): Promise<RunRecord> {
     const run = await this.runs.get(runId);
     if (!run) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    this.agentOfRun.remember(runId, run.value.agent);
     return run.value;
+  }
+
+  /** The agent a run serves (the agent scope of requests addressed to it), or undefined for no such run. */
+  async agentOf(runId: string): Promise<string | undefined> {
+    const known = this.agentOfRun.get(runId);
+    if (known !== undefined) return known;
+    const run = await this.runs.get(runId);
+    if (run) this.agentOfRun.remember(runId, run.value.agent);
+    return run?.value.agent;
   }
 
   /**
