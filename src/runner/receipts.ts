@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
 import { Receipt, type Grant, type ReceiptKind } from "../wire/messages.js";
-import type { AssignmentKey, OutboxReceipt, ReceiptBody } from "./store.js";
+import type { OutboxReceipt, ReceiptBody } from "./store.js";
 
 /** What a final (terminal or reconciliation) receipt says, besides its envelope. */
 export type FinalReport =

@@ -5,7 +5,6 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Packr } from "msgpackr";
 import { ErrorBodySchema } from "../../src/http/errors.js";
 import type { RouteDef } from "../../src/http/route.js";
-import { encode } from "../../src/wire/codec.js";
 import { ClaimReply } from "../../src/wire/messages.js";
 import { decode } from "../../src/wire/codec.js";
 import { STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
