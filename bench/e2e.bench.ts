@@ -9,7 +9,8 @@
  *
  * Environment: BENCH_EXECUTOR=runner,protocol (which executors, in order); BENCH_SCALE (multiplies
  * the number of calls per level); BENCH_PROFILE=<dir> (the gateway and executors run under --cpu-prof);
- * BENCH_GATEWAY_LOG (the gateway's LOG_LEVEL, default info as `toolgate serve`).
+ * BENCH_GATEWAY_LOG (the gateway's LOG_LEVEL, default info as `toolgate serve`); BENCH_LEVELS=1,10,100
+ * (the levels to run, all by default).
  */
 import { Agent, request } from "node:http";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -29,9 +30,11 @@ import { BENCH_ARGUMENTS, BENCH_TOOL, protocolMessageSizes } from "./lib/protoco
 import { formatRate, percentile, runConcurrently } from "./lib/stats.js";
 import { settledSeqs, writesBetween } from "./lib/stream-writes.js";
 
-const LEVELS = [1, 10, 100] as const;
+const ALL_LEVELS = [1, 10, 100] as const;
+/** BENCH_LEVELS=100 (say) runs only those levels: a profile of one load. */
+const LEVELS = process.env.BENCH_LEVELS ? ALL_LEVELS.filter((l) => process.env.BENCH_LEVELS!.split(",").includes(String(l))) : ALL_LEVELS;
 const SCALE = Number(process.env.BENCH_SCALE ?? 1);
-const CALLS: Record<(typeof LEVELS)[number], number> = { 1: Math.round(300 * SCALE), 10: Math.round(1_000 * SCALE), 100: Math.round(2_000 * SCALE) };
+const CALLS: Record<(typeof ALL_LEVELS)[number], number> = { 1: Math.round(300 * SCALE), 10: Math.round(1_000 * SCALE), 100: Math.round(2_000 * SCALE) };
 /** Tool calls per run: an agent turn makes a few; a run's record lists its calls, so it is not grown without bound. */
 const CALLS_PER_RUN = 10;
 const EXECUTOR_KINDS = (process.env.BENCH_EXECUTOR ?? "runner,protocol").split(",") as Array<"runner" | "protocol">;
@@ -299,7 +302,7 @@ try {
     for (const concurrency of LEVELS) {
       log(`${executor}: ${CALLS[concurrency]} calls, ${concurrency} in flight`);
       const r = await runLevel(executor, concurrency, CALLS[concurrency], ctx);
-      log(`  ${formatRate(r.callsPerSec)}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.writesPerCall.toFixed(2)} writes/call ${JSON.stringify([...r.traffic])}`);
+      log(`  ${formatRate(r.callsPerSec)}, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.writesPerCall.toFixed(2)} writes/call`);
       results.push(r);
     }
     await exec.stop();
