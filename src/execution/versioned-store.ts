@@ -40,6 +40,15 @@ export interface BucketAccess {
 /** Bound on waiting for the last entries of a listing (an entry may expire between counting and reading). */
 const LIST_WAIT_MS = 2_000;
 
+/** Purge requests in flight at once when dropping removal markers. */
+const PURGE_CONCURRENCY = 16;
+
+/** What a listing of a bucket found: its live entries, and the keys whose last message removed them. */
+export interface Listing<T> {
+  live: Array<Versioned<T> & { key: string }>;
+  removed: Array<{ key: string; revision: number }>;
+}
+
 /** Told of every successful `create` (no previous value) and every written `mutate`: metrics, run events. */
 export type WriteObserver<T> = (previous: T | undefined, next: T) => void;
 
@@ -89,26 +98,51 @@ export class VersionedStore<T> {
     }
   }
 
-  /**
-   * Every live entry whose key matches `filter`, in one pass. (`kv.keys()` of the client can stall for
-   * its full timeout on a bucket written to concurrently; this counts the subjects first, then reads
-   * exactly that many last-per-subject messages.)
-   */
+  /** Every live entry whose key matches `filter`, in one pass (see `list`). */
   async entries(filter = ">"): Promise<Array<Versioned<T> & { key: string }>> {
+    return (await this.list(filter)).live;
+  }
+
+  /**
+   * The keys matching `filter`, in one pass: the live entries, and the removed keys, whose last
+   * message is a delete or purge marker. (`kv.keys()` of the client can stall for its full timeout
+   * on a bucket written to concurrently; this counts the subjects first, then reads exactly that
+   * many last-per-subject messages.)
+   */
+  async list(filter = ">"): Promise<Listing<T>> {
     const prefix = `$KV.${this.access.bucket}.`;
     const info = await this.access.jsm.streams.info(`KV_${this.access.bucket}`, { subjects_filter: prefix + filter });
     const count = Object.keys(info.state.subjects ?? {}).length;
-    if (count === 0) return [];
+    const listing: Listing<T> = { live: [], removed: [] };
+    if (count === 0) return listing;
     const consumer = await this.access.js.consumers.get(`KV_${this.access.bucket}`, { filter_subjects: prefix + filter, deliver_policy: DeliverPolicy.LastPerSubject });
-    const out: Array<Versioned<T> & { key: string }> = [];
     const batch = await consumer.fetch({ max_messages: count, expires: LIST_WAIT_MS });
     for await (const m of batch) {
       const op = m.headers?.get("KV-Operation");
-      if (op !== "DEL" && op !== "PURGE") out.push({ key: m.subject.slice(prefix.length), value: decode(this.schema, m.data), revision: m.seq });
+      const key = m.subject.slice(prefix.length);
+      if (op === "DEL" || op === "PURGE") listing.removed.push({ key, revision: m.seq });
+      else listing.live.push({ key, value: decode(this.schema, m.data), revision: m.seq });
       if (m.info.pending === 0) break;
     }
     await consumer.delete().catch(() => undefined);
-    return out;
+    return listing;
+  }
+
+  /**
+   * Drops the markers of removed keys from the bucket's stream. A marker stays a key's last message
+   * for good (it is what `history: 1` keeps), so every later listing would deliver it again and the
+   * stream would keep one per key ever removed. Each key's messages are purged only up to its
+   * marker's own revision: a value written to the key since (a higher revision) stays.
+   */
+  async purgeRemoved(removed: ReadonlyArray<{ key: string; revision: number }>): Promise<void> {
+    const stream = `KV_${this.access.bucket}`;
+    const queue = [...removed];
+    const worker = async (): Promise<void> => {
+      for (let next = queue.shift(); next; next = queue.shift()) {
+        await this.access.jsm.streams.purge(stream, { filter: `$KV.${this.access.bucket}.${next.key}`, seq: next.revision + 1 });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PURGE_CONCURRENCY, queue.length) }, worker));
   }
 
   /** Creates `key` unless it exists; then returns what is there instead. */

@@ -1,5 +1,11 @@
 import type { WatchEntry } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "./versioned-store.js";
+
+/**
+ * Removal markers one listing purges at most: a backlog (a bucket written by a version that kept
+ * them) is worked off over a few sweeps instead of holding one sweep up.
+ */
+const MAX_PURGED_PER_LISTING = 1_000;
 
 /**
  * Assignments the lease sweeper must look at: written *before* the step that might be left half
@@ -30,12 +36,23 @@ export class Watchlist {
 
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
   async watchedIds(): Promise<string[]> {
-    return (await this.store.entries()).map((e) => e.value.assignment_id);
+    return (await this.live()).map((e) => e.value.assignment_id);
   }
 
   /** Watches whose time has come, with the revision each was read at. */
   async due(now: number): Promise<Array<{ entry: WatchEntry; revision: number }>> {
-    const all = await this.store.entries();
+    const all = await this.live();
     return all.filter((e) => e.value.due_at <= now).map((e) => ({ entry: e.value, revision: e.revision }));
+  }
+
+  /**
+   * The live watches. Every settled assignment leaves its watch's removal marker behind; the markers
+   * a listing comes across are purged, so that a sweep (every second, on every gateway) costs the
+   * work in flight rather than every assignment ever watched.
+   */
+  private async live(): Promise<Array<Versioned<WatchEntry>>> {
+    const { live, removed } = await this.store.list();
+    await this.store.purgeRemoved(removed.slice(0, MAX_PURGED_PER_LISTING));
+    return live;
   }
 }
