@@ -192,6 +192,7 @@ export async function startExecution(deps: {
     async stop() {
       for (const sub of subscriptions) sub.unsubscribe();
       await sweeper.stop();
+      await watchlist.settled();
       await requests.stop();
       await consumer.stop();
     },

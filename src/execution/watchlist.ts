@@ -14,6 +14,8 @@ const MAX_PURGED_PER_LISTING = 1_000;
  * is never lost to an older one's clean-up.
  */
 export class Watchlist {
+  private purging: Promise<void> | undefined;
+
   constructor(private readonly store: VersionedStore<WatchEntry>) {}
 
   /** Watch `assignmentId` from `dueAt` on; returns the revision to remove it at. */
@@ -48,11 +50,23 @@ export class Watchlist {
   /**
    * The live watches. Every settled assignment leaves its watch's removal marker behind; the markers
    * a listing comes across are purged, so that a sweep (every second, on every gateway) costs the
-   * work in flight rather than every assignment ever watched.
+   * work in flight rather than every assignment ever watched. The purge runs beside the sweep, one
+   * at a time: a slow or failing one (a stream leader being elected) must never hold a sweep up, and
+   * what it leaves the next listing finds again.
    */
   private async live(): Promise<Array<Versioned<WatchEntry>>> {
     const { live, removed } = await this.store.list();
-    await this.store.purgeRemoved(removed.slice(0, MAX_PURGED_PER_LISTING));
+    if (removed.length > 0 && !this.purging) {
+      this.purging = this.store
+        .purgeRemoved(removed.slice(0, MAX_PURGED_PER_LISTING))
+        .catch(() => undefined)
+        .finally(() => (this.purging = undefined));
+    }
     return live;
+  }
+
+  /** Resolves once the purge of removal markers in flight, if any, has ended (tests, shutdown). */
+  async settled(): Promise<void> {
+    await this.purging;
   }
 }

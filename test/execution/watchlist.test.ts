@@ -48,6 +48,8 @@ describe("the watchlist's removal markers", () => {
     expect(await keysInStream(jsm)).toEqual(["asg-done-1", "asg-done-2", "asg-running"]);
 
     expect((await watchlist.due(Date.now())).map((d) => d.entry.assignment_id)).toEqual(["asg-running"]);
+    // The purge runs beside the sweep.
+    await watchlist.settled();
     expect(await keysInStream(jsm)).toEqual(["asg-running"]);
     const listing = await store.list();
     expect(listing.removed).toEqual([]);
