@@ -4,9 +4,12 @@ import { encode } from "../wire/codec.js";
 import type { Candidate } from "../wire/messages.js";
 import { STREAMS, candidateConsumer, subjects } from "../wire/subjects.js";
 
-/** JetStream's "no message found" when deleting a candidate already taken or deleted. */
-const NO_MESSAGE_FOUND = 10037;
-const STORE_EOF = 10057;
+/**
+ * What JetStream answers for the delete of a candidate already taken or deleted: "sequence not
+ * found" for a hole inside the stream (the usual case: a work queue drops what was acknowledged),
+ * "no message found" and "store EOF" at its ends.
+ */
+const GONE = new Set([10043, 10037, 10057]);
 
 /**
  * The candidates: a WorkQueue stream, one message per assignment generation on
@@ -68,8 +71,7 @@ export class CandidateQueue {
       // No erase: the message carries no secret, and overwriting it costs a disk write for nothing.
       await this.jsm.streams.deleteMessage(STREAMS.candidates, seq, false);
     } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      if (code !== NO_MESSAGE_FOUND && code !== STORE_EOF) throw err;
+      if (!GONE.has((err as { code?: number }).code ?? 0)) throw err;
     }
   }
 }
