@@ -1,5 +1,6 @@
 import type { Logger } from "../log/logger.js";
 import { nextAssignmentState } from "./assignment-states.js";
+import { forEachConcurrently } from "./concurrently.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { BindingLookup } from "./presence.js";
 import type { AssignmentRecord } from "./records.js";
@@ -46,16 +47,12 @@ export class ExecutorDetacher {
 
   async detach(scope: string, executorId: string, mode: DetachMode): Promise<DetachResult> {
     const result: DetachResult = { released: [], reconciliation_required: [], retried: [] };
-    const queue = await this.watchlist.watchedIds();
-    const worker = async (): Promise<void> => {
-      for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
-        const a = (await this.assignments.get(id))?.value;
-        if (!a || a.scope !== scope) continue;
-        const outcome = await this.detachOne(a, executorId, mode);
-        if (outcome) result[outcome].push(id);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(SCAN_CONCURRENCY, queue.length) }, worker));
+    await forEachConcurrently(await this.watchlist.watchedIds(), SCAN_CONCURRENCY, async (id) => {
+      const a = (await this.assignments.get(id))?.value;
+      if (!a || a.scope !== scope) return;
+      const outcome = await this.detachOne(a, executorId, mode);
+      if (outcome) result[outcome].push(id);
+    });
     if (result.released.length + result.reconciliation_required.length + result.retried.length > 0) this.log.info({ scope, executor_id: executorId, mode, ...result }, "executor detached");
     return result;
   }

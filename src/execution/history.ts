@@ -1,5 +1,6 @@
 import type { ContextPreview } from "../budget/index.js";
 import { ApiError } from "../http/errors.js";
+import { forEachConcurrently } from "./concurrently.js";
 import type { ProgressStore } from "./progress-store.js";
 import type { ProjectionStore } from "./projection-store.js";
 import type { AssignmentRecord, Outcome, ProgressEntry, RunRecord } from "./records.js";
@@ -97,15 +98,11 @@ export class HistoryReader {
   /** Every tool call of the run in creation order. */
   async history(run: RunRecord): Promise<HistoryEntry[]> {
     const out: HistoryEntry[] = new Array(run.assignment_ids.length);
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      for (let i = next++; i < run.assignment_ids.length; i = next++) {
-        const a = (await this.assignments.get(run.assignment_ids[i]!))?.value;
-        if (!a) throw new ApiError(500, "assignment_missing", `assignment '${run.assignment_ids[i]}' of run '${run.run_id}' is missing`);
-        out[i] = await this.entry(a);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, run.assignment_ids.length) }, worker));
+    await forEachConcurrently(run.assignment_ids, READ_CONCURRENCY, async (id, i) => {
+      const a = (await this.assignments.get(id))?.value;
+      if (!a) throw new ApiError(500, "assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
+      out[i] = await this.entry(a);
+    });
     return out;
   }
 

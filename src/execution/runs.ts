@@ -4,6 +4,7 @@ import type { Logger } from "../log/logger.js";
 import type { ExecutorControl } from "../wire/messages.js";
 import { RUN_END_EVENTS, nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
+import { forEachConcurrently } from "./concurrently.js";
 import type { ControlChannel } from "./control-channel.js";
 import { newRunId } from "./ids.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
@@ -99,20 +100,16 @@ export class RunService {
 
   private async settleAssignments(run: RunRecord): Promise<void> {
     const told = new Map<string, { scope: string; executorId: string; ids: string[] }>();
-    const queue = [...run.assignment_ids];
-    const worker = async (): Promise<void> => {
-      for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
-        const settled = await this.settle(id);
-        const holder = settled?.claim;
-        if (settled && holder && (settled.state === "revoked" || settled.state === "abandoned")) {
-          const key = `${settled.scope}.${holder.executor_id}`;
-          const entry = told.get(key) ?? { scope: settled.scope, executorId: holder.executor_id, ids: [] };
-          entry.ids.push(id);
-          told.set(key, entry);
-        }
+    await forEachConcurrently(run.assignment_ids, END_CONCURRENCY, async (id) => {
+      const settled = await this.settle(id);
+      const holder = settled?.claim;
+      if (settled && holder && (settled.state === "revoked" || settled.state === "abandoned")) {
+        const key = `${settled.scope}.${holder.executor_id}`;
+        const entry = told.get(key) ?? { scope: settled.scope, executorId: holder.executor_id, ids: [] };
+        entry.ids.push(id);
+        told.set(key, entry);
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(END_CONCURRENCY, queue.length) }, worker));
+    });
     for (const { scope, executorId, ids } of told.values()) {
       const control: ExecutorControl = { type: "run_cancelled", run_id: run.run_id, assignment_ids: ids };
       await this.control.tell(scope, executorId, control, `run_cancelled.${run.run_id}.${scope}.${executorId}.${ids.length}`);

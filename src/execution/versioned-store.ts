@@ -3,6 +3,7 @@ import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nat
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import { decode, encode } from "../wire/codec.js";
+import { forEachConcurrently } from "./concurrently.js";
 
 /** A stored value and the KV revision it was read at. */
 export interface Versioned<T> {
@@ -136,13 +137,9 @@ export class VersionedStore<T> {
    */
   async purgeRemoved(removed: ReadonlyArray<{ key: string; revision: number }>): Promise<void> {
     const stream = `KV_${this.access.bucket}`;
-    const queue = [...removed];
-    const worker = async (): Promise<void> => {
-      for (let next = queue.shift(); next; next = queue.shift()) {
-        await this.access.jsm.streams.purge(stream, { filter: `$KV.${this.access.bucket}.${next.key}`, seq: next.revision + 1 });
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(PURGE_CONCURRENCY, queue.length) }, worker));
+    await forEachConcurrently(removed, PURGE_CONCURRENCY, async ({ key, revision }) => {
+      await this.access.jsm.streams.purge(stream, { filter: `$KV.${this.access.bucket}.${key}`, seq: revision + 1 });
+    });
   }
 
   /** Creates `key` unless it exists; then returns what is there instead. */
