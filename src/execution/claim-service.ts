@@ -1,3 +1,4 @@
+import { admissionRefusal, type RegistryReader, type RequestOrigin } from "../executors/admission.js";
 import type { ClaimReply, ClaimRequest, Grant, RefusalCode } from "../wire/messages.js";
 import { nextAssignmentState, type AssignmentState } from "./assignment-states.js";
 import { reservationValid, type ClaimQuota } from "./claim-quota.js";
@@ -20,7 +21,9 @@ const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> 
 const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "refused", code, reason });
 
 /**
- * The unique claim: an online executor of the binding's scope moves `pending -> claimed` by
+ * The unique claim: an executor the registry grants the binding (`admissionRefusal`: registered, in
+ * the subject's scope, from its own nkey, the binding in its registered list; never what its
+ * heartbeat declares), online, moves `pending -> claimed` by
  * compare-and-set; of any number of concurrent claimers exactly one wins and gets the grant with a
  * fresh claim token (only its sha256 is stored). The claim is leased: unconfirmed, it expires.
  * An executor holding its maximum of claims is refused (`too_many_claims`, see `ClaimQuota`).
@@ -29,6 +32,7 @@ export class ClaimService {
   constructor(
     private readonly runs: RunLookup,
     private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly registry: RegistryReader,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
     private readonly quota: ClaimQuota,
@@ -39,19 +43,27 @@ export class ClaimService {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async claim(scope: string, req: ClaimRequest): Promise<ClaimReply> {
+  async claim(origin: RequestOrigin, req: ClaimRequest): Promise<ClaimReply> {
+    const { scope } = origin;
     // Independent reads, all needed by every claim that can succeed: read together.
     const runRead = this.runs.start(req.assignment_id);
-    const [executor, found, holdings] = await Promise.all([
+    const [registered, online, found, holdings] = await Promise.all([
+      this.registry.get(req.executor_id),
       this.presence.online(scope, req.executor_id),
       this.assignments.get(req.assignment_id),
       this.quota.read(scope, req.executor_id),
     ]);
-    if (!executor) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
+    const unadmitted = admissionRefusal(registered, origin, []);
+    if (unadmitted) return refused(unadmitted.code, unadmitted.reason);
+    if (!online) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
-    if (a.scope !== scope || !executor.bindings.includes(a.binding_id))
-      return refused("out_of_scope", `binding '${a.binding_id}' is not served by executor '${req.executor_id}' of scope '${scope}'`);
+    if (a.scope !== scope) return refused("out_of_scope", `binding '${a.binding_id}' is not served in scope '${scope}'`);
+    const notGranted = admissionRefusal(registered, origin, [a.binding_id]);
+    if (notGranted) return refused(notGranted.code, notGranted.reason);
+    // A state the run's end put it in answers for itself (`withdrawn`, `claim_revoked`), before the run does.
+    const ended = REFUSAL_BY_STATE[a.state];
+    if (ended) return refused(ended, `assignment is ${a.state}`);
     const run = await runRead.of(a);
     if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).

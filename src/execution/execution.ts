@@ -4,7 +4,8 @@ import type { Binding, ResolvedTool, Session } from "../config/schemas.js";
 import type { Logger } from "../log/logger.js";
 import { NO_METRICS, type ExecutionMetrics } from "../metrics/metrics.js";
 import type { Definition } from "../streams/index.js";
-import { ClaimRequest, ControlQuery, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
+import type { RegistryReader } from "../executors/admission.js";
+import { ClaimRequest, ControlQuery, PresenceHeartbeat, ReceiptQuery, type ClaimReply, type ControlQueryResult, type PresenceReply, type ReceiptQueryReply, type RequestRefused } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
 import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
 import { CandidateQueue } from "./candidate-queue.js";
@@ -113,6 +114,8 @@ export function presenceTtlMs(definitions: readonly Definition[]): number {
 export async function startExecution(deps: {
   nc: NatsConnection;
   config: ConfigReader;
+  /** The executor registry: the authority over claims and heartbeats. */
+  registry: RegistryReader;
   definitions: readonly Definition[];
   log: Logger;
   options?: Partial<ExecutionOptions>;
@@ -137,10 +140,10 @@ export async function startExecution(deps: {
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs, options.dispatchGraceMs);
   const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);
-  const presence = new PresenceService(await store("presence", PresenceRecord), config, candidates, detacher, presenceTtlMs(deps.definitions));
+  const presence = new PresenceService(await store("presence", PresenceRecord), deps.registry, config, candidates, detacher, presenceTtlMs(deps.definitions));
   const quota = new ClaimQuota(await store("claims", ClaimHoldings), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
-  const claims = new ClaimService(runLookup, assignmentStore, presence, watchlist, quota, receiptLog, options.leaseMs, presence.ttlMs);
+  const claims = new ClaimService(runLookup, assignmentStore, deps.registry, presence, watchlist, quota, receiptLog, options.leaseMs, presence.ttlMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignmentStore);
   const progress = new ProgressStore(await store("progress", ProgressEntry));
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));
@@ -149,27 +152,47 @@ export async function startExecution(deps: {
   const taskCancel = new TaskCancelService(assignmentStore, control);
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
+  const malformed = (reason: string): RequestRefused => ({ status: "refused", code: "malformed", reason });
+  const refusal = (reply: { status: string; code?: RequestRefused["code"]; reason?: string }) => (reply.status === "refused" && reply.code ? { code: reply.code, reason: reply.reason ?? "" } : undefined);
+  const serve = { log, metrics };
   const subscriptions: Subscription[] = [
     serveRequests(nc, {
+      ...serve,
       subject: subjects.claim("*", "*"),
       schema: ClaimRequest,
-      log,
-      handle: async ({ scope }, req) => {
-        const reply = await claims.claim(scope, req);
+      handle: async (origin, req): Promise<ClaimReply> => {
+        const reply = await claims.claim(origin, req);
         metrics.claimAnswered(reply.status === "granted" ? "granted" : reply.code);
         return reply;
       },
-      onMalformed: (reason): ClaimReply => ({ status: "refused", code: "malformed", reason }),
+      malformed,
+      refusalOf: refusal,
     }),
     serveRequests(nc, {
+      ...serve,
       subject: subjects.presence("*", "*"),
       schema: PresenceHeartbeat,
-      log,
-      handle: ({ scope }, beat) => presence.heartbeat(scope, beat),
-      onMalformed: (reason) => ({ status: "refused", ttl_ms: presence.ttlMs, reason }),
+      handle: (origin, beat) => presence.heartbeat(origin, beat),
+      malformed: (reason): PresenceReply => ({ ...malformed(reason), ttl_ms: presence.ttlMs }),
+      refusalOf: refusal,
     }),
-    serveRequests(nc, { subject: subjects.receiptQuery("*", "*"), schema: ReceiptQuery, log, handle: (_origin, query) => index.answerQuery(query) }),
-    serveRequests(nc, { subject: subjects.controlQuery("*", "*"), schema: ControlQuery, log, handle: ({ scope, executorId }, query) => control.since(scope, executorId, query.since) }),
+    serveRequests(nc, {
+      ...serve,
+      subject: subjects.receiptQuery("*", "*"),
+      schema: ReceiptQuery,
+      handle: (_origin, query): Promise<ReceiptQueryReply> => index.answerQuery(query),
+      malformed,
+      // A conflict found by the query is as much a refusal as one found by the receipt consumer.
+      refusalOf: (reply) => (reply.status === "rejected" && reply.code === "receipt_conflict" ? { code: reply.code, reason: reply.reason ?? "" } : refusal(reply)),
+    }),
+    serveRequests(nc, {
+      ...serve,
+      subject: subjects.controlQuery("*", "*"),
+      schema: ControlQuery,
+      handle: ({ scope, executorId }, query): Promise<ControlQueryResult> => control.since(scope, executorId, query.since),
+      malformed,
+      refusalOf: (reply) => ("status" in reply ? refusal(reply) : undefined),
+    }),
   ];
   const consumer = new ReceiptConsumer(nc, js, processor, log, metrics, options.receiptConcurrency);
   await consumer.start();

@@ -1,5 +1,6 @@
 import type { Binding } from "../config/schemas.js";
-import type { PresenceHeartbeat, PresenceReply } from "../wire/messages.js";
+import { admissionRefusal, type RegistryReader, type RequestOrigin } from "../executors/admission.js";
+import type { PresenceHeartbeat, PresenceReply, RefusalCode } from "../wire/messages.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { ExecutorDetacher } from "./detach.js";
 import type { PresenceRecord } from "./records.js";
@@ -10,7 +11,8 @@ export interface BindingLookup {
 }
 
 /**
- * Executor presence: a heartbeat writes `<scope>.<executor>` into a KV bucket whose max age is the
+ * Executor presence: a heartbeat of an executor the registry admits (`admissionRefusal`; the
+ * bindings it declares must all be granted to it) writes `<scope>.<executor>` into a KV bucket whose max age is the
  * presence TTL (nats-server 2.9 has no per-key TTL, so the bucket-wide max age expires an entry that
  * stops being refreshed). An executor is online while its entry is live and says `online`.
  * A `detaching` heartbeat hands its unconfirmed claims back to the candidates (every such heartbeat
@@ -19,6 +21,7 @@ export interface BindingLookup {
 export class PresenceService {
   constructor(
     private readonly store: VersionedStore<PresenceRecord>,
+    private readonly registry: RegistryReader,
     private readonly bindings: BindingLookup,
     private readonly candidates: CandidateQueue,
     private readonly detacher: ExecutorDetacher,
@@ -27,16 +30,19 @@ export class PresenceService {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async heartbeat(scope: string, beat: PresenceHeartbeat): Promise<PresenceReply> {
-    const refuse = (reason: string): PresenceReply => ({ status: "refused", ttl_ms: this.ttlMs, reason });
-    if (beat.scope !== scope) return refuse(`heartbeat for scope '${beat.scope}' sent on the subject of scope '${scope}'`);
+  async heartbeat(origin: RequestOrigin, beat: PresenceHeartbeat): Promise<PresenceReply> {
+    const { scope } = origin;
+    const refuse = (code: RefusalCode, reason: string): PresenceReply => ({ status: "refused", ttl_ms: this.ttlMs, code, reason });
+    if (beat.scope !== scope) return refuse("malformed", `heartbeat for scope '${beat.scope}' sent on the subject of scope '${scope}'`);
+    const refusal = admissionRefusal(await this.registry.get(beat.executor_id), origin, beat.bindings);
+    if (refusal) return refuse(refusal.code, refusal.reason);
     for (const bindingId of beat.bindings) {
       const binding = await this.bindings.getBinding(bindingId);
-      if (!binding) return refuse(`binding '${bindingId}' is not registered`);
-      if (binding.executor_scope !== scope) return refuse(`binding '${bindingId}' belongs to scope '${binding.executor_scope}', not '${scope}'`);
+      if (!binding) return refuse("not_found", `binding '${bindingId}' is not registered`);
+      if (binding.executor_scope !== scope) return refuse("out_of_scope", `binding '${bindingId}' belongs to scope '${binding.executor_scope}', not '${scope}'`);
     }
     if ((await this.live(scope, beat.executor_id))?.status === "detached")
-      return refuse(`executor '${beat.executor_id}' was detached by an operator; it may come back once its presence lapsed (${this.ttlMs} ms without heartbeats)`);
+      return refuse("executor_detached", `executor '${beat.executor_id}' was detached by an operator; it may come back once its presence lapsed (${this.ttlMs} ms without heartbeats)`);
     // The scope's executors pull from its durable consumer: make sure it exists before they try.
     await this.candidates.ensureScopeConsumer(scope);
     const record: PresenceRecord = { ...beat, seen_at: this.now() };

@@ -56,6 +56,7 @@ export class ReceiptConsumer {
     // To the subject's executor, the one NATS let publish there: a receipt naming another executor never reaches that one.
     this.nc.publish(subjects.answers(scope, executorId), encode(answer));
     if (answer.status !== "pending") this.metrics.receiptProcessed(answer.status, receipt.kind);
+    if (answer.status === "rejected" && answer.code) this.metrics.requestRefused("rcpt", answer.code);
     // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
     if (answer.status === "rejected")
       this.log.warn({ seq: msg.seq, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, code: answer.code, reason: answer.reason }, "receipt rejected");

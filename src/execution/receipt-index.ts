@@ -1,4 +1,4 @@
-import type { ReceiptAnswer, ReceiptQuery } from "../wire/messages.js";
+import type { ReceiptAnswer, ReceiptQuery, ReceiptQueryReply } from "../wire/messages.js";
 import type { AppliedReceipt, AssignmentRecord, ReceiptIndexEntry } from "./records.js";
 import type { VersionedStore } from "./versioned-store.js";
 
@@ -25,13 +25,21 @@ export class ReceiptIndex {
     return res.created ? entry : res.existing.value;
   }
 
-  /** `tg.rq.<scope>.<executor>`: the stored answer for an executor whose answer got lost, `pending` while unseen. */
-  async answerQuery(query: ReceiptQuery): Promise<ReceiptAnswer> {
+  /**
+   * `tg.rq.<scope>.<executor>`: the stored answer for an executor whose answer got lost, `pending`
+   * while unseen. Another body under the stored id is `receipt_conflict` (a resend the stream dropped
+   * as a duplicate never reached a gateway: this is where the sender learns it). A receipt another
+   * executor's claim or another assignment stored is `not_yours`, with nothing of it told.
+   */
+  async answerQuery(query: ReceiptQuery): Promise<ReceiptQueryReply> {
     const [indexed, found] = await Promise.all([this.get(query.receipt_id), this.assignments.get(query.assignment_id)]);
     const known = indexed ?? (found && appliedEntry(found.value, query.receipt_id));
-    // Another executor's receipt (or another assignment's) is none of this executor's business.
-    if (!known || known.assignment_id !== query.assignment_id || known.executor_id !== query.executor_id)
-      return { receipt_id: query.receipt_id, assignment_id: query.assignment_id, kind: query.kind, status: "pending" };
+    const ids = { receipt_id: query.receipt_id, assignment_id: query.assignment_id, kind: query.kind };
+    if (!known) return { ...ids, status: "pending" };
+    if (known.assignment_id !== query.assignment_id || known.executor_id !== query.executor_id)
+      return { status: "refused", code: "not_yours", reason: `receipt '${query.receipt_id}' is not one of this executor's receipts for assignment '${query.assignment_id}'` };
+    if (known.body_digest !== query.body_digest)
+      return { ...ids, status: "rejected", code: "receipt_conflict", reason: `receipt '${query.receipt_id}' was stored with another body; the body asked about was never stored` };
     return storedAnswer(known);
   }
 }

@@ -13,6 +13,12 @@ export interface BindingReader {
   getBinding(bindingId: string): Promise<Binding | null>;
 }
 
+/** The same registration, whatever the order of its keys and bindings and the times it was made. */
+function sameRegistration(a: Executor, b: Executor): boolean {
+  const sameSet = (x: readonly string[] = [], y: readonly string[] = []) => x.length === y.length && x.every((v) => y.includes(v));
+  return a.scope === b.scope && a.description === b.description && sameSet(a.nkeys, b.nkeys) && sameSet(a.bindings, b.bindings);
+}
+
 /**
  * The executor registry: KV `tg_executors`, one JSON value per executor id. Unlike the configuration
  * objects an executor changes (key rotation, removal), so every update is a compare-and-set on the
@@ -28,6 +34,10 @@ export class ExecutorStore {
     return new ExecutorStore(await new Kvm(nc).open(EXECUTORS_BUCKET, { bindOnly: true }), bindings);
   }
 
+  /**
+   * Registers an executor. Idempotent: the same registration again (scope, keys, bindings and
+   * description alike) answers the stored one, so an executor may register itself at every start.
+   */
   async register(input: RegisterExecutor, now = new Date()): Promise<Executor> {
     await this.checkBindings(input.scope, input.bindings ?? []);
     await this.checkKeysUnused(input.nkeys, input.executor_id);
@@ -36,8 +46,13 @@ export class ExecutorStore {
     try {
       await this.kv.create(input.executor_id, encoder.encode(JSON.stringify(executor)));
     } catch (err) {
-      if (isKeyExists(err)) throw ApiError.conflict("executor_exists", `executor '${input.executor_id}' is already registered: rotate its keys with PUT /v1/executors/${input.executor_id}/nkeys`);
-      throw err;
+      if (!isKeyExists(err)) throw err;
+      const stored = await this.get(input.executor_id);
+      if (stored && sameRegistration(stored, executor)) return stored;
+      throw ApiError.conflict(
+        "executor_exists",
+        `executor '${input.executor_id}' is already registered otherwise: change its keys with PUT /v1/executors/${input.executor_id}/nkeys, its bindings with PUT /v1/executors/${input.executor_id}/bindings`,
+      );
     }
     return executor;
   }
@@ -45,22 +60,23 @@ export class ExecutorStore {
   /** Replaces the accepted public keys (a rotation: add the new key, switch the executor, drop the old). */
   async setNkeys(executorId: string, keys: string[], now = new Date()): Promise<Executor> {
     await this.checkKeysUnused(keys, executorId);
-    for (;;) {
-      const entry = await this.kv.get(executorId);
-      if (!entry || entry.operation !== "PUT") throw this.notFound(executorId);
-      const next = ExecutorSchema.parse({ ...ExecutorSchema.parse(entry.json()), nkeys: keys, updated_at: now.toISOString() });
-      try {
-        await this.kv.update(executorId, encoder.encode(JSON.stringify(next)), entry.revision);
-        return next;
-      } catch (err) {
-        if (!isKeyExists(err)) throw err; // another writer won: read again
-      }
-    }
+    return this.update(executorId, (cur) => ({ ...cur, nkeys: keys }), now);
   }
 
-  async remove(executorId: string): Promise<void> {
-    if (!(await this.get(executorId))) throw this.notFound(executorId);
+  /** Replaces the bindings it may claim; a claim on a binding taken away is refused from its next claim on. */
+  async setBindings(executorId: string, bindings: string[], now = new Date()): Promise<Executor> {
+    const current = await this.get(executorId);
+    if (!current) throw this.notFound(executorId);
+    await this.checkBindings(current.scope, bindings);
+    return this.update(executorId, (cur) => ({ ...cur, bindings }), now);
+  }
+
+  /** Removes the registration; returns what it was (the caller detaches the executor's work in flight). */
+  async remove(executorId: string): Promise<Executor> {
+    const executor = await this.get(executorId);
+    if (!executor) throw this.notFound(executorId);
     await this.kv.delete(executorId);
+    return executor;
   }
 
   async get(executorId: string): Promise<Executor | null> {
@@ -73,6 +89,21 @@ export class ExecutorStore {
     for await (const key of await this.kv.keys()) ids.push(key);
     const all = await Promise.all(ids.sort().map((id) => this.get(id)));
     return all.filter((e): e is Executor => e !== null);
+  }
+
+  /** A compare-and-set on the entry's revision, read again when another writer won. */
+  private async update(executorId: string, change: (current: Executor) => Executor, now: Date): Promise<Executor> {
+    for (;;) {
+      const entry = await this.kv.get(executorId);
+      if (!entry || entry.operation !== "PUT") throw this.notFound(executorId);
+      const next = ExecutorSchema.parse({ ...change(ExecutorSchema.parse(entry.json())), updated_at: now.toISOString() });
+      try {
+        await this.kv.update(executorId, encoder.encode(JSON.stringify(next)), entry.revision);
+        return next;
+      } catch (err) {
+        if (!isKeyExists(err)) throw err;
+      }
+    }
   }
 
   private notFound(executorId: string): ApiError {

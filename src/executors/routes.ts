@@ -2,21 +2,27 @@ import { z } from "zod";
 import { ApiError } from "../http/errors.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import type { ExecutorStore } from "./executor-store.js";
-import { ExecutorIdSchema, ExecutorSchema, RegisterExecutorSchema, RotateExecutorKeysSchema } from "./schemas.js";
+import { ExecutorIdSchema, ExecutorSchema, RegisterExecutorSchema, RotateExecutorKeysSchema, SetExecutorBindingsSchema } from "./schemas.js";
+
+/** What removing an executor does to its work in flight: the operator detach's result. */
+export interface ExecutorDetach {
+  detach(scope: string, executorId: string): Promise<{ released: string[]; reconciliation_required: string[]; retried: string[] }>;
+}
 
 const params = z.object({ executor_id: ExecutorIdSchema });
 
 /**
- * The executor registry API. Registering or rotating changes what NATS admits only once the server
- * config is regenerated (`toolgate nats-config`) and reloaded: docs/security.md.
+ * The executor registry API. The gateway reads the registry at every claim and heartbeat, so a change
+ * holds from the next one on every replica; what NATS admits changes only once the server config is
+ * regenerated (`toolgate nats-config`) and reloaded: docs/security.md.
  */
-export function executorRoutes(store: ExecutorStore): RouteDef[] {
+export function executorRoutes(store: ExecutorStore, detach: ExecutorDetach): RouteDef[] {
   return [
     defineRoute({
       id: "registerExecutor",
       method: "POST",
       path: "/v1/executors",
-      summary: "Register an executor: its scope, the public nkey(s) it connects to NATS with, its bindings",
+      summary: "Register an executor: its scope, the public nkey(s) it connects to NATS with, the bindings it may claim; the same registration again answers the stored one",
       tags: ["executors"],
       permissions: ["configuration:write"],
       body: RegisterExecutorSchema,
@@ -62,17 +68,31 @@ export function executorRoutes(store: ExecutorStore): RouteDef[] {
       handler: ({ params, body }) => store.setNkeys(params.executor_id, body.nkeys),
     }),
     defineRoute({
-      id: "removeExecutor",
-      method: "DELETE",
-      path: "/v1/executors/{executor_id}",
-      summary: "Remove an executor; NATS refuses it once the server config is regenerated and reloaded",
+      id: "setExecutorBindings",
+      method: "PUT",
+      path: "/v1/executors/{executor_id}/bindings",
+      summary: "Replace the bindings the executor may claim; a binding taken away is refused from its next claim on",
       tags: ["executors"],
       permissions: ["configuration:write"],
       params,
-      response: z.object({ removed: z.literal(true) }),
+      body: SetExecutorBindingsSchema,
+      response: ExecutorSchema,
+      handler: ({ params, body }) => store.setBindings(params.executor_id, body.bindings),
+    }),
+    defineRoute({
+      id: "removeExecutor",
+      method: "DELETE",
+      path: "/v1/executors/{executor_id}",
+      summary: "Remove an executor: its claims and heartbeats are refused at once and its work in flight is detached; NATS refuses it once the server config is regenerated and reloaded",
+      tags: ["executors"],
+      permissions: ["configuration:write"],
+      params,
+      response: z.object({ removed: z.literal(true), released: z.array(z.string()), reconciliation_required: z.array(z.string()), retried: z.array(z.string()) }),
       handler: async ({ params }) => {
-        await store.remove(params.executor_id);
-        return { removed: true as const };
+        // Removed first: from now on every replica refuses its claims, so nothing new reaches it while its holdings move.
+        // Should this process die before the detach, its running work is detached once its presence lapses (its heartbeats are refused).
+        const removed = await store.remove(params.executor_id);
+        return { removed: true as const, ...(await detach.detach(removed.scope, removed.executor_id)) };
       },
     }),
   ];

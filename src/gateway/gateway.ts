@@ -100,6 +100,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     const execution = await startExecution({
       nc,
       config: store,
+      registry: executors,
       definitions,
       log: logger,
       metrics,
@@ -128,7 +129,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     routes.push(
       ...systemRoutes({ readiness, openapi }),
       ...configRoutes(store),
-      ...executorRoutes(executors),
+      ...executorRoutes(executors, execution.detach),
       ...dryRunRoutes(store),
       ...executionRoutes(execution, store),
       ...operationRoutes(execution),

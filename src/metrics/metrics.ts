@@ -19,6 +19,8 @@ export interface ExecutionMetrics {
   assignmentWritten(previous: AssignmentSample | undefined, next: AssignmentSample): void;
   /** A claim answer: `granted` or the refusal code. */
   claimAnswered(outcome: string): void;
+  /** A request of an executor (`claim`, `presence`, `rq`, `ctlq`) refused, with its code. */
+  requestRefused(request: string, code: string): void;
   /** A projection stored (first writer only). */
   projectionStored(truncated: boolean): void;
 }
@@ -27,6 +29,7 @@ export const NO_METRICS: ExecutionMetrics = {
   receiptProcessed() {},
   assignmentWritten() {},
   claimAnswered() {},
+  requestRefused() {},
   projectionStored() {},
 };
 
@@ -63,6 +66,12 @@ export class GatewayMetrics implements ExecutionMetrics {
     name: "toolgate_claims_total",
     help: "Claim requests answered by this replica: granted, or the refusal code",
     labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+  private readonly refusals = new Counter({
+    name: "toolgate_request_refusals_total",
+    help: "Executor requests refused by this replica, by request subject (claim, presence, rq, ctlq) and refusal code",
+    labelNames: ["request", "code"] as const,
     registers: [this.registry],
   });
   private readonly claimLatency = new Histogram({
@@ -142,6 +151,10 @@ export class GatewayMetrics implements ExecutionMetrics {
 
   claimAnswered(outcome: string): void {
     this.claims.inc({ outcome });
+  }
+
+  requestRefused(request: string, code: string): void {
+    this.refusals.inc({ request, code });
   }
 
   projectionStored(truncated: boolean): void {

@@ -5,11 +5,14 @@ import { decode, encode } from "../wire/codec.js";
 import {
   Candidate,
   ClaimReply,
-  ControlQueryReply,
+  ControlQueryResult,
   ExecutorControl,
   PresenceReply,
   ReceiptAnswer,
+  ReceiptQueryReply,
   type ClaimRequest,
+  type ControlQueryReply,
+  type RequestRefused,
   type PresenceHeartbeat,
   type Receipt,
   type ReceiptQuery,
@@ -27,6 +30,17 @@ export interface CandidateDelivery {
   release(delayMs: number): void;
 }
 
+
+/** The gateway refused a query itself (`malformed`, `not_yours`): a bug of this executor, never a state to wait out. */
+export class RequestRefusedError extends Error {
+  override readonly name = "RequestRefusedError";
+  readonly code: RequestRefused["code"];
+
+  constructor(subject: string, refusal: RequestRefused) {
+    super(`${subject} refused: ${refusal.code}: ${refusal.reason}`);
+    this.code = refusal.code;
+  }
+}
 
 /**
  * The runner's side of the wire contract (`src/wire/`): every subject it touches and every message it
@@ -85,7 +99,7 @@ export class NatsLink {
 
   /** The control messages stored for this executor since `since` (ms), oldest first. */
   queryControl(since: number): Promise<ControlQueryReply> {
-    return this.request(subjects.controlQuery(this.scope, this.executorId), { executor_id: this.executorId, since }, ControlQueryReply);
+    return this.query(subjects.controlQuery(this.scope, this.executorId), { executor_id: this.executorId, since }, ControlQueryResult);
   }
 
   /** Calls `handle` with the time the connection was lost, each time it is back. */
@@ -108,7 +122,7 @@ export class NatsLink {
   }
 
   queryReceipt(message: ReceiptQuery): Promise<ReceiptAnswer> {
-    return this.request(subjects.receiptQuery(this.scope, this.executorId), message, ReceiptAnswer);
+    return this.query(subjects.receiptQuery(this.scope, this.executorId), message, ReceiptQueryReply);
   }
 
   /**
@@ -159,6 +173,13 @@ export class NatsLink {
   private async request<S extends z.ZodType>(subject: string, message: unknown, schema: S): Promise<z.output<S>> {
     const reply = await this.nc.request(subject, encode(message), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
     return decode(schema, reply.data);
+  }
+
+  /** A request whose reply is the answer or a refusal of the request itself (thrown). */
+  private async query<T extends object>(subject: string, message: unknown, schema: z.ZodType<T | RequestRefused>): Promise<T> {
+    const reply = await this.request(subject, message, schema);
+    if ("status" in reply && reply.status === "refused") throw new RequestRefusedError(subject, reply as RequestRefused);
+    return reply as T;
   }
 
   private subscribe<S extends z.ZodType>(subject: string, schema: S, handle: (message: z.output<S>) => void): void {

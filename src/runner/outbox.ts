@@ -1,6 +1,7 @@
 import type { Grant, ReceiptAnswer } from "../wire/messages.js";
 import { errorText, type Logger } from "./logger.js";
-import type { NatsLink } from "./nats-link.js";
+import { receiptBodyDigest } from "../wire/digest.js";
+import { RequestRefusedError, type NatsLink } from "./nats-link.js";
 import { wireReceipt } from "./receipts.js";
 import type { OutboxReceipt, PhaseChange, RunnerStore, StoredAnswer } from "./store.js";
 import { sleep } from "./wait.js";
@@ -146,11 +147,14 @@ export class Outbox {
     return receipt.kind === "accepted" ? undefined : duplicate;
   }
 
+  /** The stored answer; the body's digest makes the gateway tell a receipt stored with another body (`receipt_conflict`). */
   private async query(grant: Grant, receipt: OutboxReceipt): Promise<ReceiptAnswer | undefined> {
     try {
-      return await this.link.queryReceipt({ receipt_id: receipt.receiptId, assignment_id: receipt.assignmentId, executor_id: grant.executor_id, kind: receipt.kind });
+      const body_digest = receiptBodyDigest(wireReceipt(receipt, grant.claim_token, false));
+      return await this.link.queryReceipt({ receipt_id: receipt.receiptId, assignment_id: receipt.assignmentId, executor_id: grant.executor_id, kind: receipt.kind, body_digest });
     } catch (err) {
-      this.logger.debug({ err: errorText(err), receipt_id: receipt.receiptId }, "receipt query unanswered");
+      if (err instanceof RequestRefusedError) this.logger.error({ err: errorText(err), receipt_id: receipt.receiptId }, "receipt query refused by the gateway: a bug in this executor");
+      else this.logger.debug({ err: errorText(err), receipt_id: receipt.receiptId }, "receipt query unanswered");
       return undefined;
     }
   }

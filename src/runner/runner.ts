@@ -290,7 +290,7 @@ export class ToolRunner {
         in_flight: this.active.size,
       });
       this.heartbeatIntervalMs = this.timing.heartbeatIntervalMs ?? Math.max(100, Math.floor(reply.ttl_ms / 3));
-      if (reply.status === "refused") this.logger.warn({ reason: reply.reason }, "presence refused by the gateway");
+      if (reply.status === "refused") this.logger.warn({ code: reply.code, reason: reply.reason }, "presence refused by the gateway");
       this.setOnline(reply.status === "ok");
     } catch (err) {
       // Presence is the gateway's to expire; a missed beat (NATS or gateway away) is retried next interval.
@@ -419,7 +419,9 @@ export class ToolRunner {
     const change = local && local.generation === receipt.generation ? answerChange(receipt.kind, answer.status) : undefined;
     await this.store.recordAnswer(receipt.receiptId, answer, change);
     const log = { receipt_id: receipt.receiptId, kind: receipt.kind, status: answer.status, code: answer.code, reason: answer.reason };
-    if (answer.status === "rejected") this.logger.warn(log, "receipt rejected by the gateway");
+    // The same id with another body: this executor's store or code changed a saved receipt. Never resent with a new body.
+    if (answer.code === "receipt_conflict") this.logger.error(log, "receipt_conflict: the gateway holds another body under this receipt id (a bug in this executor or its store); not retried");
+    else if (answer.status === "rejected") this.logger.warn(log, "receipt rejected by the gateway");
     else this.logger.debug(log, "receipt answered");
     const claim = this.active.get(receipt.assignmentId);
     // Whatever the answer, learning that the run ended stops the handler (a missed control message included).

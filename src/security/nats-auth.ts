@@ -27,6 +27,12 @@ interface Export {
   responseType?: "stream";
   /** The subject in the executors' account, when it differs (the JetStream API under its prefix). */
   importAs?: string;
+  /**
+   * `share: true`: nats-server states the requester's account and nkey to the gateway (header
+   * `Nats-Request-Info`, replacing any copy the client sent); the registry's nkey check reads it.
+   * Only where that check runs: the header costs some 300 bytes a message.
+   */
+  share?: true;
 }
 
 const candidates = STREAMS.candidates;
@@ -35,8 +41,8 @@ const jsApi = (prefix: string, op: "INFO" | "MSG.NEXT", consumer: string) => `${
 
 /** What the gateway's account offers the executors' account; every executor's allow list is inside it. */
 export const EXECUTOR_EXPORTS: readonly Export[] = [
-  { kind: "service", subject: subjects.claim("*", "*") },
-  { kind: "service", subject: subjects.presence("*", "*") },
+  { kind: "service", subject: subjects.claim("*", "*"), share: true },
+  { kind: "service", subject: subjects.presence("*", "*"), share: true },
   { kind: "service", subject: subjects.receiptQuery("*", "*") },
   { kind: "service", subject: subjects.controlQuery("*", "*") },
   { kind: "service", subject: subjects.receipt("*", "*", "*") },
@@ -90,7 +96,9 @@ export function renderNatsAuth(input: NatsAuthInput): string {
       ? `      { service: ${q(e.subject)}${e.responseType ? `, response_type: ${e.responseType}` : ""}, accounts: ${importers} }`
       : `      { stream: ${q(e.subject)}, accounts: ${importers} }`,
   );
-  const importLines = EXECUTOR_EXPORTS.map((e) => `      { ${e.kind}: { account: ${q(GATEWAY_ACCOUNT)}, subject: ${q(e.subject)} }${e.importAs ? `, to: ${q(e.importAs)}` : ""} }`);
+  const importLines = EXECUTOR_EXPORTS.map(
+    (e) => `      { ${e.kind}: { account: ${q(GATEWAY_ACCOUNT)}, subject: ${q(e.subject)} }${e.importAs ? `, to: ${q(e.importAs)}` : ""}${e.share ? ", share: true" : ""} }`,
+  );
   const executors = [...input.executors].sort((a, b) => a.executor_id.localeCompare(b.executor_id));
   const userLines = executors.flatMap((ex) => {
     const p = executorPermissions(ex.scope, ex.executor_id);

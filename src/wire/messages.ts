@@ -11,8 +11,11 @@ export const Id = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "must be 1-128 char
 /** Milliseconds since the epoch. */
 const Millis = z.number().int().nonnegative();
 
+/** A sha256 in lowercase hex. */
+const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a sha256 in lowercase hex");
+
 /** sha256 (hex) of the arguments' canonical compact JSON (`argumentDigest` of `src/wire/digest.ts`). */
-const ArgumentDigest = z.string().regex(/^[0-9a-f]{64}$/, "must be a sha256 in lowercase hex");
+const ArgumentDigest = Sha256Hex;
 
 /** A JSON value as decoded; whether it is representable (no NaN, no cycles...) is checked by the budget engine's canonical JSON. */
 const JsonValue = z.unknown();
@@ -100,13 +103,24 @@ export const RefusalCode = z.enum([
   "progress_conflict",
   /** `accepted` names other arguments than the assignment's: the grant was altered on its way. */
   "argument_digest_mismatch",
+  /** The executor registry has no executor of this id (register it with `POST /v1/executors`). */
+  "executor_unknown",
+  /** The registry does not grant this executor the binding (a heartbeat may not declare more than it). */
+  "binding_not_granted",
+  /** The executor's registration lists NATS nkeys and the request did not come from a connection of one of them. */
+  "identity_mismatch",
+  /** An operator detached the executor; its heartbeats are refused until its presence lapsed. */
+  "executor_detached",
+  /** A receipt query about a receipt that another executor's claim (or another assignment) stored: nothing is told. */
+  "not_yours",
 ]);
 export type RefusalCode = z.infer<typeof RefusalCode>;
 
-export const ClaimReply = z.discriminatedUnion("status", [
-  z.object({ status: z.literal("granted"), grant: Grant }).strict(),
-  z.object({ status: z.literal("refused"), code: RefusalCode, reason: z.string() }).strict(),
-]);
+/** The answer to a request the gateway does not take up (a claim refused, a malformed request, not the requester's to ask): why, nothing else. */
+export const RequestRefused = z.object({ status: z.literal("refused"), code: RefusalCode, reason: z.string() }).strict();
+export type RequestRefused = z.infer<typeof RequestRefused>;
+
+export const ClaimReply = z.discriminatedUnion("status", [z.object({ status: z.literal("granted"), grant: Grant }).strict(), RequestRefused]);
 export type ClaimReply = z.infer<typeof ClaimReply>;
 
 /** `refused`: the executor turns the grant down before any side effect (digest, arguments, authorize), instead of `accepted`. */
@@ -180,9 +194,18 @@ export const ReceiptAnswer = z
   .strict();
 export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
 
-/** Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated). */
-export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id, kind: ReceiptKind }).strict();
+/**
+ * Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated).
+ * `body_digest` is the sender's `receiptBodyDigest`: a stored receipt of the same id with another body
+ * is answered `rejected` `receipt_conflict`, so a resend the stream dropped as a duplicate cannot pass
+ * another body off as stored.
+ */
+export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id, kind: ReceiptKind, body_digest: Sha256Hex }).strict();
 export type ReceiptQuery = z.infer<typeof ReceiptQuery>;
+
+/** `tg.rq`'s answer: the receipt's stored answer, or a refusal of the query itself. */
+export const ReceiptQueryReply = z.union([ReceiptAnswer, RequestRefused]);
+export type ReceiptQueryReply = z.infer<typeof ReceiptQueryReply>;
 
 export const PresenceHeartbeat = z
   .object({
@@ -197,8 +220,9 @@ export const PresenceHeartbeat = z
   .strict();
 export type PresenceHeartbeat = z.infer<typeof PresenceHeartbeat>;
 
+/** `code` and `reason` come with `refused`. */
 export const PresenceReply = z
-  .object({ status: z.enum(["ok", "refused"]), ttl_ms: z.number().int().positive(), reason: z.string().optional() })
+  .object({ status: z.enum(["ok", "refused"]), ttl_ms: z.number().int().positive(), code: RefusalCode.optional(), reason: z.string().optional() })
   .strict();
 export type PresenceReply = z.infer<typeof PresenceReply>;
 
@@ -228,6 +252,10 @@ export const ControlQueryReply = z
   .object({ messages: z.array(z.object({ message: ExecutorControl, sent_at: Millis }).strict()).max(CONTROL_QUERY_MAX), more: z.boolean() })
   .strict();
 export type ControlQueryReply = z.infer<typeof ControlQueryReply>;
+
+/** `tg.ctlq`'s answer: the stored control messages, or a refusal of the query itself. */
+export const ControlQueryResult = z.union([ControlQueryReply, RequestRefused]);
+export type ControlQueryResult = z.infer<typeof ControlQueryResult>;
 
 /**
  * What a product may publish to the gateways instead of calling the HTTP API (`tg.ctl.<type>`, kept in

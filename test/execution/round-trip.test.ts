@@ -359,7 +359,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), new Uint8Array([0xc1, 0xff, 0x00]), { msgID: "garbage-1" });
     await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ receipt_id: "x", kind: "completed" }), { msgID: "garbage-2" });
     await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }), { msgID: "nan-1" });
-    expect(await exec.query({ receipt_id: "nan-1", assignment_id: grant.assignment_id, kind: "completed" })).toMatchObject({ status: "pending" });
+    expect(await exec.query(exec.receipt(grant, { kind: "completed", result: null }, "nan-1"))).toMatchObject({ status: "pending" });
     expect((await exec.send(exec.receipt(grant, { kind: "completed", result: { fine: true } }))).status).toBe("recorded");
     expect((await assignment(grant.assignment_id)).state).toBe("completed");
   });

@@ -2,17 +2,20 @@ import { randomUUID } from "node:crypto";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
 import { decode, encode } from "../../src/wire/codec.js";
+import { receiptBodyDigest } from "../../src/wire/digest.js";
 import {
   Candidate,
   ClaimReply,
   ExecutorControl,
   PresenceReply,
   ReceiptAnswer,
+  ReceiptQueryReply,
   type Grant,
   type PresenceHeartbeat,
   type Receipt,
 } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+import { registerExecutor } from "./registry.js";
 
 type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "receipt_id" | "assignment_id" | "executor_id" | "claim_token"> : never) : never;
 
@@ -20,6 +23,11 @@ type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "recei
  * A minimal executor that speaks the wire protocol directly (no SDK): heartbeat, pull candidates,
  * claim, publish receipts and wait for their answers. Tests use it to drive the gateway precisely,
  * including the things a real executor would never do.
+ *
+ * Before its first heartbeat or claim it registers itself in the executor registry (the gateway's
+ * authority over claims) with the bindings it declares, on its own connection (`registerExecutor`);
+ * idempotent. `register: false` leaves the registry to the test (an executor meant to be
+ * unregistered, or one whose connection cannot reach the registry's bucket).
  */
 export class ProtocolExecutor {
   readonly controls: ExecutorControl[] = [];
@@ -27,12 +35,14 @@ export class ProtocolExecutor {
   private readonly answers = new Map<string, ReceiptAnswer[]>();
   private readonly waiters = new Map<string, Array<(a: ReceiptAnswer) => void>>();
   private subs: Subscription[] = [];
+  private registered: Promise<void> | undefined;
 
   constructor(
     readonly nc: NatsConnection,
     readonly scope: string,
     readonly executorId: string,
     readonly bindings: string[],
+    private readonly options: { register?: boolean } = {},
   ) {
     this.js = jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX });
     this.subs.push(
@@ -48,7 +58,15 @@ export class ProtocolExecutor {
     );
   }
 
+  /** Registers this executor (scope, declared bindings, no nkey) unless told not to; once. */
+  register(): Promise<void> {
+    if (this.options.register === false) return Promise.resolve();
+    this.registered ??= registerExecutor(this.nc, { executor_id: this.executorId, scope: this.scope, bindings: this.bindings }).then(() => undefined);
+    return this.registered;
+  }
+
   async heartbeat(status: PresenceHeartbeat["status"] = "online"): Promise<PresenceReply> {
+    await this.register();
     const beat: PresenceHeartbeat = { executor_id: this.executorId, scope: this.scope, bindings: this.bindings, status, in_flight: 0 };
     const reply = await this.nc.request(subjects.presence(this.scope, this.executorId), encode(beat), { timeout: 5_000 });
     return decode(PresenceReply, reply.data);
@@ -82,6 +100,7 @@ export class ProtocolExecutor {
   }
 
   async claim(assignmentId: string, generation: number): Promise<ClaimReply> {
+    await this.register();
     const reply = await this.nc.request(subjects.claim(this.scope, this.executorId), encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }), { timeout: 5_000 });
     return decode(ClaimReply, reply.data);
   }
@@ -101,7 +120,7 @@ export class ProtocolExecutor {
    * the stream de-duplicated gets no answer, so then the stored one is asked for on `tg.rq`.
    * Another `msgID` than the receipt id simulates a resend after the stream's de-duplication window.
    */
-  async send(receipt: Receipt, msgID: string = receipt.receipt_id): Promise<ReceiptAnswer> {
+  async send(receipt: Receipt, msgID: string = receipt.receipt_id): Promise<ReceiptQueryReply> {
     const answered = this.answerFor(receipt.receipt_id);
     const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { msgID });
     if (ack.duplicate) {
@@ -117,10 +136,11 @@ export class ProtocolExecutor {
     return withTimeout(answered, timeoutMs, `no answer for receipt ${receiptId}`);
   }
 
-  async query(receipt: Pick<Receipt, "receipt_id" | "assignment_id" | "kind">): Promise<ReceiptAnswer> {
-    const q = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: this.executorId, kind: receipt.kind };
+  /** Asks `tg.rq` about a receipt, naming its body digest (given, for a body that has none). */
+  async query(receipt: Receipt, bodyDigest = receiptBodyDigest(receipt)): Promise<ReceiptQueryReply> {
+    const q = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: this.executorId, kind: receipt.kind, body_digest: bodyDigest };
     const reply = await this.nc.request(subjects.receiptQuery(this.scope, this.executorId), encode(q), { timeout: 5_000 });
-    return decode(ReceiptAnswer, reply.data);
+    return decode(ReceiptQueryReply, reply.data);
   }
 
   close(): void {

@@ -51,6 +51,7 @@ const samples: Record<string, () => Sample> = {
   listExecutors: () => ({}),
   getExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
   rotateExecutorKeys: () => ({ params: { executor_id: "ex_matrix" }, body: { nkeys: [nkeys.createUser().getPublicKey()] } }),
+  setExecutorBindings: () => ({ params: { executor_id: "ex_matrix" }, body: { bindings: [] } }),
   removeExecutor: () => ({ params: { executor_id: "ex_matrix" } }),
   createRun: () => ({ params: { session_id: sessionId } }),
   getRun: () => ({ params: { run_id: rt.run } }),
@@ -78,7 +79,7 @@ function url(route: RouteDef, sample: Sample): string {
 const declared: RouteDef[] = [
   ...systemRoutes({ readiness: async () => ({ ready: true, checks: {} }), openapi: () => ({}) }),
   ...configRoutes({} as ConfigStore),
-  ...executorRoutes({} as ExecutorStore),
+  ...executorRoutes({} as ExecutorStore, {} as Execution["detach"]),
   ...dryRunRoutes({} as ConfigStore),
   ...executionRoutes({} as Execution, {} as ConfigStore),
   ...operationRoutes({} as Execution),

@@ -13,6 +13,7 @@ import { STREAMS, subjects } from "../../src/wire/subjects.js";
 import { definitionsWithPresenceTtl, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { registerExecutor } from "../helpers/registry.js";
 
 /**
  * The five operations of PROTOCOL.md section 4, one row of docs/operations-matrix.md per test,
@@ -58,6 +59,7 @@ describe("the five operations, side by side", () => {
       ],
     });
     nc = await connect({ servers: nats.url });
+    await registerExecutor(nc, { executor_id: "exec-ops", scope: "ops", bindings: ["ops-write", "ops-read"] });
     dir = mkdtempSync(join(tmpdir(), "toolgate-ops-"));
     runner = new ToolRunner({
       natsUrl: nats.url,

@@ -29,7 +29,7 @@ describe("ToolRunner leaving: detach and close", () => {
 
   /** A runner whose `tasks.create` waits for its title's gate, and `tasks.read` for its cursor's (ignoring ctx.signal, which is recorded). */
   async function startRunner(scope: string): Promise<{ runner: ToolRunner; toolCall: (title: string) => Promise<string>; readCall: (cursor: string) => Promise<string> }> {
-    const { sessionId } = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent` });
+    const { sessionId } = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent`, executorId: `${scope}-exec` });
     const runner = new ToolRunner({
       natsUrl: nats.url,
       executorId: `${scope}-exec`,

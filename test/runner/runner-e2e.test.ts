@@ -31,7 +31,7 @@ describe("ToolRunner against the real gateway", () => {
   beforeAll(async () => {
     nats = await startTestNats();
     gw = await startTestGateway(nats.url);
-    ({ sessionId, agentVersion } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent" }));
+    ({ sessionId, agentVersion } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent", executorId: "exec-a" }));
     dir = mkdtempSync(join(tmpdir(), "toolgate-runner-e2e-"));
     const nc = tamperingConnection(await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 }), () => tamper);
     runner = new ToolRunner({

@@ -9,11 +9,12 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
 import { decode, encode } from "../../src/wire/codec.js";
-import { ClaimReply, PresenceReply } from "../../src/wire/messages.js";
+import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
 import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { registerExecutor } from "../helpers/registry.js";
 
 /**
  * nats-server 2.9 runs with the config `toolgate nats-config` generates; every refusal below comes
@@ -41,7 +42,7 @@ describe("NATS authorization generated from the executor registry", () => {
   beforeAll(async () => {
     const registry = [
       { executor_id: "e1", scope: "s1", nkeys: [keys.e1.getPublicKey()], bindings: ["b1"] },
-      { executor_id: "e2", scope: "s2", nkeys: [keys.e2.getPublicKey()] },
+      { executor_id: "e2", scope: "s2", nkeys: [keys.e2.getPublicKey()], bindings: ["b2"] },
       // Same scope and binding as e1: the two must still not be able to speak for each other.
       { executor_id: "e3", scope: "s1", nkeys: [keys.e3.getPublicKey()], bindings: ["b1"] },
     ];
@@ -52,6 +53,8 @@ describe("NATS authorization generated from the executor registry", () => {
     sessionId = await seedSession(gw.gateway.store, { scope: "s1", agent: "bot", tools: [{ name: "tasks.read", binding_id: "b1" }] });
     await gw.gateway.store.putBinding({ binding_id: "b2", executor_scope: "s2", tool_kind: "read" });
     admin = gw.gateway.nc;
+    // The same registry the server config was generated from, now in the gateway's registry: the authority over claims.
+    for (const executor of registry) await registerExecutor(admin, executor);
     e1 = await executorConnection("s1", "e1", keys.e1);
     e2 = await executorConnection("s2", "e2", keys.e2);
     e3 = await executorConnection("s1", "e3", keys.e3);
@@ -83,7 +86,7 @@ describe("NATS authorization generated from the executor registry", () => {
   });
 
   it("lets the permitted flow through: heartbeat, pull, claim, accepted, completed", async () => {
-    const exec = new ProtocolExecutor(e1, "s1", "e1", ["b1"]);
+    const exec = new ProtocolExecutor(e1, "s1", "e1", ["b1"], { register: false });
     expect((await exec.heartbeat()).status).toBe("ok");
     const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
     const call = await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
@@ -140,14 +143,17 @@ describe("NATS authorization generated from the executor registry", () => {
   });
 
   it("refuses, at the gateway, a message on an executor's own subject that names another executor", async () => {
-    const own = new ProtocolExecutor(e1, "s1", "e1", ["b1"]);
+    const own = new ProtocolExecutor(e1, "s1", "e1", ["b1"], { register: false });
     try {
       // e1 writes e3's id into the body of requests on its own subjects.
       const claim = decode(ClaimReply, (await e1.request(subjects.claim("s1", "e1"), encode({ assignment_id: "x", executor_id: "e3", generation: 0 }), { timeout: 5_000 })).data);
       expect(claim).toMatchObject({ status: "refused", code: "malformed" });
       const beat = { executor_id: "e3", scope: "s1", bindings: ["b1"], status: "online", in_flight: 0 };
       expect(decode(PresenceReply, (await e1.request(subjects.presence("s1", "e1"), encode(beat), { timeout: 5_000 })).data)).toMatchObject({ status: "refused" });
-      await expect(e1.request(subjects.receiptQuery("s1", "e1"), encode({ receipt_id: "r1", assignment_id: "a1", executor_id: "e3", kind: "accepted" }), { timeout: 500 })).rejects.toThrow();
+      const query = { receipt_id: "r1", assignment_id: "a1", executor_id: "e3", kind: "accepted", body_digest: "0".repeat(64) };
+      expect(decode(ReceiptQueryReply, (await e1.request(subjects.receiptQuery("s1", "e1"), encode(query), { timeout: 5_000 })).data)).toMatchObject({ status: "refused", code: "malformed" });
+      const control = decode(ControlQueryResult, (await e1.request(subjects.controlQuery("s1", "e1"), encode({ executor_id: "e3", since: 0 }), { timeout: 5_000 })).data);
+      expect(control).toMatchObject({ status: "refused", code: "malformed" });
 
       // A receipt naming e3 published on e1's own receipt subject is rejected, answered to e1 (the publisher), and changes nothing.
       expect((await own.heartbeat()).status).toBe("ok");
@@ -190,7 +196,7 @@ describe("NATS authorization generated from the executor registry", () => {
   });
 
   it("keeps executors of another scope working while one misbehaves", async () => {
-    const other = new ProtocolExecutor(e2, "s2", "e2", ["b2"]);
+    const other = new ProtocolExecutor(e2, "s2", "e2", ["b2"], { register: false });
     expect((await other.heartbeat()).status).toBe("ok");
     other.close();
   });

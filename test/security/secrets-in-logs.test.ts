@@ -11,6 +11,7 @@ import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-ser
 import { renderNatsAuth } from "../../src/security/nats-auth.js";
 import { executorInboxPrefix } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
+import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 import { lineSink, startCapturedGateway, type CapturedGateway } from "./helpers.js";
 
@@ -45,7 +46,8 @@ describe("secrets never reach the logs", () => {
   it("keeps keys, seeds and claim tokens out of every line", async () => {
     const sessionId = await seedSession(gw.gateway.store, { scope: "sec", agent: "sec-bot", tools: [{ name: "tasks.read", binding_id: "b-sec" }] });
     const nc = await connect({ servers: server.url, authenticator: nkeyAuthenticator(executorKey.getSeed()), inboxPrefix: executorInboxPrefix("sec", "ex-1") });
-    const exec = new ProtocolExecutor(nc, "sec", "ex-1", ["b-sec"]);
+    await registerExecutor(gw.gateway.nc, { executor_id: "ex-1", scope: "sec", nkeys: [executorKey.getPublicKey()], bindings: ["b-sec"] });
+    const exec = new ProtocolExecutor(nc, "sec", "ex-1", ["b-sec"], { register: false });
     const http = (method: "GET" | "POST", url: string, payload?: object) => gw.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
     try {
       expect((await exec.heartbeat()).status).toBe("ok");
@@ -86,6 +88,7 @@ describe("secrets never reach the logs", () => {
         { name: "tasks.create", binding_id: "b-sec-write", tool_kind: "write" },
       ],
     });
+    await registerExecutor(gw.gateway.nc, { executor_id: "runner-1", scope: "sec-run", nkeys: [runnerKey.getPublicKey()], bindings: ["b-sec-read", "b-sec-write"] });
     const sink = lineSink();
     const store = new SqliteRunnerStore(join(dir, "runner.db"));
     const runner = new ToolRunner({

@@ -25,10 +25,18 @@ export async function startTestGateway(natsUrl: string, options: Partial<Executi
   };
 }
 
-/** Registers a binding, publishes a toolset with `tasks.read` and `tasks.create`, an agent version, and opens a session. */
-export async function publishTasksAgent(gw: TestGateway, ids: { scope: string; readBinding: string; writeBinding: string; agent: string }): Promise<{ sessionId: string; agentVersion: string }> {
+/**
+ * Registers the two bindings and, given its id, the executor serving them (`POST /v1/executors`, the
+ * registry that grants its claims; the crash fixture registers itself), publishes a toolset with `tasks.read` and `tasks.create`, an agent version, and
+ * opens a session.
+ */
+export async function publishTasksAgent(
+  gw: TestGateway,
+  ids: { scope: string; readBinding: string; writeBinding: string; agent: string; executorId?: string },
+): Promise<{ sessionId: string; agentVersion: string }> {
   await gw.api("POST", "/v1/bindings", { binding_id: ids.readBinding, executor_scope: ids.scope, tool_kind: "read" });
   await gw.api("POST", "/v1/bindings", { binding_id: ids.writeBinding, executor_scope: ids.scope, tool_kind: "write" });
+  if (ids.executorId) await gw.api("POST", "/v1/executors", { executor_id: ids.executorId, scope: ids.scope, bindings: [ids.readBinding, ids.writeBinding] });
   const toolset = `${ids.agent}-tools`;
   await gw.api("POST", `/v1/toolsets/${toolset}/versions`, {
     version: "v1",
