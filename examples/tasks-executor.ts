@@ -7,17 +7,28 @@
  * Behind NATS authorization also NATS_NKEY_SEED_FILE (docs/security.md); in a container: the
  * Dockerfile's `example-executor` target (deploy/compose.yaml and deploy/k8s/ run it).
  *
+ * The gateway grants claims only to registered executors. Locally this one registers itself at start
+ * (`POST /v1/executors`, idempotent) with the admin key: TOOLGATE_ADMIN_KEY, else the file
+ * TOOLGATE_ADMIN_KEY_FILE (default .toolgate/admin.key, made by the gateway's first local start), at
+ * TOOLGATE_URL (default http://127.0.0.1:8080). Without a key an operator must have registered it.
+ *
  * In a product, import from "toolgate/runner" instead of the source path.
  */
+import { existsSync, readFileSync } from "node:fs";
+import { nkeys } from "@nats-io/transport-node";
 import { BusinessFailure, ToolRunner } from "../src/runner/index.js";
+
+const SCOPE = "tasks-product";
+const EXECUTOR_ID = process.env.EXECUTOR_ID ?? "tasks-executor-1";
+const BINDINGS = { read: "tasks-read", write: "tasks-write" };
 
 /** The product's own system: an in-memory task list standing in for its database. */
 const tasks = new Map<string, { id: string; title: string; owner: string }>();
 
 const runner = new ToolRunner({
   natsUrl: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
-  executorId: process.env.EXECUTOR_ID ?? "tasks-executor-1",
-  scope: "tasks-product",
+  executorId: EXECUTOR_ID,
+  scope: SCOPE,
   store: process.env.RUNNER_STORE ?? "./tasks-executor.db",
   // Every call: the product's own permission check on the end user, the agent and the arguments.
   authorize: ({ subject, tool_name }) => (subject.startsWith("user-") ? true : { allowed: false, reason: `${subject} may not use ${tool_name}` }),
@@ -25,7 +36,7 @@ const runner = new ToolRunner({
 
 runner.tool<{ cursor?: string }>("tasks.read", {
   kind: "read",
-  bindingId: "tasks-read",
+  bindingId: BINDINGS.read,
   async handler({ arguments: args, grant }) {
     const mine = [...tasks.values()].filter((t) => t.owner === grant.subject);
     const start = Number(args.cursor ?? 0);
@@ -37,7 +48,7 @@ runner.tool<{ cursor?: string }>("tasks.read", {
 
 runner.tool<{ title: string }>("tasks.create", {
   kind: "write",
-  bindingId: "tasks-write",
+  bindingId: BINDINGS.write,
   async handler({ arguments: args, grant, progress, signal }) {
     if (!args.title.trim()) throw new BusinessFailure("empty_title", "a task needs a title");
     await progress({ step: "validated" });
@@ -51,5 +62,25 @@ runner.tool<{ title: string }>("tasks.create", {
 
 process.on("SIGTERM", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
 process.on("SIGINT", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
+await registerItself();
 await runner.start();
-console.log("tasks executor online (scope tasks-product); Ctrl-C to stop");
+console.log(`tasks executor online (scope ${SCOPE}); Ctrl-C to stop`);
+
+/** Registers this executor with its bindings (and its nkey, behind NATS authorization); the same registration again is fine. */
+async function registerItself(): Promise<void> {
+  const keyFile = process.env.TOOLGATE_ADMIN_KEY_FILE ?? ".toolgate/admin.key";
+  const key = process.env.TOOLGATE_ADMIN_KEY ?? (existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : undefined);
+  if (!key) {
+    console.log(`no admin key (TOOLGATE_ADMIN_KEY, ${keyFile}): not registering ${EXECUTOR_ID}; an operator registers it with POST /v1/executors`);
+    return;
+  }
+  const seedFile = process.env.NATS_NKEY_SEED_FILE;
+  const nkey = seedFile ? nkeys.fromSeed(new TextEncoder().encode(readFileSync(seedFile, "utf8").trim())).getPublicKey() : undefined;
+  const url = `${process.env.TOOLGATE_URL ?? "http://127.0.0.1:8080"}/v1/executors`;
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ executor_id: EXECUTOR_ID, scope: SCOPE, bindings: [BINDINGS.read, BINDINGS.write], ...(nkey ? { nkeys: [nkey] } : {}) }),
+  });
+  if (!res.ok) throw new Error(`registering executor ${EXECUTOR_ID} at ${url} failed: HTTP ${res.status} ${await res.text()} (are the bindings registered, step 2 of examples/README.md?)`);
+}

@@ -20,6 +20,7 @@ import { Candidate, type Grant, type Receipt } from "../../src/wire/messages.js"
 import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 
 const SCOPE = "prod";
@@ -189,11 +190,13 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const foreign = new ProtocolExecutor(nc, "other", "exec-foreign", ["b-other"]);
     expect((await foreign.heartbeat()).status).toBe("ok");
     expect(await foreign.claim(id, 0)).toMatchObject({ status: "refused", code: "out_of_scope" });
-    const sneaky = new ProtocolExecutor(nc, "other", "exec-sneaky", ["b-read"]);
-    expect(await sneaky.heartbeat()).toMatchObject({ status: "refused" });
+    // Registered in scope `other` for b-other only, it declares b-read (of another scope) in its heartbeat.
+    await registerExecutor(nc, { executor_id: "exec-sneaky", scope: "other", bindings: ["b-other"] });
+    const sneaky = new ProtocolExecutor(nc, "other", "exec-sneaky", ["b-read"], { register: false });
+    expect(await sneaky.heartbeat()).toMatchObject({ status: "refused", code: "binding_not_granted" });
     const unbound = new ProtocolExecutor(nc, SCOPE, "exec-unbound", []);
-    await unbound.heartbeat();
-    expect(await unbound.claim(id, 0)).toMatchObject({ status: "refused", code: "out_of_scope" });
+    expect((await unbound.heartbeat()).status).toBe("ok");
+    expect(await unbound.claim(id, 0)).toMatchObject({ status: "refused", code: "binding_not_granted" });
     expect((await assignment(id)).state).toBe("pending");
     for (const e of [offline, detaching, foreign, sneaky, unbound]) e.close();
   });
@@ -246,8 +249,10 @@ describe("execution path: round trip over JetStream and HTTP", () => {
       // Long after the stream's dedup window (another Nats-Msg-Id): the same body is a duplicate.
       expect(await exec.send({ ...r, replayed: true }, `${r.receipt_id}-later`)).toMatchObject({ status: "duplicate", kind: r.kind });
     }
+    // Another executor asking about them learns nothing but that they are not its own.
     const nosy = new ProtocolExecutor(nc, SCOPE, "exec-nosy", ["b-read"]);
-    expect(await nosy.query(done)).toMatchObject({ status: "pending" });
+    for (const r of [accepted, progress, done]) expect(await nosy.query(r)).toEqual({ status: "refused", code: "not_yours", reason: expect.any(String) });
+    expect(await nosy.query({ ...done, receipt_id: "never-sent" })).toMatchObject({ status: "pending" });
     nosy.close();
     expect(await exec.send({ ...accepted, argument_digest: argumentDigest({ cursor: "other" }) } as Receipt, `${accepted.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
     expect(await exec.send({ ...done, result: { v: 2 } } as Receipt, `${done.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
@@ -336,7 +341,8 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect((await gw.http("POST", `/v1/runs/${runId}:cancel`)).status).toBe(200);
     expect((await gw.http("POST", `/v1/runs/${runId}:complete`)).body.error.code).toBe("run_terminated");
     expect((await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).status).toBe(409);
-    expect(await exec.claim(pendingId, 0)).toMatchObject({ status: "refused", code: "run_terminated" });
+    // A withdrawn assignment answers for its own state, as docs/protocol.md says.
+    expect(await exec.claim(pendingId, 0)).toMatchObject({ status: "refused", code: "withdrawn" });
   });
 
   it("keeps a completed run terminated: late receipts are late_ignored", async () => {
