@@ -8,6 +8,7 @@ type KeyPair = ReturnType<typeof nkeys.createUser>;
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
+import { ExecutorStore } from "../../src/executors/executor-store.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
@@ -26,7 +27,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe("NATS authorization generated from the executor registry", () => {
   const dir = mkdtempSync(join(tmpdir(), "toolgate-auth-"));
   const gatewayKey = nkeys.createUser();
-  const keys = { e1: nkeys.createUser(), e2: nkeys.createUser(), e3: nkeys.createUser(), stranger: nkeys.createUser() };
+  const keys = { e1: nkeys.createUser(), e2: nkeys.createUser(), e3: nkeys.createUser(), ghost: nkeys.createUser(), stranger: nkeys.createUser() };
   let server: NatsServerProcess;
   let gw: TestGateway;
   let e1: NatsConnection;
@@ -45,16 +46,25 @@ describe("NATS authorization generated from the executor registry", () => {
       { executor_id: "e2", scope: "s2", nkeys: [keys.e2.getPublicKey()], bindings: ["b2"] },
       // Same scope and binding as e1: the two must still not be able to speak for each other.
       { executor_id: "e3", scope: "s1", nkeys: [keys.e3.getPublicKey()], bindings: ["b1"] },
+      // Admitted by the server config but not (any more) in the gateway's registry.
+      { executor_id: "ghost", scope: "s1", nkeys: [keys.ghost.getPublicKey()], bindings: ["b1"] },
     ];
     writeFileSync(join(dir, "executors.json"), JSON.stringify(registry));
     expect(await natsConfigCommand.run(["--gateway-nkey", gatewayKey.getPublicKey(), "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")])).toBe(0);
     server = await startNatsServer({ args: ["-c", join(dir, "auth.conf")] });
     gw = await startExecutionGateway(server.url, {}, { NATS_NKEY_SEED: seedOf(gatewayKey) });
-    sessionId = await seedSession(gw.gateway.store, { scope: "s1", agent: "bot", tools: [{ name: "tasks.read", binding_id: "b1" }] });
+    sessionId = await seedSession(gw.gateway.store, {
+      scope: "s1",
+      agent: "bot",
+      tools: [
+        { name: "tasks.read", binding_id: "b1" },
+        { name: "tasks.create", binding_id: "b1w", tool_kind: "write" },
+      ],
+    });
     await gw.gateway.store.putBinding({ binding_id: "b2", executor_scope: "s2", tool_kind: "read" });
     admin = gw.gateway.nc;
     // The same registry the server config was generated from, now in the gateway's registry: the authority over claims.
-    for (const executor of registry) await registerExecutor(admin, executor);
+    for (const executor of registry.filter((e) => e.executor_id !== "ghost")) await registerExecutor(admin, executor);
     e1 = await executorConnection("s1", "e1", keys.e1);
     e2 = await executorConnection("s2", "e2", keys.e2);
     e3 = await executorConnection("s1", "e3", keys.e3);
@@ -199,5 +209,57 @@ describe("NATS authorization generated from the executor registry", () => {
     const other = new ProtocolExecutor(e2, "s2", "e2", ["b2"], { register: false });
     expect((await other.heartbeat()).status).toBe("ok");
     other.close();
+  });
+
+  const toolCall = async (tool: "tasks.read" | "tasks.create") => {
+    const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    return (await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: tool, arguments: {} })).body.assignment.assignment_id as string;
+  };
+
+  it("refuses, at the gateway, an executor the server admits but the registry does not know: executor_unknown", async () => {
+    const nc = await executorConnection("s1", "ghost", keys.ghost);
+    const ghost = new ProtocolExecutor(nc, "s1", "ghost", ["b1"], { register: false });
+    try {
+      expect(await ghost.heartbeat()).toMatchObject({ status: "refused", code: "executor_unknown" });
+      const id = await toolCall("tasks.read");
+      expect(await ghost.claim(id, 0)).toMatchObject({ status: "refused", code: "executor_unknown" });
+      expect((await gw.http("GET", `/v1/assignments/${id}`)).body.state).toBe("pending");
+    } finally {
+      ghost.close();
+      await nc.close();
+    }
+  });
+
+  it("refuses a binding the heartbeat declares beyond the registration: binding_not_granted", async () => {
+    const greedy = new ProtocolExecutor(e1, "s1", "e1", ["b1w", "b1"], { register: false });
+    const honest = new ProtocolExecutor(e1, "s1", "e1", ["b1"], { register: false });
+    try {
+      expect(await greedy.heartbeat()).toMatchObject({ status: "refused", code: "binding_not_granted" });
+      expect((await honest.heartbeat()).status).toBe("ok");
+      const id = await toolCall("tasks.create");
+      expect(await honest.claim(id, 0)).toMatchObject({ status: "refused", code: "binding_not_granted" });
+      expect((await gw.http("GET", `/v1/assignments/${id}`)).body.state).toBe("pending");
+    } finally {
+      greedy.close();
+      honest.close();
+    }
+  });
+
+  it("refuses an executor whose registered nkey is not the one it connected with: identity_mismatch", async () => {
+    const e3exec = new ProtocolExecutor(e3, "s1", "e3", ["b1"], { register: false });
+    const registry = await ExecutorStore.open(admin, gw.gateway.store);
+    try {
+      expect((await e3exec.heartbeat()).status).toBe("ok");
+      // Rotated in the registry, the server config not regenerated yet: the old key still connects, but no longer claims.
+      await registry.setNkeys("e3", [nkeys.createUser().getPublicKey()]);
+      const id = await toolCall("tasks.read");
+      expect(await e3exec.claim(id, 0)).toMatchObject({ status: "refused", code: "identity_mismatch" });
+      expect(await e3exec.heartbeat()).toMatchObject({ status: "refused", code: "identity_mismatch" });
+      // The old key listed again (a rotation's first step): accepted once more.
+      await registry.setNkeys("e3", [keys.e3.getPublicKey()]);
+      expect((await e3exec.heartbeat()).status).toBe("ok");
+    } finally {
+      e3exec.close();
+    }
   });
 });
