@@ -73,8 +73,14 @@ interface ActiveClaim {
 /** How far the server's clock (a control message's time) may differ from this process's. */
 const CLOCK_SKEW_MS = 5_000;
 
+/**
+ * Refusals that say this executor may not claim now at all (offline, or not as registered): it stops
+ * pulling until a heartbeat is answered `ok` again, and the candidate goes back for another executor.
+ */
+const STOP_PULLING_REFUSALS: ReadonlySet<RefusalCode> = new Set(["executor_offline", "executor_unknown", "out_of_scope", "identity_mismatch", "binding_not_granted"]);
+
 /** A claim refusal worth another try later (the candidate goes back to the scope). */
-const RETRYABLE_CLAIM_REFUSALS: ReadonlySet<RefusalCode> = new Set(["executor_offline", "too_many_claims"]);
+const RETRYABLE_CLAIM_REFUSALS: ReadonlySet<RefusalCode> = new Set([...STOP_PULLING_REFUSALS, "too_many_claims"]);
 
 /**
  * The executor SDK: connects to the gateway over NATS, claims the candidates of its registered tools,
@@ -334,8 +340,9 @@ export class ToolRunner {
     try {
       const reply = await this.link.claim({ assignment_id: candidate.assignment_id, executor_id: this.executorId, generation: candidate.generation });
       if (reply.status === "refused") {
-        this.logger.debug({ assignment_id: candidate.assignment_id, code: reply.code, reason: reply.reason }, "claim refused");
-        if (reply.code === "executor_offline") this.setOnline(false);
+        const registry = STOP_PULLING_REFUSALS.has(reply.code) && reply.code !== "executor_offline";
+        this.logger[registry ? "warn" : "debug"]({ assignment_id: candidate.assignment_id, code: reply.code, reason: reply.reason }, "claim refused");
+        if (STOP_PULLING_REFUSALS.has(reply.code)) this.setOnline(false);
         if (RETRYABLE_CLAIM_REFUSALS.has(reply.code)) delivery.release(this.timing.releaseDelayMs);
         else delivery.ack();
         return;
