@@ -15,6 +15,7 @@ import { ToolRunner } from "../../src/runner/index.js";
 import { decode } from "../../src/wire/codec.js";
 import { Candidate } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer } from "../../src/wire/subjects.js";
+import { registerExecutor } from "../../test/helpers/registry.js";
 import { ProtocolExecutor } from "../../test/helpers/protocol-executor.js";
 import { BENCH_PROGRESS, BENCH_RESULT, BENCH_TOOL } from "./protocol-messages.js";
 
@@ -30,8 +31,13 @@ const logger = pino({ level: process.env.BENCH_EXECUTOR_LOG ?? "warn" }, pino.de
 
 async function startRunners(): Promise<() => Promise<void>> {
   const dir = env("BENCH_DIR");
+  const id = (i: number) => `bench-runner-${i}`;
+  // The registry grants the runners their claims (the protocol executors register themselves).
+  const registry = await connect({ servers: natsUrl, name: "bench-registry" });
+  for (let i = 0; i < executors; i++) await registerExecutor(registry, { executor_id: id(i), scope: BENCH_TOOL.scope, bindings: [BENCH_TOOL.bindingId] });
+  await registry.close();
   const runners = Array.from({ length: executors }, (_, i) => {
-    const runner = new ToolRunner({ natsUrl, executorId: `bench-runner-${i}`, scope: BENCH_TOOL.scope, store: join(dir, `runner-${i}.db`), authorize: () => true, logger, maxConcurrent });
+    const runner = new ToolRunner({ natsUrl, executorId: id(i), scope: BENCH_TOOL.scope, store: join(dir, `runner-${i}.db`), authorize: () => true, logger, maxConcurrent });
     return runner.tool(BENCH_TOOL.name, {
       kind: "read",
       bindingId: BENCH_TOOL.bindingId,

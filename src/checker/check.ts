@@ -5,7 +5,7 @@ import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../executio
 import { claimTokenMatches } from "../execution/claim-token.js";
 import { appliedEntries } from "../execution/receipt-index.js";
 import { receiptBodyDigest } from "../wire/digest.js";
-import type { ExecutorEvidence, Stamped, StoredHistory, StoredReceipt } from "./history.js";
+import type { ExecutorEvidence, RegistryHistory, Stamped, StoredHistory, StoredReceipt } from "./history.js";
 
 /** The rules, one code each; docs/reliability.md explains every one. */
 export const RULES = [
@@ -29,6 +29,7 @@ export const RULES = [
   "projection_over_budget",
   "projection_changed",
   "create_only_rewritten",
+  "claim_not_granted",
 ] as const;
 export type Rule = (typeof RULES)[number];
 
@@ -104,6 +105,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
     checkApplied(a, index, bySeq, add);
     checkAppliedOnce(a, knownByAssignment.get(a.assignment_id) ?? [], add);
   }
+  if (h.registry) checkClaimsGranted(h.assignments, h.registry, add);
   checkIndex(h.index, bySeq, add);
   checkEveryReceiptIndexed(h.receipts, assignments, known, add);
   checkProgress(h, known, add);
@@ -137,6 +139,29 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
 }
 
 type Add = (v: Violation) => void;
+
+/**
+ * Every claim (current and past) was made by an executor the registry granted the assignment's
+ * binding in its scope. Judged against every revision the registry keeps, so a claim made while a
+ * later-changed registration granted it passes; an executor whose key may have lost older revisions
+ * (as many kept as the bucket keeps) is not judged.
+ */
+function checkClaimsGranted(assignments: ReadonlyArray<Stamped<AssignmentRecord>>, registry: RegistryHistory, add: Add): void {
+  const byExecutor = groupBy(registry.revisions, (r) => r.executor_id);
+  for (const { value: a } of assignments) {
+    for (const claim of a.claim ? [a.claim, ...a.past_claims] : a.past_claims) {
+      const revisions = byExecutor.get(claim.executor_id) ?? [];
+      if (revisions.length >= registry.keep) continue;
+      if (revisions.some((r) => r.value?.scope === a.scope && (r.value.bindings ?? []).includes(a.binding_id))) continue;
+      add({
+        rule: "claim_not_granted",
+        message: `claim of generation ${claim.generation} by executor '${claim.executor_id}', which the registry never granted binding '${a.binding_id}' in scope '${a.scope}'`,
+        run_id: a.run_id,
+        assignment_id: a.assignment_id,
+      });
+    }
+  }
+}
 /** The index entry of a receipt, or the one its assignment's applied receipt stands for. */
 type Known = (receiptId: string, assignmentId: string) => ReceiptIndexEntry | undefined;
 

@@ -1,3 +1,4 @@
+import type { Executor } from "../executors/schemas.js";
 import type { Receipt } from "../wire/messages.js";
 import type { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
 
@@ -16,6 +17,15 @@ export interface StoredHistory {
   projections: ProjectionRecord[];
   /** Sequence bookkeeping of the create-only buckets (receipt index, progress, projections). */
   createOnly: CreateOnlyBucket[];
+  /** The executor registry's kept history; absent when it could not be read (the rule needing it is skipped). */
+  registry?: RegistryHistory;
+}
+
+/** Every revision the executor registry (`tg_executors`) keeps, in stream order; `value` null for a removal. */
+export interface RegistryHistory {
+  /** Revisions the bucket keeps per executor: a key with this many may have lost older ones. */
+  keep: number;
+  revisions: Array<{ executor_id: string; storedAt: number; value: Executor | null }>;
 }
 
 /** A KV value with the server's timestamp of its latest revision (ms), the clock every check compares against. */

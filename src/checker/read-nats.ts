@@ -2,12 +2,14 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { EXECUTION_BUCKETS } from "../execution/buckets.js";
+import { EXECUTORS_BUCKET } from "../executors/executor-store.js";
+import { ExecutorSchema } from "../executors/schemas.js";
 import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
 import { kvStreamName } from "../streams/index.js";
 import { decode } from "../wire/codec.js";
 import { Receipt } from "../wire/messages.js";
 import { STREAMS } from "../wire/subjects.js";
-import type { CreateOnlyBucket, Stamped, StoredHistory, StoredReceipt } from "./history.js";
+import type { CreateOnlyBucket, RegistryHistory, Stamped, StoredHistory, StoredReceipt } from "./history.js";
 
 export interface ReadOptions {
   /** Called every `progressEvery` messages and at the end of each stream (for stderr on large histories). */
@@ -51,7 +53,9 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
     const { state } = await jsm.streams.info(kvStreamName(name));
     createOnly.push({ bucket: name, firstSeq: state.first_seq, lastSeq: state.last_seq, messages: state.messages });
   }
+  const registry = await readRegistry(jsm, scan);
   return {
+    ...(registry ? { registry } : {}),
     runs: await bucket(EXECUTION_BUCKETS.runs, RunRecord),
     assignments: await bucket(EXECUTION_BUCKETS.assignments, AssignmentRecord),
     receipts,
@@ -60,6 +64,21 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
     projections: await values(EXECUTION_BUCKETS.projections, ProjectionRecord),
     createOnly,
   };
+}
+
+/** Every kept revision of the executor registry, or undefined when its bucket does not exist (an older deployment). */
+async function readRegistry(jsm: JetStreamManager, scan: (stream: string, onMsg: (m: JsMsg) => void) => Promise<void>): Promise<RegistryHistory | undefined> {
+  const stream = kvStreamName(EXECUTORS_BUCKET);
+  const info = await jsm.streams.info(stream).catch(() => undefined);
+  if (!info) return undefined;
+  const prefix = `$KV.${EXECUTORS_BUCKET}.`;
+  const revisions: RegistryHistory["revisions"] = [];
+  await scan(stream, (m) => {
+    const op = m.headers?.get("KV-Operation");
+    const removed = op === "DEL" || op === "PURGE";
+    revisions.push({ executor_id: m.subject.slice(prefix.length), storedAt: millis(m), value: removed ? null : ExecutorSchema.parse(JSON.parse(new TextDecoder().decode(m.data))) });
+  });
+  return { keep: info.config.max_msgs_per_subject, revisions };
 }
 
 /** A scan that receives nothing for this long is stuck (a replica that cannot catch up): fail rather than report a partial history. */

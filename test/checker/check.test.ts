@@ -3,6 +3,7 @@ import { buildContextPreview } from "../../src/budget/index.js";
 import { checkHistory, projectionDigest, snapshotOf, type ExecutorEvidence, type Rule, type StoredHistory } from "../../src/checker/index.js";
 import { claimTokenSha256 } from "../../src/execution/claim-token.js";
 import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../../src/execution/records.js";
+import type { Executor } from "../../src/executors/schemas.js";
 import { argumentDigest, receiptBodyDigest } from "../../src/wire/digest.js";
 import type { Receipt } from "../../src/wire/messages.js";
 
@@ -51,7 +52,13 @@ function history(n = 3, { indexApplied = false } = {}): { h: StoredHistory; evid
   }
   h.runs.push({ value: run, revision: 1, storedAt: T0 + 100 * n });
   h.createOnly.push({ bucket: "tg_projections", firstSeq: 1, lastSeq: n, messages: n });
+  h.registry = { keep: 8, revisions: [{ executor_id: "exec-1", storedAt: T0 - 1, value: registered("exec-1", ["b"]) }] };
   return { h, evidence };
+}
+
+function registered(executorId: string, bindings: string[], scope = "s"): Executor {
+  const at = new Date(T0).toISOString();
+  return { executor_id: executorId, scope, nkeys: [], bindings, created_at: at, updated_at: at };
 }
 
 function rulesOf(h: StoredHistory, evidence?: ExecutorEvidence, snapshot?: Record<string, string>): Rule[] {
@@ -209,5 +216,26 @@ describe("history checker on crafted records", () => {
     h.projections.pop();
     // a-2: running, yet its completed (valid token) is in the stream, neither indexed nor held by it.
     expect(rulesOf(h).sort()).toEqual(["applied_receipt_mismatch", "call_not_settled", "projection_mismatch", "receipt_not_indexed", "state_receipt_mismatch"]);
+  });
+
+  it("a claim by an executor the registry never granted the binding", () => {
+    const { h } = history();
+    const a1 = assignment(h, 1);
+    // Granted at some point, then taken away: the claim may well have come first.
+    h.registry!.revisions.push({ executor_id: "exec-1", storedAt: T0 + 1_000, value: registered("exec-1", []) }, { executor_id: "exec-1", storedAt: T0 + 2_000, value: null });
+    expect(rulesOf(h)).toEqual([]);
+    // Never registered, or registered in another scope or for another binding.
+    for (const [executorId, value] of [["ghost", null], ["foreign", registered("foreign", ["b"], "other")], ["reader", registered("reader", ["b-read"])]] as const) {
+      a1.past_claims = [{ ...a1.claim!, executor_id: executorId }];
+      if (value) h.registry!.revisions.push({ executor_id: executorId, storedAt: T0, value });
+      const found = checkHistory(h).violations;
+      expect(found).toEqual([expect.objectContaining({ rule: "claim_not_granted", assignment_id: a1.assignment_id })]);
+    }
+    // A key with as many revisions as the bucket keeps may have lost the one that granted it: not judged.
+    h.registry!.keep = 1;
+    expect(rulesOf(h)).toEqual([]);
+    // A history without the registry (it could not be read) skips the rule.
+    delete h.registry;
+    expect(rulesOf(h)).toEqual([]);
   });
 });
