@@ -46,7 +46,11 @@ describe("deploy/nats: cluster config with the generated authorization", () => {
     expect(compose).toContain(`EXECUTOR_ID: ${registration!.executor_id}`);
     const k8s = JSON.parse(readFileSync("deploy/k8s/executor-deployment.yaml", "utf8")) as { spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } } };
     expect(k8s.spec.template.spec.containers[0]!.env).toContainEqual({ name: "EXECUTOR_ID", value: registration!.executor_id });
-    expect(readFileSync("examples/tasks-executor.ts", "utf8")).toContain(`scope: "${registration!.scope}"`);
+    const example = readFileSync("examples/tasks-executor.ts", "utf8");
+    expect(example).toContain(`const SCOPE = "${registration!.scope}"`);
+    // The bindings it is registered for are the example's tools' bindings.
+    for (const binding of (registration as { bindings?: string[] }).bindings ?? []) expect(example).toContain(`"${binding}"`);
+    expect((registration as { bindings?: string[] }).bindings).toHaveLength(2);
   });
 
   it("keeps generated files and seeds out of the repository", () => {

@@ -11,7 +11,7 @@ import type { Receipt } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
-import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { FAST_RUNNER_TIMING, publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
 
 const SCOPE = "conflict";
 const EXECUTOR = "exec-conflict";
@@ -84,11 +84,7 @@ describe("ToolRunner: receipt_conflict", () => {
       store,
       logger: createLogger({ name: "toolgate-runner", level: "info", destination: sink.stream }),
       authorize: () => true,
-      answerTimeoutMs: 500,
-      maxResendIntervalMs: 1_000,
-      requestTimeoutMs: 1_000,
-      pullExpiresMs: 1_000,
-      releaseDelayMs: 100,
+      ...FAST_RUNNER_TIMING,
     });
     runner.tool<{ cursor?: string }>("tasks.read", {
       kind: "read",

@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { receiptBodyDigest } from "../../src/wire/digest.js";
 import { decode, encode } from "../../src/wire/codec.js";
-import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply, type Receipt } from "../../src/wire/messages.js";
+import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply, type Grant, type Receipt } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -57,6 +57,14 @@ describe("the executor registry decides who may claim what", () => {
     return (await http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: tool, arguments: {} })).body.assignment.assignment_id as string;
   };
   const assignment = async (id: string) => (await http("GET", `/v1/assignments/${id}`)).body;
+  /** A new read tool call claimed by `e` and confirmed (`accepted` recorded); its grant. */
+  const runningRead = async (e: ProtocolExecutor): Promise<Grant> => {
+    const id = await toolCall("sec.read");
+    const reply = await e.claim(id, (await e.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(reply.reason);
+    expect((await e.send(e.accepted(reply.grant))).status).toBe("recorded");
+    return reply.grant;
+  };
   const executor = (id: string, bindings: string[], scope = SCOPE) => {
     const e = new ProtocolExecutor(nc, scope, id, bindings, { register: false });
     executors.push(e);
@@ -127,10 +135,7 @@ describe("the executor registry decides who may claim what", () => {
     expect((await granted.heartbeat()).status).toBe("ok");
 
     // Work in flight: one read running (accepted), one claimed but unconfirmed.
-    const running = await toolCall("sec.read");
-    const runningGrant = await granted.claim(running, (await granted.pullFor(running)).generation);
-    if (runningGrant.status !== "granted") throw new Error(runningGrant.reason);
-    expect((await granted.send(granted.accepted(runningGrant.grant))).status).toBe("recorded");
+    const running = (await runningRead(granted)).assignment_id;
     const claimed = await toolCall("sec.read");
     expect((await granted.claim(claimed, (await granted.pullFor(claimed)).generation)).status).toBe("granted");
 
@@ -148,11 +153,9 @@ describe("the executor registry decides who may claim what", () => {
     await registerExecutor(nc, { executor_id: "reporter", scope: SCOPE, bindings: ["sec-r"] });
     const reporter = executor("reporter", ["sec-r"]);
     expect((await reporter.heartbeat()).status).toBe("ok");
-    const id = await toolCall("sec.read");
-    const reply = await reporter.claim(id, (await reporter.pullFor(id)).generation);
-    if (reply.status !== "granted") throw new Error(reply.reason);
-    expect((await reporter.send(reporter.accepted(reply.grant))).status).toBe("recorded");
-    const progress = reporter.receipt(reply.grant, { kind: "progress", seq: 1, progress: { step: "one" } });
+    const grant = await runningRead(reporter);
+    const id = grant.assignment_id;
+    const progress = reporter.receipt(grant, { kind: "progress", seq: 1, progress: { step: "one" } });
     expect((await reporter.send(progress)).status).toBe("recorded");
 
     // The same receipt id and Nats-Msg-Id, another body: the stream drops it, so the sender asks tg.rq.

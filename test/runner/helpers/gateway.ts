@@ -1,6 +1,9 @@
 import type { ExecutionOptions } from "../../../src/execution/execution.js";
 import { ADMIN_KEY, startExecutionGateway as startGateway } from "../../helpers/execution-gateway.js";
 
+/** Runner timings short enough for a test to see resends and answers quickly. */
+export const FAST_RUNNER_TIMING = { answerTimeoutMs: 500, maxResendIntervalMs: 1_000, requestTimeoutMs: 1_000, pullExpiresMs: 1_000, releaseDelayMs: 100 } as const;
+
 /** The whole gateway in this process (config plane, execution path, HTTP) on a test NATS server. */
 export interface TestGateway {
   readonly baseUrl: string;
