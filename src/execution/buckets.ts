@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
+import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
 import type { z } from "zod";
 import { VersionedStore } from "./versioned-store.js";
 
@@ -31,11 +31,13 @@ export async function bucketStores(nc: NatsConnection): Promise<<T>(bucket: stri
   const kvm = new Kvm(nc);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  return async (bucket, schema) => {
-    const { config } = await jsm.streams.info(`KV_${bucket}`);
-    const direct = config.allow_direct === true && config.num_replicas === 1;
-    return new VersionedStore(await kvm.open(bucket, { bindOnly: true, allow_direct: direct }), schema, { bucket, js, jsm });
-  };
+  return async (bucket, schema) => new VersionedStore(await openBucket(kvm, jsm, bucket), schema, { bucket, js, jsm });
+}
+
+/** Binds an existing bucket, its reads direct gets where that is safe (above). */
+export async function openBucket(kvm: Kvm, jsm: JetStreamManager, bucket: string): Promise<KV> {
+  const { config } = await jsm.streams.info(`KV_${bucket}`);
+  return kvm.open(bucket, { bindOnly: true, allow_direct: config.allow_direct === true && config.num_replicas === 1 });
 }
 
 /** Opens the execution path's bucket stores on one connection (`toolgate streams apply`, or the gateway at start, makes them). */

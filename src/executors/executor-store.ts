@@ -1,6 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { isKeyExists } from "../config/config-store.js";
+import { openBucket } from "../execution/buckets.js";
 import type { Binding } from "../config/schemas.js";
 import { ApiError, type ErrorDetail } from "../http/errors.js";
 import { ExecutorSchema, type Executor, type RegisterExecutor } from "./schemas.js";
@@ -30,8 +32,9 @@ export class ExecutorStore {
     private readonly bindings: BindingReader,
   ) {}
 
+  /** Reads are direct gets where safe: the gateway reads an executor at every heartbeat and claim. */
   static async open(nc: NatsConnection, bindings: BindingReader): Promise<ExecutorStore> {
-    return new ExecutorStore(await new Kvm(nc).open(EXECUTORS_BUCKET, { bindOnly: true }), bindings);
+    return new ExecutorStore(await openBucket(new Kvm(nc), await jetstreamManager(nc), EXECUTORS_BUCKET), bindings);
   }
 
   /**
