@@ -21,11 +21,11 @@ const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> 
 const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "refused", code, reason });
 
 /**
- * The unique claim: an executor the registry grants the binding (`admissionRefusal`: registered, in
- * the subject's scope, from its own nkey, the binding in its registered list; never what its
- * heartbeat declares), online, moves `pending -> claimed` by
- * compare-and-set; of any number of concurrent claimers exactly one wins and gets the grant with a
- * fresh claim token (only its sha256 is stored). The claim is leased: unconfirmed, it expires.
+ * The unique claim: an online executor the registry grants the binding (`admissionRefusal`:
+ * registered, in the subject's scope, from its own nkey, the binding in its registered list; never
+ * what its heartbeat declares) moves `pending -> claimed` by compare-and-set; of any number of
+ * concurrent claimers exactly one wins and gets the grant with a fresh claim token (only its sha256
+ * is stored). The claim is leased: unconfirmed, it expires.
  * An executor holding its maximum of claims is refused (`too_many_claims`, see `ClaimQuota`).
  */
 export class ClaimService {

@@ -12,9 +12,9 @@ export interface BindingLookup {
 
 /**
  * Executor presence: a heartbeat of an executor the registry admits (`admissionRefusal`; the
- * bindings it declares must all be granted to it) writes `<scope>.<executor>` into a KV bucket whose max age is the
- * presence TTL (nats-server 2.9 has no per-key TTL, so the bucket-wide max age expires an entry that
- * stops being refreshed). An executor is online while its entry is live and says `online`.
+ * bindings it declares must all be granted to it) writes `<scope>.<executor>` into a KV bucket whose
+ * max age is the presence TTL (nats-server 2.9 has no per-key TTL, so the bucket-wide max age
+ * expires an entry that stops being refreshed). An executor is online while its entry is live and says `online`.
  * A `detaching` heartbeat hands its unconfirmed claims back to the candidates (every such heartbeat
  * does, so a claim won in a race with the first one is released by the next).
  */
