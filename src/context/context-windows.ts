@@ -3,8 +3,8 @@ import { z } from "zod";
 import { ApiError } from "../http/errors.js";
 import type { Execution } from "../execution/execution.js";
 import type { RunRecord } from "../execution/records.js";
-import { bucketStores } from "../execution/buckets.js";
-import type { VersionedStore } from "../execution/versioned-store.js";
+import { bucketStores } from "../kv/buckets.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 import { CalibrationSchema, emptyCalibration, withSample, type Calibration } from "./estimator.js";
 import { contextWindow, type ContextWindow } from "./window.js";
 

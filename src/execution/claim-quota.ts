@@ -1,5 +1,5 @@
 import type { AssignmentRecord, ClaimHoldings, HeldClaim } from "./records.js";
-import type { Decision, Versioned, VersionedStore } from "./versioned-store.js";
+import type { Decision, Versioned, VersionedStore } from "../kv/versioned-store.js";
 
 /**
  * A reservation is honoured by the claim's compare-and-set only this long after it was made, and

@@ -7,7 +7,7 @@ import type { ReceiptLog } from "./receipt-log.js";
 import type { AssignmentRecord } from "./records.js";
 import type { RunLookup } from "./run-lookup.js";
 import { runTakesWork } from "./run-states.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /** Why a claim on an assignment in a given state is refused (the table has no `claim` edge from it). */

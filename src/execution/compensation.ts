@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { ApiError } from "../http/errors.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { unstartedAssignment, type AssignmentRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 const OPERATION_KEY_MAX = 256;

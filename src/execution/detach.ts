@@ -1,11 +1,11 @@
 import type { Logger } from "../log/logger.js";
 import { nextAssignmentState } from "./assignment-states.js";
-import { forEachConcurrently } from "./concurrently.js";
+import { forEachConcurrently } from "../kv/concurrently.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { BindingLookup } from "./presence.js";
 import type { AssignmentRecord } from "./records.js";
 import { requeued } from "./requeue.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /**

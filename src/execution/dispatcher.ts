@@ -1,7 +1,7 @@
 import { nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
-import type { Versioned, VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /**

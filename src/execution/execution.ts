@@ -6,7 +6,7 @@ import { NO_METRICS, type ExecutionMetrics } from "../metrics/metrics.js";
 import type { Definition } from "../streams/index.js";
 import { ClaimRequest, ControlQuery, PresenceHeartbeat, ReceiptQuery, type ClaimReply } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
-import { EXECUTION_BUCKETS, executionStores } from "./buckets.js";
+import { EXECUTION_BUCKETS, executionStores } from "../kv/buckets.js";
 import { CandidateQueue } from "./candidate-queue.js";
 import { ClaimQuota } from "./claim-quota.js";
 import { ClaimService } from "./claim-service.js";

@@ -1,10 +1,10 @@
 import type { ContextPreview } from "../budget/index.js";
 import { ApiError } from "../http/errors.js";
-import { forEachConcurrently } from "./concurrently.js";
+import { forEachConcurrently } from "../kv/concurrently.js";
 import type { ProgressStore } from "./progress-store.js";
 import type { ProjectionStore } from "./projection-store.js";
 import type { AssignmentRecord, Outcome, ProgressEntry, RunRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 /** One tool call as the model sees it: its call, its state, and for a completed one the stored projection. */
 export interface HistoryEntry {

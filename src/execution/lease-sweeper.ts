@@ -6,7 +6,7 @@ import type { Dispatcher } from "./dispatcher.js";
 import type { PresenceService } from "./presence.js";
 import type { AssignmentRecord } from "./records.js";
 import { requeued } from "./requeue.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /**

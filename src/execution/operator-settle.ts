@@ -10,7 +10,7 @@ import type { ProjectionStore } from "./projection-store.js";
 import { replacing } from "./receipt-index.js";
 import type { AssignmentRecord, Outcome, RunRecord } from "./records.js";
 import { runTakesWork } from "./run-states.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 /** What an operator established in the product's system. */
 export type OperatorOutcome =

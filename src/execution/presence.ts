@@ -3,7 +3,7 @@ import type { PresenceHeartbeat, PresenceReply } from "../wire/messages.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { ExecutorDetacher } from "./detach.js";
 import type { PresenceRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 export interface BindingLookup {
   getBinding(bindingId: string): Promise<Binding | null>;

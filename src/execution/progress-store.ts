@@ -1,5 +1,5 @@
 import type { ProgressEntry } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 /**
  * Progress of running assignments, one create-only entry per `<assignment>.<seq>`. Receipts may be

@@ -1,7 +1,7 @@
 import { buildContextPreview } from "../budget/index.js";
 import type { AssignmentRecord, ProjectionRecord } from "./records.js";
 import type { ReceiptLog } from "./receipt-log.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 /**
  * The projection of each completed assignment: formed once, from the first `completed` receipt,

@@ -1,6 +1,6 @@
 import type { ReceiptAnswer, ReceiptQuery } from "../wire/messages.js";
 import type { AppliedReceipt, AssignmentRecord, ReceiptIndexEntry } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 /**
  * The permanent receipt index, `receipt_id` -> body digest and the answer given. The stream's

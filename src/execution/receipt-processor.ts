@@ -13,7 +13,7 @@ import { appliedEntry, replacing } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "./records.js";
 import type { RunLookup } from "./run-lookup.js";
 import { runTakesWork } from "./run-states.js";
-import type { Versioned, VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 /** One receipt as taken from the receipts stream. */

@@ -1,6 +1,6 @@
 import type { RunRecord } from "./records.js";
-import { Remembered } from "./remembered.js";
-import type { Versioned, VersionedStore } from "./versioned-store.js";
+import { Remembered } from "../kv/remembered.js";
+import type { Versioned, VersionedStore } from "../kv/versioned-store.js";
 
 /** A run read started before its assignment was read, and how to get the run of that assignment. */
 export interface RunRead {

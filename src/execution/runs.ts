@@ -4,13 +4,13 @@ import type { Logger } from "../log/logger.js";
 import type { ExecutorControl } from "../wire/messages.js";
 import { RUN_END_EVENTS, nextAssignmentState } from "./assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
-import { forEachConcurrently } from "./concurrently.js";
+import { forEachConcurrently } from "../kv/concurrently.js";
 import type { ControlChannel } from "./control-channel.js";
 import { newRunId } from "./ids.js";
 import type { AssignmentRecord, RunRecord } from "./records.js";
-import { Remembered } from "./remembered.js";
+import { Remembered } from "../kv/remembered.js";
 import { nextRunState, runEventTarget, type RunEvent } from "./run-states.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 export interface SessionLookup {
   getSession(sessionId: string): Promise<Session | null>;

@@ -2,7 +2,7 @@ import { ApiError } from "../http/errors.js";
 import { nextAssignmentState } from "./assignment-states.js";
 import type { ControlChannel } from "./control-channel.js";
 import type { AssignmentRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 
 /**
  * Business-task cancel (PROTOCOL.md section 4): a request to the executor to stop a long-running

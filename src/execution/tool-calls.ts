@@ -5,7 +5,7 @@ import { argumentDigest } from "../wire/digest.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { assignmentIdFor, defaultOperationKey } from "./ids.js";
 import { unstartedAssignment, type AssignmentRecord, type RunRecord } from "./records.js";
-import type { VersionedStore } from "./versioned-store.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 
 export interface ToolResolver {

@@ -1,5 +1,5 @@
 import type { WatchEntry } from "./records.js";
-import type { Versioned, VersionedStore } from "./versioned-store.js";
+import type { Versioned, VersionedStore } from "../kv/versioned-store.js";
 
 /**
  * Removal markers one listing purges at most: a backlog (a bucket written by a version that kept

@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Packr } from "msgpackr";
-import { executionStores } from "../../src/execution/buckets.js";
+import { executionStores } from "../../src/kv/buckets.js";
 import { RunEventLog } from "../../src/execution/event-log.js";
 import { ProgressStore } from "../../src/execution/progress-store.js";
 import { ProjectionStore } from "../../src/execution/projection-store.js";

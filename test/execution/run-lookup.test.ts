@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { RunRecord } from "../../src/execution/records.js";
 import { RunLookup } from "../../src/execution/run-lookup.js";
-import { VersionedStore } from "../../src/execution/versioned-store.js";
+import { VersionedStore } from "../../src/kv/versioned-store.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 
 const BUCKET = "run_lookup_test";

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { bucketStores } from "../../src/execution/buckets.js";
+import { bucketStores } from "../../src/kv/buckets.js";
 import { WatchEntry } from "../../src/execution/records.js";
-import type { VersionedStore } from "../../src/execution/versioned-store.js";
+import type { VersionedStore } from "../../src/kv/versioned-store.js";
 import { Watchlist } from "../../src/execution/watchlist.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 

@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Command } from "../command.js";
-import { executionStores } from "../../execution/buckets.js";
+import { executionStores } from "../../kv/buckets.js";
 import { presenceTtlMs } from "../../execution/execution.js";
 import { isOnline } from "../../execution/presence.js";
 import { PresenceRecord } from "../../execution/records.js";

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { z } from "zod";
-import { bucketStores } from "../../src/execution/buckets.js";
+import { bucketStores } from "../../src/kv/buckets.js";
 import { startNatsCluster, type NatsCluster } from "../../src/nats/nats-cluster.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { until } from "../helpers/until.js";

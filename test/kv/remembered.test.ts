@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Remembered } from "../../src/execution/remembered.js";
+import { Remembered } from "../../src/kv/remembered.js";
 
 describe("Remembered", () => {
   it("keeps the first value of a fact and forgets the oldest fact beyond its capacity", () => {

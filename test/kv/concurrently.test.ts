@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { forEachConcurrently } from "../../src/execution/concurrently.js";
+import { forEachConcurrently } from "../../src/kv/concurrently.js";
 
 describe("forEachConcurrently", () => {
   it("runs every item once with its index, never more than `limit` at once", async () => {
