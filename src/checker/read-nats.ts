@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { EXECUTION_BUCKETS } from "../kv/buckets.js";
-import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
+import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
 import { kvStreamName } from "../streams/index.js";
 import { decode } from "../wire/codec.js";
 import { Receipt } from "../wire/messages.js";
