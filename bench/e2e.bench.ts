@@ -22,7 +22,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, KvWatchInclude } from "@nats-io/kv";
 import { PERMISSIONS } from "../src/http/identities.js";
 import { startNatsServer } from "../src/nats/nats-server-process.js";
-import { EXECUTION_BUCKETS } from "../src/execution/buckets.js";
+import { EXECUTION_BUCKETS } from "../src/kv/buckets.js";
 import { trafficBetween, trafficSnapshot, type TrafficByRole } from "./lib/nats-traffic.js";
 import { freePort, processCpuMs, processSyscalls, spawnBenchChild, waitForLine, type BenchChild } from "./lib/child.js";
 import { measureJetStreamCeiling } from "./lib/jetstream-ceiling.js";

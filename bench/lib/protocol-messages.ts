@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { assignmentIdFor, defaultOperationKey, newRunId } from "../../src/execution/ids.js";
-import { newClaimToken } from "../../src/execution/claim-token.js";
+import { assignmentIdFor, defaultOperationKey, newRunId } from "../../src/execution/model/ids.js";
+import { newClaimToken } from "../../src/execution/claims/claim-token.js";
 import { buildReceipt, wireReceipt } from "../../src/runner/receipts.js";
 import { argumentDigest } from "../../src/wire/digest.js";
 import { encode } from "../../src/wire/codec.js";

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import { buildContextPreview, canonicalJson, compactByteLength } from "../budget/index.js";
-import { isTerminalAssignmentState } from "../execution/assignment-states.js";
-import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
-import { claimTokenMatches } from "../execution/claim-token.js";
-import { appliedEntries } from "../execution/receipt-index.js";
+import { isTerminalAssignmentState } from "../execution/model/assignment-states.js";
+import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
+import { claimTokenMatches } from "../execution/claims/claim-token.js";
+import { appliedEntries } from "../execution/receipts/receipt-index.js";
 import { receiptBodyDigest } from "../wire/digest.js";
 import type { ExecutorEvidence, RegistryHistory, Stamped, StoredHistory, StoredReceipt } from "./history.js";
 

@@ -1,6 +1,6 @@
 import type { Executor } from "../executors/schemas.js";
 import type { Receipt } from "../wire/messages.js";
-import type { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
+import type { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
 
 /**
  * Everything the history checker reads, as plain data: what the gateway stored in JetStream and what

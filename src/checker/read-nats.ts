@@ -1,10 +1,10 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
-import { EXECUTION_BUCKETS } from "../execution/buckets.js";
+import { EXECUTION_BUCKETS } from "../kv/buckets.js";
+import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
 import { EXECUTORS_BUCKET } from "../executors/executor-store.js";
 import { ExecutorSchema } from "../executors/schemas.js";
-import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/records.js";
 import { kvStreamName } from "../streams/index.js";
 import { decode } from "../wire/codec.js";
 import { Receipt } from "../wire/messages.js";

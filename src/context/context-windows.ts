@@ -2,9 +2,9 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ApiError } from "../http/errors.js";
 import type { Execution } from "../execution/execution.js";
-import type { RunRecord } from "../execution/records.js";
-import { bucketStores } from "../execution/buckets.js";
-import type { VersionedStore } from "../execution/versioned-store.js";
+import type { RunRecord } from "../execution/model/records.js";
+import { bucketStores } from "../kv/buckets.js";
+import type { VersionedStore } from "../kv/versioned-store.js";
 import { CalibrationSchema, emptyCalibration, withSample, type Calibration } from "./estimator.js";
 import { contextWindow, type ContextWindow } from "./window.js";
 

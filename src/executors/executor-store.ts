@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { isKeyExists } from "../config/config-store.js";
-import { openBucket } from "../execution/buckets.js";
+import { openBucket } from "../kv/buckets.js";
 import type { Binding } from "../config/schemas.js";
 import { ApiError, type ErrorDetail } from "../http/errors.js";
 import { ExecutorSchema, type Executor, type RegisterExecutor } from "./schemas.js";

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { buildContextPreview } from "../../src/budget/index.js";
 import { checkHistory, projectionDigest, snapshotOf, type ExecutorEvidence, type Rule, type StoredHistory } from "../../src/checker/index.js";
-import { claimTokenSha256 } from "../../src/execution/claim-token.js";
-import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../../src/execution/records.js";
+import { claimTokenSha256 } from "../../src/execution/claims/claim-token.js";
+import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../../src/execution/model/records.js";
 import type { Executor } from "../../src/executors/schemas.js";
 import { argumentDigest, receiptBodyDigest } from "../../src/wire/digest.js";
 import type { Receipt } from "../../src/wire/messages.js";

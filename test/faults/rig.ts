@@ -7,7 +7,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { checkHistory, formatReport, readEvidence, readHistory, type CheckReport, type ProjectionSnapshot } from "../../src/checker/index.js";
 import { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
-import { RECEIPT_CONSUMER } from "../../src/execution/receipt-consumer.js";
+import { RECEIPT_CONSUMER } from "../../src/execution/receipts/receipt-consumer.js";
 import { natsServers } from "../../src/nats/servers.js";
 import { STREAMS } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";

@@ -4,7 +4,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
 import { GatewayEnvSchema } from "../../src/gateway/config.js";
 import { createLogger } from "../../src/log/logger.js";
-import { ADMIN_KEY } from "./../helpers/execution-gateway.js";
+import { ADMIN_KEY } from "../helpers/execution-gateway.js";
 
 /** A gateway whose every log line (JSON) is kept in memory, for the log assertions. */
 export interface CapturedGateway {

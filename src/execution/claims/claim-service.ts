@@ -1,0 +1,136 @@
+import type { ClaimReply, ClaimRequest, Grant, RefusalCode } from "../../wire/messages.js";
+import { nextAssignmentState, type AssignmentState } from "../model/assignment-states.js";
+import { admissionRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
+import { reservationValid, type ClaimQuota } from "./claim-quota.js";
+import { newClaimToken } from "./claim-token.js";
+import type { PresenceService } from "./presence.js";
+import type { ReceiptLog } from "../receipts/receipt-log.js";
+import type { AssignmentRecord } from "../model/records.js";
+import type { RunLookup } from "../runs/run-lookup.js";
+import { runTakesWork } from "../model/run-states.js";
+import type { VersionedStore } from "../../kv/versioned-store.js";
+import type { Watchlist } from "./watchlist.js";
+
+/** Why a claim on an assignment in a given state is refused (the table has no `claim` edge from it). */
+const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> = {
+  withdrawn: "withdrawn",
+  revoked: "claim_revoked",
+  abandoned: "run_terminated",
+};
+
+const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "refused", code, reason });
+
+/**
+ * The unique claim: an online executor the registry grants the binding (`admissionRefusal`:
+ * registered, in the subject's scope, from its own nkey, the binding in its registered list; never
+ * what its heartbeat declares) moves `pending -> claimed` by compare-and-set; of any number of
+ * concurrent claimers exactly one wins and gets the grant with a fresh claim token (only its sha256
+ * is stored). The claim is leased: unconfirmed, it expires.
+ * An executor holding its maximum of claims is refused (`too_many_claims`, see `ClaimQuota`).
+ */
+export class ClaimService {
+  constructor(
+    private readonly runs: RunLookup,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly registry: RegistryReader,
+    private readonly presence: PresenceService,
+    private readonly watchlist: Watchlist,
+    private readonly quota: ClaimQuota,
+    private readonly receipts: ReceiptLog,
+    private readonly leaseMs: number,
+    /** How soon after a claim a sweeper first checks on it (then on its holder's presence, once confirmed). */
+    private readonly holderCheckMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async claim(origin: RequestOrigin, req: ClaimRequest): Promise<ClaimReply> {
+    const { scope } = origin;
+    // Independent reads, all needed by every claim that can succeed: read together.
+    const runRead = this.runs.start(req.assignment_id);
+    const [registered, online, found, holdings] = await Promise.all([
+      this.registry.get(req.executor_id),
+      this.presence.online(scope, req.executor_id),
+      this.assignments.get(req.assignment_id),
+      this.quota.read(scope, req.executor_id),
+    ]);
+    const unadmitted = admissionRefusal(registered, origin, []);
+    if (unadmitted) return refused(unadmitted.code, unadmitted.reason);
+    if (!online) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
+    if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
+    const a = found.value;
+    if (a.scope !== scope) return refused("out_of_scope", `binding '${a.binding_id}' is not served in scope '${scope}'`);
+    const notGranted = admissionRefusal(registered, origin, [a.binding_id]);
+    if (notGranted) return refused(notGranted.code, notGranted.reason);
+    // A state the run's end put it in answers for itself (`withdrawn`, `claim_revoked`), before the run does.
+    const ended = REFUSAL_BY_STATE[a.state];
+    if (ended) return refused(ended, `assignment is ${a.state}`);
+    const run = await runRead.of(a);
+    if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
+    // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
+    if (a.state !== "pending" || a.generation !== req.generation) return this.lost(a, req);
+
+    const { token, sha256 } = newClaimToken();
+    const claimedAt = this.now();
+    const leaseExpiresAt = claimedAt + this.leaseMs;
+    // Watched before the compare-and-set: if this process dies right after winning, a sweeper still
+    // expires the lease. The same watch, due no later than the first holder check, looks after the
+    // work once it is confirmed (nothing is written on `accepted`). Independent of the slot: both together.
+    const [reservation] = await Promise.all([
+      this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation, holdings),
+      this.watchlist.watch(a.assignment_id, Math.min(leaseExpiresAt, claimedAt + this.holderCheckMs)),
+    ]);
+    if (!reservation)
+      return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
+
+    const outcome = await this.assignments.mutate(a.assignment_id, (cur) => {
+      const to = nextAssignmentState(cur.state, "claim");
+      if (!to || cur.generation !== req.generation) return { result: this.lost(cur, req) };
+      // A slot another replica may already have reconciled away must not be filled (the bound would overshoot).
+      if (!reservationValid(reservation, this.now())) return { result: refused("too_many_claims", "the claim took too long to be made; claim again") };
+      const claim = { executor_id: req.executor_id, generation: cur.generation, token_sha256: sha256, claimed_at: claimedAt, lease_expires_at: leaseExpiresAt };
+      return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
+    }, found);
+    if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
+    if (outcome.result) return outcome.result;
+
+    const granted = outcome.value;
+    const compensates = granted.compensates === null ? undefined : await this.undoing(granted.compensates);
+    return {
+      status: "granted",
+      grant: {
+        assignment_id: granted.assignment_id,
+        run_id: granted.run_id,
+        session_id: run.value.session_id,
+        executor_id: req.executor_id,
+        tool_name: granted.tool_name,
+        binding_id: granted.binding_id,
+        tool_kind: granted.tool_kind,
+        arguments: granted.arguments,
+        argument_digest: granted.argument_digest,
+        subject: run.value.subject,
+        agent: run.value.agent,
+        agent_version: run.value.agent_version,
+        toolset: run.value.toolset,
+        toolset_version: run.value.toolset_version,
+        operation_key: granted.operation_key,
+        claim_token: token,
+        generation: granted.generation,
+        lease_expires_at: leaseExpiresAt,
+        ...(compensates ? { compensates } : {}),
+      },
+    };
+  }
+
+  /** The refusal for a claim on an assignment that is no longer offered at the candidate's generation. */
+  private lost(a: AssignmentRecord, req: ClaimRequest): ClaimReply {
+    if (!nextAssignmentState(a.state, "claim")) return refused(REFUSAL_BY_STATE[a.state] ?? "already_claimed", `assignment is ${a.state}`);
+    return refused("stale_generation", `the candidate is of generation ${req.generation}, the assignment is at ${a.generation}`);
+  }
+
+  /** What a compensation's handler needs of the write it undoes: its id, operation key and completed result. */
+  private async undoing(originalId: string): Promise<NonNullable<Grant["compensates"]>> {
+    const original = (await this.assignments.get(originalId))?.value;
+    if (!original?.final || original.state !== "completed") throw new Error(`the original '${originalId}' of a compensation is not a completed assignment`);
+    return { assignment_id: original.assignment_id, operation_key: original.operation_key, result: await this.receipts.completedResult(original.final.stream_seq) };
+  }
+}

@@ -1,0 +1,106 @@
+import type { Logger } from "../../log/logger.js";
+import { nextAssignmentState } from "../model/assignment-states.js";
+import type { CandidateQueue } from "../dispatch/candidate-queue.js";
+import type { ExecutorDetacher } from "../operations/executor-detach.js";
+import type { Dispatcher } from "../dispatch/dispatcher.js";
+import type { PresenceService } from "./presence.js";
+import type { AssignmentRecord } from "../model/records.js";
+import { requeued } from "../dispatch/requeue.js";
+import type { VersionedStore } from "../../kv/versioned-store.js";
+import type { Watchlist } from "./watchlist.js";
+
+/**
+ * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
+ * past their lease (back to the candidates with generation + 1), finishes creations a crash left
+ * undispatched, and detaches confirmed work whose executor's presence lapsed. There is no timer per assignment that dies with its process, and concurrent sweepers
+ * are safe: each step is a compare-and-set or idempotent.
+ */
+export class LeaseSweeper {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+
+  constructor(
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly watchlist: Watchlist,
+    private readonly dispatcher: Dispatcher,
+    private readonly candidates: CandidateQueue,
+    private readonly presence: PresenceService,
+    private readonly detacher: ExecutorDetacher,
+    private readonly log: Logger,
+    private readonly intervalMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      // One sweep at a time per process; a slow one simply skips ticks.
+      this.running ??= this.sweepOnce()
+        .catch((err: unknown) => this.log.error({ err }, "lease sweep failed"))
+        .finally(() => (this.running = undefined));
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  async sweepOnce(): Promise<void> {
+    for (const { entry, revision } of await this.watchlist.due(this.now())) {
+      const settled = await this.settle(entry.assignment_id);
+      if (settled) await this.watchlist.unwatch(entry.assignment_id, revision);
+    }
+  }
+
+  /** Brings one watched assignment forward; true when it needs no more watching. */
+  private async settle(assignmentId: string): Promise<boolean> {
+    const expired = await this.assignments.mutate(assignmentId, (a) => {
+      const next = a.claim && a.claim.lease_expires_at <= this.now() ? requeued(a, "expire_lease", this.now()) : undefined;
+      return next ? { write: next, result: true } : { result: false };
+    });
+    if (!expired) return true;
+    if (expired.result) this.log.info({ assignment_id: assignmentId, generation: expired.value.generation }, "unconfirmed claim expired; back to the candidates");
+    const a = expired.value;
+    if (a.state === "claimed") {
+      // Not yet expired (the watch was older than the lease): watch again at the lease's end.
+      await this.watchlist.watch(assignmentId, a.claim!.lease_expires_at);
+      return false;
+    }
+    if (a.state === "running") return this.checkHolder(a);
+    if (a.state === "pending" && a.candidate_seq !== null && !expired.result) return this.reofferIfTaken(a);
+    if (a.state === "pending") await this.dispatcher.dispatch(assignmentId);
+    return true;
+  }
+
+  /** Confirmed work whose executor is still present is looked at again later; otherwise it is detached. */
+  private async checkHolder(a: AssignmentRecord): Promise<boolean> {
+    const holder = a.claim!.executor_id;
+    if (await this.presence.present(a.scope, holder)) {
+      await this.watchlist.watch(a.assignment_id, this.now() + this.presence.ttlMs);
+      return false;
+    }
+    const outcome = await this.detacher.detachOne(a, holder, "gone");
+    if (outcome) this.log.warn({ assignment_id: a.assignment_id, executor_id: holder, outcome }, "executor presence lapsed with confirmed work; detached");
+    return true;
+  }
+
+  /**
+   * A pending assignment whose candidate an executor took but never claimed would wait forever:
+   * offer it again with the next generation. One still waiting in the stream is simply watched again.
+   */
+  private async reofferIfTaken(a: AssignmentRecord): Promise<boolean> {
+    if (await this.candidates.waiting(a.candidate_seq!)) {
+      await this.dispatcher.rewatch(a.assignment_id);
+      return false;
+    }
+    const res = await this.assignments.mutate(a.assignment_id, (cur) => {
+      const to = nextAssignmentState(cur.state, "reoffer");
+      if (!to || cur.generation !== a.generation || cur.candidate_seq !== a.candidate_seq) return { result: false };
+      return { write: { ...cur, state: to, generation: cur.generation + 1, candidate_seq: null, updated_at: this.now() }, result: true };
+    });
+    if (res?.result) this.log.warn({ assignment_id: a.assignment_id, generation: res.value.generation }, "candidate taken but never claimed; offered again");
+    await this.dispatcher.dispatch(a.assignment_id);
+    return true;
+  }
+}

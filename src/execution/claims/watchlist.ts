@@ -1,0 +1,72 @@
+import type { WatchEntry } from "../model/records.js";
+import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
+
+/**
+ * Removal markers one listing purges at most: a backlog (a bucket written by a version that kept
+ * them) is worked off over a few sweeps instead of holding one sweep up.
+ */
+const MAX_PURGED_PER_LISTING = 1_000;
+
+/**
+ * Assignments the lease sweeper must look at: written *before* the step that might be left half
+ * done (creating an assignment, claiming it), so a process dying right after still leaves a trace.
+ * An entry is only ever removed at the revision it was read at, so a newer watch (a claim's lease)
+ * is never lost to an older one's clean-up.
+ */
+export class Watchlist {
+  private purging: Promise<void> | undefined;
+
+  constructor(private readonly store: VersionedStore<WatchEntry>) {}
+
+  /** Watch `assignmentId` from `dueAt` on; returns the revision to remove it at. */
+  watch(assignmentId: string, dueAt: number): Promise<number> {
+    return this.store.put(assignmentId, { assignment_id: assignmentId, due_at: dueAt });
+  }
+
+  /** Stops watching unless the watch was renewed since `revision`. */
+  async unwatch(assignmentId: string, revision: number): Promise<void> {
+    await this.store.removeAt(assignmentId, revision);
+  }
+
+  /**
+   * Stops watching a settled assignment, whatever its watch: nothing can need one any more (a claim
+   * racing the settlement fails its compare-and-set), so the watch is removed without reading it.
+   */
+  async release(assignmentId: string): Promise<void> {
+    await this.store.remove(assignmentId);
+  }
+
+  /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
+  async watchedIds(): Promise<string[]> {
+    return (await this.live()).map((e) => e.value.assignment_id);
+  }
+
+  /** Watches whose time has come, with the revision each was read at. */
+  async due(now: number): Promise<Array<{ entry: WatchEntry; revision: number }>> {
+    const all = await this.live();
+    return all.filter((e) => e.value.due_at <= now).map((e) => ({ entry: e.value, revision: e.revision }));
+  }
+
+  /**
+   * The live watches. Every settled assignment leaves its watch's removal marker behind; the markers
+   * a listing comes across are purged, so that a sweep (every second, on every gateway) costs the
+   * work in flight rather than every assignment ever watched. The purge runs beside the sweep, one
+   * at a time: a slow or failing one (a stream leader being elected) must never hold a sweep up, and
+   * what it leaves the next listing finds again.
+   */
+  private async live(): Promise<Array<Versioned<WatchEntry>>> {
+    const { live, removed } = await this.store.list();
+    if (removed.length > 0 && !this.purging) {
+      this.purging = this.store
+        .purgeRemoved(removed.slice(0, MAX_PURGED_PER_LISTING))
+        .catch(() => undefined)
+        .finally(() => (this.purging = undefined));
+    }
+    return live;
+  }
+
+  /** Resolves once the purge of removal markers in flight, if any, has ended (tests, shutdown). */
+  async settled(): Promise<void> {
+    await this.purging;
+  }
+}

@@ -1,0 +1,77 @@
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { ConsumerDefinitionSchema, ensureStreams, type ConsumerDefinition } from "../../streams/index.js";
+import { encode } from "../../wire/codec.js";
+import type { Candidate } from "../../wire/messages.js";
+import { STREAMS, candidateConsumer, subjects } from "../../wire/subjects.js";
+
+/**
+ * What JetStream answers for the delete of a candidate already taken or deleted: "sequence not
+ * found" for a hole inside the stream (the usual case: a work queue drops what was acknowledged),
+ * "no message found" and "store EOF" at its ends.
+ */
+const GONE = new Set([10043, 10037, 10057]);
+
+/**
+ * The candidates: a WorkQueue stream, one message per assignment generation on
+ * `tg.cand.<scope>.<binding>`, pulled by one durable consumer per scope that the scope's executors
+ * share. A message holds ids only: arguments and the grant come with a successful claim.
+ */
+export class CandidateQueue {
+  private readonly ensured = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly options: { replicas: number; ackWaitMs: number },
+  ) {}
+
+  /** The durable consumer of a scope, declared like every object of `streams/` (made once, then checked). */
+  scopeConsumerDefinition(scope: string): ConsumerDefinition {
+    return ConsumerDefinitionSchema.parse({
+      kind: "consumer",
+      stream: STREAMS.candidates,
+      durable_name: candidateConsumer(scope),
+      description: `Candidates of scope ${scope}, shared by its executors`,
+      filter_subject: subjects.candidateFilter(scope),
+      ack_wait_ms: this.options.ackWaitMs,
+    });
+  }
+
+  /** Creates the scope's consumer the first time this process needs it; a failure is retried next time. */
+  ensureScopeConsumer(scope: string): Promise<void> {
+    let done = this.ensured.get(scope);
+    if (!done) {
+      done = ensureStreams(this.jsm, [this.scopeConsumerDefinition(scope)], { replicas: this.options.replicas }).then(() => undefined);
+      done.catch(() => this.ensured.delete(scope));
+      this.ensured.set(scope, done);
+    }
+    return done;
+  }
+
+  /**
+   * Publishes the candidate of one generation and returns its stream sequence. `Nats-Msg-Id` is
+   * `<assignment>.<generation>`, so a second publisher (a sweeper, a retried request) is de-duplicated.
+   */
+  async publish(scope: string, candidate: Candidate): Promise<number> {
+    await this.ensureScopeConsumer(scope);
+    const ack = await this.js.publish(subjects.candidate(scope, candidate.binding_id), encode(candidate), {
+      msgID: `${candidate.assignment_id}.${candidate.generation}`,
+    });
+    return ack.seq;
+  }
+
+  /** Whether the candidate at `seq` is still waiting in the stream (not yet taken by an executor). */
+  async waiting(seq: number): Promise<boolean> {
+    return (await this.jsm.streams.getMessage(STREAMS.candidates, { seq })) !== null;
+  }
+
+  /** Deletes a withdrawn candidate; one already pulled and acknowledged is simply gone. */
+  async delete(seq: number): Promise<void> {
+    try {
+      // No erase: the message carries no secret, and overwriting it costs a disk write for nothing.
+      await this.jsm.streams.deleteMessage(STREAMS.candidates, seq, false);
+    } catch (err) {
+      if (!GONE.has((err as { code?: number }).code ?? 0)) throw err;
+    }
+  }
+}

@@ -1,0 +1,98 @@
+import { nextAssignmentState } from "../model/assignment-states.js";
+import type { CandidateQueue } from "./candidate-queue.js";
+import type { AssignmentRecord, RunRecord } from "../model/records.js";
+import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
+import type { Watchlist } from "../claims/watchlist.js";
+
+/**
+ * Puts a pending assignment in front of executors: lists it on its run (refused once the run ended,
+ * which withdraws it instead) and publishes the candidate of its current generation. Every step is
+ * idempotent, so the request that created the assignment and any sweeper finishing a half-done
+ * creation or returning an expired claim can all call it, in any number and order.
+ */
+export class Dispatcher {
+  constructor(
+    private readonly runs: VersionedStore<RunRecord>,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly candidates: CandidateQueue,
+    private readonly watchlist: Watchlist,
+    /** How often a sweeper looks at an offered candidate; one taken but not claimed is offered again. */
+    private readonly reofferAfterMs: number,
+    /** How long after creation a sweeper takes over a dispatch that did not finish (the request's process died). */
+    private readonly dispatchGraceMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Returns the assignment as it stands afterwards (null if it does not exist). `known` holds what
+   * the creating request has just written and read (saving those reads; compare-and-set still
+   * guards every write); its dispatch watch, written before the assignment, also stands as the
+   * re-offer watch, so none is written here (one write and one round trip less per tool call).
+   */
+  async dispatch(assignmentId: string, known?: { assignment: Versioned<AssignmentRecord>; run: Versioned<RunRecord> }): Promise<AssignmentRecord | null> {
+    const current = known?.assignment ?? (await this.assignments.get(assignmentId));
+    if (!current || current.value.state !== "pending") return current?.value ?? null;
+    const a = current.value;
+
+    // A compensation is not one of the model's tool calls: it hangs off its original, not the run's list.
+    if (a.compensates === null) {
+      const listing = await this.runs.mutate(
+        a.run_id,
+        (run) => {
+          if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
+          if (run.state !== "active") return { result: "run_ended" as const };
+          return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
+        },
+        known?.run,
+      );
+      if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
+    }
+    if (a.candidate_seq !== null) return a;
+
+    // Watched before it can be taken: should the executor that takes it vanish without claiming, a sweeper offers it again.
+    if (!known) await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
+    const seq = await this.candidates.publish(a.scope, {
+      assignment_id: a.assignment_id,
+      run_id: a.run_id,
+      tool_name: a.tool_name,
+      binding_id: a.binding_id,
+      generation: a.generation,
+      created_at: a.created_at,
+    });
+    const recorded = await this.assignments.mutate(
+      assignmentId,
+      (cur) =>
+        cur.state === "pending" && cur.generation === a.generation && cur.candidate_seq === null
+          ? { write: { ...cur, candidate_seq: seq, updated_at: this.now() }, result: undefined }
+          : { result: undefined },
+      current,
+    );
+    // Withdrawn meanwhile (the run ended between listing and publishing): take the message back.
+    if (recorded && recorded.value.state === "withdrawn" && recorded.value.candidate_seq === null) await this.candidates.delete(seq);
+    return recorded?.value ?? null;
+  }
+
+  /**
+   * The watch a creating request writes before the assignment: due when a sweeper may have to finish
+   * the dispatch, and standing afterwards as the candidate's re-offer watch (see `dispatch`), so it
+   * is due at the earlier of the two. Returns its revision.
+   */
+  watchCreation(assignmentId: string, createdAt: number): Promise<number> {
+    return this.watchlist.watch(assignmentId, createdAt + Math.min(this.dispatchGraceMs, this.reofferAfterMs));
+  }
+
+  /** Looks at a dispatched assignment again later (its candidate is still waiting for an executor). */
+  async rewatch(assignmentId: string): Promise<void> {
+    await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
+  }
+
+  /** An assignment its run never listed (the run ended first) is withdrawn, never offered. */
+  private async withdrawUnlisted(assignmentId: string): Promise<AssignmentRecord | null> {
+    const res = await this.assignments.mutate(assignmentId, (cur) => {
+      const to = nextAssignmentState(cur.state, "withdraw");
+      return to ? { write: { ...cur, state: to, updated_at: this.now() }, result: undefined } : { result: undefined };
+    });
+    if (res?.value.candidate_seq != null) await this.candidates.delete(res.value.candidate_seq);
+    return res?.value ?? null;
+  }
+}

@@ -1,0 +1,72 @@
+import { z } from "zod";
+import { Id, ToolKind } from "../../wire/messages.js";
+import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
+import { Outcome, type AssignmentRecord, type ProgressEntry, type RunRecord } from "../model/records.js";
+import { RUN_STATES } from "../model/run-states.js";
+
+/**
+ * What a run's event stream (`tg.evt.<run>`, SSE) says: state changes of the run and of its
+ * assignments, progress, and the section-4 requests. Never a full result: a client reads the
+ * assignment or the history for that.
+ */
+const Millis = z.number().int().nonnegative();
+
+export const RunEvent = z
+  .discriminatedUnion("type", [
+    z.object({ type: z.literal("run"), run_id: Id, state: z.enum(RUN_STATES), at: Millis }).strict(),
+    z
+      .object({
+        type: z.literal("assignment"),
+        run_id: Id,
+        assignment_id: Id,
+        tool_name: z.string(),
+        tool_kind: ToolKind,
+        /** null when the assignment was just created. */
+        from: z.enum(ASSIGNMENT_STATES).nullable(),
+        to: z.enum(ASSIGNMENT_STATES),
+        generation: z.number().int().nonnegative(),
+        executor_id: Id.nullable(),
+        compensates: Id.nullable(),
+        outcome: Outcome.nullable(),
+        at: Millis,
+      })
+      .strict(),
+    z.object({ type: z.literal("progress"), run_id: Id, assignment_id: Id, seq: z.number().int().positive(), progress: z.unknown(), at: Millis }).strict(),
+    z.object({ type: z.literal("task_cancel_requested"), run_id: Id, assignment_id: Id, reason: z.string(), at: Millis }).strict(),
+    z.object({ type: z.literal("compensation_requested"), run_id: Id, assignment_id: Id, compensation_assignment_id: Id, at: Millis }).strict(),
+  ])
+  .meta({ id: "RunEvent" });
+export type RunEvent = z.infer<typeof RunEvent>;
+
+/** The events one assignment write means (state or generation moved, a task cancel or compensation recorded). */
+export function assignmentEvents(before: AssignmentRecord | undefined, after: AssignmentRecord): RunEvent[] {
+  const base = { run_id: after.run_id, assignment_id: after.assignment_id, at: after.updated_at };
+  const events: RunEvent[] = [];
+  if (!before || before.state !== after.state || before.generation !== after.generation) {
+    events.push({
+      type: "assignment",
+      ...base,
+      tool_name: after.tool_name,
+      tool_kind: after.tool_kind,
+      from: before?.state ?? null,
+      to: after.state,
+      generation: after.generation,
+      executor_id: after.claim?.executor_id ?? null,
+      compensates: after.compensates,
+      outcome: after.outcome,
+    });
+  }
+  if (after.task_cancel && !before?.task_cancel) events.push({ type: "task_cancel_requested", ...base, reason: after.task_cancel.reason });
+  if (after.compensated_by && !before?.compensated_by) events.push({ type: "compensation_requested", ...base, compensation_assignment_id: after.compensated_by });
+  return events;
+}
+
+/** The event of a run write, when its state moved (appending a tool call is told by the assignment's own event). */
+export function runEvents(before: RunRecord | undefined, after: RunRecord): RunEvent[] {
+  if (before && before.state === after.state) return [];
+  return [{ type: "run", run_id: after.run_id, state: after.state, at: after.ended_at ?? after.created_at }];
+}
+
+export function progressEvent(runId: string, entry: ProgressEntry): RunEvent {
+  return { type: "progress", run_id: runId, assignment_id: entry.assignment_id, seq: entry.seq, progress: entry.progress, at: entry.at };
+}

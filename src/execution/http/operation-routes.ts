@@ -1,0 +1,125 @@
+import { z } from "zod";
+import { ApiError } from "../../http/errors.js";
+import { EventStream } from "../../http/event-stream.js";
+import { defineRoute, type RouteDef } from "../../http/route.js";
+import { Id } from "../../wire/messages.js";
+import type { Execution } from "../execution.js";
+import { RunEvent } from "../events/run-events.js";
+import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
+
+const AssignmentParams = z.object({ assignment_id: Id });
+/** An event id as it travels in a query or a header: decimal digits. */
+const Sequence = z.string().regex(/^[0-9]{1,16}$/, "an event id of this stream (a non-negative integer)").transform(Number);
+
+const ReconcileSchema = z
+  .discriminatedUnion("outcome", [
+    z.strictObject({ outcome: z.literal("completed"), result: z.json().describe("The result the operation did produce") }),
+    z.strictObject({ outcome: z.literal("failed"), error: z.strictObject({ code: z.string().min(1).max(128), message: z.string().max(4096) }) }),
+    z.strictObject({ outcome: z.literal("cancelled"), reason: z.string().min(1).max(4096) }),
+  ])
+  .meta({ title: "Reconcile" });
+
+const DetachResultSchema = z
+  .object({
+    executor_id: Id,
+    scope: Id,
+    released: z.array(Id).describe("Unconfirmed claims returned to the candidates (generation + 1)"),
+    reconciliation_required: z.array(Id).describe("Confirmed work whose outcome is now unknown"),
+    retried: z.array(Id).describe("Confirmed reads offered again (binding retry_reads_safe)"),
+  })
+  .meta({ title: "DetachResult" });
+
+/**
+ * The section-4 operations besides run cancel (which lives with the runs), and the run's event
+ * stream: see docs/operations-matrix.md for who may call which and what each changes.
+ */
+export function operationRoutes(execution: Execution): RouteDef[] {
+  const runAgent = runAgentScope(execution);
+  const assignmentAgent = assignmentAgentScope(execution);
+  return [
+    defineRoute({
+      id: "getRunEvents",
+      method: "GET",
+      path: "/v1/runs/{run_id}/events",
+      summary: "The run's events as Server-Sent Events (id = stream sequence); resume with Last-Event-ID or ?after=",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: RunParams,
+      query: z.object({ after: Sequence.optional().describe("Start after this event id (Last-Event-ID wins when both are sent)") }),
+      response: RunEvent,
+      stream: "sse",
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: async ({ params, query, headers, signal }) => {
+        await execution.runs.get(params.run_id);
+        const header = headers["last-event-id"];
+        const resumed = header === undefined ? undefined : Sequence.safeParse(header);
+        if (resumed && !resumed.success) throw ApiError.validation([{ path: "headers.last-event-id", code: "invalid", message: "Last-Event-ID is an event id of this stream (a non-negative integer)" }]);
+        const after = resumed?.data ?? query.after ?? 0;
+        return new EventStream(toSse(execution.events.follow(params.run_id, after, signal)), execution.options.eventHeartbeatMs);
+      },
+    }),
+    defineRoute({
+      id: "cancelTask",
+      method: "POST",
+      path: "/v1/assignments/{assignment_id}:cancel-task",
+      summary: "Ask the executor to stop a running business task; it ends cancelled when the executor confirms, completed if it finished first (idempotent)",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: AssignmentParams,
+      body: z.strictObject({ reason: z.string().min(1).max(4096).optional() }).default({}).meta({ title: "CancelTask" }),
+      response: AssignmentSchema,
+      agentScope: ({ params }) => assignmentAgent(params.assignment_id),
+      handler: async ({ params, body }) => {
+        await execution.taskCancel.request(params.assignment_id, body.reason);
+        return execution.history.assignment(params.assignment_id);
+      },
+    }),
+    defineRoute({
+      id: "compensate",
+      method: "POST",
+      path: "/v1/assignments/{assignment_id}:compensate",
+      summary: "Undo a completed write by a new compensation assignment (own operation key and receipts); idempotent",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: AssignmentParams,
+      response: z.object({ created: z.boolean().describe("false when this write was compensated before"), compensation: AssignmentSchema }),
+      agentScope: ({ params }) => assignmentAgent(params.assignment_id),
+      handler: async ({ params }) => {
+        const { created, compensation } = await execution.compensation.compensate(params.assignment_id);
+        return { created, compensation: await execution.history.assignment(compensation.assignment_id) };
+      },
+    }),
+    defineRoute({
+      id: "reconcileAssignment",
+      method: "POST",
+      path: "/v1/assignments/{assignment_id}:reconcile",
+      summary: "Settle a reconciliation_required assignment as an operator (an audited operator receipt); idempotent",
+      tags: ["operations"],
+      permissions: ["tools:execute"],
+      params: AssignmentParams,
+      body: ReconcileSchema,
+      response: AssignmentSchema,
+      agentScope: ({ params }) => assignmentAgent(params.assignment_id),
+      handler: async ({ params, body, identity }) => {
+        await execution.settlement.settle(params.assignment_id, identity.name, body);
+        return execution.history.assignment(params.assignment_id);
+      },
+    }),
+    defineRoute({
+      id: "detachExecutor",
+      method: "POST",
+      path: "/v1/executors/{executor_id}:detach",
+      summary: "Detach an executor: its claims return to the candidates, its confirmed work is settled by the detach edges; the runs go on (idempotent)",
+      tags: ["operations"],
+      permissions: ["tools:execute"],
+      params: z.object({ executor_id: Id }),
+      body: z.strictObject({ scope: Id.describe("The executor scope it belongs to") }).meta({ title: "DetachExecutor" }),
+      response: DetachResultSchema,
+      handler: async ({ params, body }) => ({ executor_id: params.executor_id, scope: body.scope, ...(await execution.detach.detach(body.scope, params.executor_id)) }),
+    }),
+  ];
+}
+
+async function* toSse(events: AsyncIterable<{ seq: number; event: RunEvent }>): AsyncGenerator<{ id: string; data: unknown }> {
+  for await (const { seq, event } of events) yield { id: String(seq), data: event };
+}

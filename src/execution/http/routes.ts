@@ -1,0 +1,180 @@
+import { z } from "zod";
+import { contextPreviewSchema } from "../../budget/index.js";
+import { SessionIdSchema, ToolNameSchema } from "../../config/ids.js";
+import { defineRoute, type RouteDef } from "../../http/route.js";
+import { Id, ToolKind } from "../../wire/messages.js";
+import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
+import type { Execution } from "../execution.js";
+import { RunRecord } from "../model/records.js";
+import { RUN_STATES } from "../model/run-states.js";
+
+const Millis = z.number().int().nonnegative().describe("milliseconds since the epoch");
+
+// The stored run record is what a client reads; only its description is added here.
+const RunSchema = RunRecord.extend({ assignment_ids: RunRecord.shape.assignment_ids.describe("Every tool call of the run, in creation order") }).meta({ id: "Run" });
+
+const OutcomeSchema = z.union([
+  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }) }),
+  z.object({ kind: z.literal("cancelled"), reason: z.string() }),
+]);
+
+const historyEntryShape = {
+  assignment_id: Id,
+  tool_call_id: Id.nullable(),
+  tool_name: z.string(),
+  arguments: z.unknown(),
+  state: z.enum(ASSIGNMENT_STATES),
+  context_preview: contextPreviewSchema.nullable().describe("The stored projection of the first completed receipt, computed once"),
+  outcome: OutcomeSchema.nullable(),
+  compensated_by: Id.nullable().describe("The compensation undoing this completed write; this entry's projection stays as it was"),
+  created_at: Millis,
+};
+const HistoryEntrySchema = z.object(historyEntryShape).meta({ id: "HistoryEntry" });
+
+const AssignmentSchema = z
+  .object({
+    ...historyEntryShape,
+    run_id: Id,
+    binding_id: Id,
+    tool_kind: ToolKind,
+    argument_digest: z.string(),
+    operation_key: z.string(),
+    generation: z.number().int(),
+    executor_id: Id.nullable(),
+    lease_expires_at: Millis.nullable(),
+    accepted_receipt_id: Id.nullable(),
+    final_receipt_id: Id.nullable(),
+    progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: Millis })),
+    compensates: Id.nullable().describe("On a compensation: the completed write it undoes"),
+    task_cancel: z.object({ requested_at: Millis, reason: z.string() }).nullable().describe("A business-task cancel was requested; the executor's receipt decides the outcome"),
+    settled_by: z.object({ operator: z.string(), at: Millis }).nullable().describe("The operator who settled it from reconciliation_required"),
+    updated_at: Millis,
+  })
+  .meta({ id: "Assignment" });
+
+const CreateToolCallSchema = z
+  .strictObject({
+    tool_name: ToolNameSchema,
+    arguments: z.json().default({}).describe("Validated against the tool's input_schema"),
+    operation_key: z.string().min(1).max(256).optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
+    tool_call_id: Id.optional().describe("The model's tool call id: creating the same tool call again returns the same assignment"),
+  })
+  .meta({ id: "CreateToolCall" });
+
+export { AssignmentSchema, RunSchema };
+export const RunParams = z.object({ run_id: Id });
+
+/** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
+export function runAgentScope(execution: Pick<Execution, "runs">): (runId: string) => Promise<string | undefined> {
+  return (runId) => execution.runs.agentOf(runId);
+}
+
+/** The agent scope of an assignment route: its run's agent (undefined for no such assignment). */
+export function assignmentAgentScope(execution: Pick<Execution, "runs" | "history">): (assignmentId: string) => Promise<string | undefined> {
+  const runAgent = runAgentScope(execution);
+  return async (assignmentId) => {
+    const runId = await execution.history.runIdOf(assignmentId);
+    return runId === undefined ? undefined : runAgent(runId);
+  };
+}
+
+/** The runtime API of the execution path. Every route is scoped to the agent of the run it touches. */
+export function executionRoutes(execution: Execution, sessions: { getSession(id: string): Promise<{ agent: string } | null> }): RouteDef[] {
+  const runAgent = runAgentScope(execution);
+  const assignmentAgent = assignmentAgentScope(execution);
+  return [
+    defineRoute({
+      id: "createRun",
+      method: "POST",
+      path: "/v1/sessions/{session_id}/runs",
+      summary: "Start a run in a session (pins the session's agent version, toolset version and subject)",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: z.object({ session_id: SessionIdSchema }),
+      response: RunSchema,
+      status: 201,
+      agentScope: async ({ params }) => (await sessions.getSession(params.session_id))?.agent,
+      handler: ({ params }) => execution.runs.create(params.session_id),
+    }),
+    defineRoute({
+      id: "getRun",
+      method: "GET",
+      path: "/v1/runs/{run_id}",
+      summary: "A run and the ids of its tool calls",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: RunParams,
+      response: RunSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: ({ params }) => execution.runs.get(params.run_id),
+    }),
+    defineRoute({
+      id: "createToolCall",
+      method: "POST",
+      path: "/v1/runs/{run_id}/tool-calls",
+      summary: "Execute a tool of the session's pinned toolset: creates an assignment for an executor to claim",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: RunParams,
+      body: CreateToolCallSchema,
+      response: z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema }),
+      status: 201,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: async ({ params, body }) => {
+        const { assignment, created } = await execution.toolCalls.create(params.run_id, body);
+        return { created, assignment: await (created ? execution.history.createdView(assignment) : execution.history.assignment(assignment.assignment_id)) };
+      },
+    }),
+    defineRoute({
+      id: "getAssignment",
+      method: "GET",
+      path: "/v1/assignments/{assignment_id}",
+      summary: "One tool call's assignment: state, claim holder, receipts, progress and projection",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: z.object({ assignment_id: Id }),
+      response: AssignmentSchema,
+      agentScope: ({ params }) => assignmentAgent(params.assignment_id),
+      handler: ({ params }) => execution.history.assignment(params.assignment_id),
+    }),
+    defineRoute({
+      id: "getRunHistory",
+      method: "GET",
+      path: "/v1/runs/{run_id}/history",
+      summary: "What the model sees: each tool call with its stored projection (never the full receipt)",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: RunParams,
+      response: z.object({ run_id: Id, state: z.enum(RUN_STATES), tool_calls: z.array(HistoryEntrySchema) }),
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: async ({ params }) => {
+        const run = await execution.runs.get(params.run_id);
+        return { run_id: run.run_id, state: run.state, tool_calls: await execution.history.history(run) };
+      },
+    }),
+    defineRoute({
+      id: "completeRun",
+      method: "POST",
+      path: "/v1/runs/{run_id}:complete",
+      summary: "End a run as completed; open tool calls are withdrawn, revoked or abandoned (idempotent)",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: RunParams,
+      response: RunSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: ({ params }) => execution.runs.end(params.run_id, "complete"),
+    }),
+    defineRoute({
+      id: "cancelRun",
+      method: "POST",
+      path: "/v1/runs/{run_id}:cancel",
+      summary: "Cancel a run: pending tool calls withdrawn, unconfirmed claims revoked, running work abandoned and its executor told (idempotent)",
+      tags: ["runtime"],
+      permissions: ["runtime:write"],
+      params: RunParams,
+      response: RunSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: ({ params }) => execution.runs.end(params.run_id, "cancel"),
+    }),
+  ];
+}

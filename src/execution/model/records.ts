@@ -1,0 +1,191 @@
+import { z } from "zod";
+import { contextPreviewSchema } from "../../budget/index.js";
+import { Id, ReceiptKind, ReceiptStatus, RefusalCode, ToolKind } from "../../wire/messages.js";
+import { ASSIGNMENT_STATES } from "./assignment-states.js";
+import { RUN_STATES } from "./run-states.js";
+
+/**
+ * The records the execution path keeps in JetStream KV (msgpack, validated on every read).
+ * Field names are snake_case like the wire messages and the HTTP API, so a record can be shown as is.
+ */
+
+const Millis = z.number().int().nonnegative();
+const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/);
+
+export const RunRecord = z
+  .object({
+    run_id: Id,
+    session_id: Id,
+    agent: Id,
+    agent_version: z.string(),
+    toolset: Id,
+    toolset_version: z.string(),
+    subject: z.string(),
+    state: z.enum(RUN_STATES),
+    /** Every tool call of the run, in creation order; appended by compare-and-set while `active` only. */
+    assignment_ids: z.array(Id),
+    created_at: Millis,
+    ended_at: Millis.nullable(),
+  })
+  .strict();
+export type RunRecord = z.infer<typeof RunRecord>;
+
+/** One claim of an assignment. Only the token's sha256 is kept: the token itself exists only in the grant. */
+export const ClaimRecord = z
+  .object({
+    executor_id: Id,
+    generation: z.number().int().nonnegative(),
+    token_sha256: Sha256Hex,
+    claimed_at: Millis,
+    lease_expires_at: Millis,
+  })
+  .strict();
+export type ClaimRecord = z.infer<typeof ClaimRecord>;
+
+/** A receipt that moved the assignment (accepted, or the final one). */
+export const AppliedReceipt = z
+  .object({
+    receipt_id: Id,
+    kind: ReceiptKind,
+    body_digest: Sha256Hex,
+    /** Sequence of the full receipt in `TG_RECEIPTS` (the projection is rebuilt from it after a crash). */
+    stream_seq: z.number().int().positive(),
+    at: Millis,
+  })
+  .strict();
+export type AppliedReceipt = z.infer<typeof AppliedReceipt>;
+
+/** An applied receipt that a later edge took off `accepted` / `final`, with the executor of the claim it was applied under. */
+export const ReplacedReceipt = AppliedReceipt.extend({ executor_id: Id });
+export type ReplacedReceipt = z.infer<typeof ReplacedReceipt>;
+
+/** What a final receipt says beyond its kind (the result itself stays in the stream and the projection). */
+export const Outcome = z.union([
+  z.object({ kind: z.literal("completed") }).strict(),
+  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }).strict() }).strict(),
+  z.object({ kind: z.literal("cancelled"), reason: z.string() }).strict(),
+]);
+export type Outcome = z.infer<typeof Outcome>;
+
+export const AssignmentRecord = z
+  .object({
+    assignment_id: Id,
+    run_id: Id,
+    /** The runtime's id of the tool call (the idempotency key of its creation), when it gave one. */
+    tool_call_id: Id.nullable(),
+    tool_name: z.string(),
+    binding_id: Id,
+    scope: Id,
+    tool_kind: ToolKind,
+    arguments: z.unknown(),
+    argument_digest: Sha256Hex,
+    operation_key: z.string(),
+    max_result_context_bytes: z.number().int().positive(),
+    state: z.enum(ASSIGNMENT_STATES),
+    /** Bumped each time the assignment goes back to the candidates. */
+    generation: z.number().int().nonnegative(),
+    /** Stream sequence of the current generation's candidate message (null until published). */
+    candidate_seq: z.number().int().positive().nullable(),
+    /** The current claim (claimed, running and what followed); null while pending. */
+    claim: ClaimRecord.nullable(),
+    /** Earlier claims (expired or revoked), newest last, so a stale token is told apart from a forged one. */
+    past_claims: z.array(ClaimRecord),
+    accepted: AppliedReceipt.nullable(),
+    final: AppliedReceipt.nullable(),
+    outcome: Outcome.nullable(),
+    /**
+     * Receipts applied here that a later edge replaced (a retried read's `accepted`, the
+     * `reconciliation_required` its settlement replaced), so the assignment keeps answering for every
+     * receipt it applied. Absent until needed, so the common record stays readable by a replica of
+     * the previous release during a rolling upgrade.
+     */
+    replaced: z.array(ReplacedReceipt).optional(),
+    /** A business-task cancel was asked for (recorded once; only the executor's receipt ends the task). */
+    task_cancel: z.object({ requested_at: Millis, reason: z.string() }).strict().nullable().default(null),
+    /** On a compensation: the completed write it undoes. A compensation lives outside its run's lifecycle. */
+    compensates: Id.nullable().default(null),
+    /** On a compensated write: its compensation (set once; the original's receipt and projection stay as they are). */
+    compensated_by: Id.nullable().default(null),
+    /** Who settled a `reconciliation_required` assignment over HTTP (its `final` is then the operator receipt). */
+    settled_by: z.object({ operator: z.string(), at: Millis }).strict().nullable().default(null),
+    created_at: Millis,
+    updated_at: Millis,
+  })
+  .strict();
+export type AssignmentRecord = z.infer<typeof AssignmentRecord>;
+
+/** What an assignment holds before anything happened to it: pending, generation 0, no claim, receipt or link. */
+export function unstartedAssignment() {
+  return {
+    state: "pending",
+    generation: 0,
+    candidate_seq: null,
+    claim: null,
+    past_claims: [],
+    accepted: null,
+    final: null,
+    outcome: null,
+    task_cancel: null,
+    compensated_by: null,
+    settled_by: null,
+  } satisfies Partial<AssignmentRecord>;
+}
+
+/**
+ * The permanent receipt index: one entry per receipt_id, written once, for every receipt with a
+ * valid claim proof that no assignment's compare-and-set applied (progress, refusals, late
+ * receipts); one it applied is indexed by its assignment's `accepted` / `final` / `replaced`.
+ */
+export const ReceiptIndexEntry = z
+  .object({
+    receipt_id: Id,
+    assignment_id: Id,
+    executor_id: Id,
+    kind: ReceiptKind,
+    body_digest: Sha256Hex,
+    status: ReceiptStatus.exclude(["pending", "duplicate"]),
+    code: RefusalCode.optional(),
+    reason: z.string().optional(),
+    stream_seq: z.number().int().positive(),
+    at: Millis,
+  })
+  .strict();
+export type ReceiptIndexEntry = z.infer<typeof ReceiptIndexEntry>;
+
+/** One stored progress report, keyed `<assignment>.<seq>`. */
+export const ProgressEntry = z
+  .object({ assignment_id: Id, seq: z.number().int().positive(), receipt_id: Id, progress: z.unknown(), at: Millis })
+  .strict();
+export type ProgressEntry = z.infer<typeof ProgressEntry>;
+
+/** Executor presence, keyed `<scope>.<executor>`; lives as long as heartbeats refresh it. */
+export const PresenceRecord = z
+  .object({
+    executor_id: Id,
+    scope: Id,
+    bindings: z.array(Id),
+    /** `detached`: an operator detached it; its heartbeats are refused until this record lapses. */
+    status: z.enum(["online", "detaching", "detached"]),
+    in_flight: z.number().int().nonnegative(),
+    seen_at: Millis,
+  })
+  .strict();
+export type PresenceRecord = z.infer<typeof PresenceRecord>;
+
+/** A sweeper watch: this assignment needs looking at once `due_at` has passed. */
+export const WatchEntry = z.object({ assignment_id: Id, due_at: Millis }).strict();
+export type WatchEntry = z.infer<typeof WatchEntry>;
+
+/** The context projection of a completed assignment: computed once, create-only, served forever. */
+export const ProjectionRecord = z
+  .object({ assignment_id: Id, receipt_id: Id, context_preview: contextPreviewSchema, computed_at: Millis })
+  .strict();
+export type ProjectionRecord = z.infer<typeof ProjectionRecord>;
+
+/** One claim an executor holds or is about to win (reserved before the assignment's compare-and-set). */
+export const HeldClaim = z.object({ assignment_id: Id, generation: z.number().int().nonnegative(), reserved_at: Millis }).strict();
+export type HeldClaim = z.infer<typeof HeldClaim>;
+
+/** The claims of one executor, keyed `<scope>.<executor>`; entries whose work ended are dropped lazily. */
+export const ClaimHoldings = z.object({ executor_id: Id, scope: Id, held: z.array(HeldClaim) }).strict();
+export type ClaimHoldings = z.infer<typeof ClaimHoldings>;

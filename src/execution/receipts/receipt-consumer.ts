@@ -1,0 +1,73 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { Logger } from "../../log/logger.js";
+import type { ExecutionMetrics } from "../../metrics/metrics.js";
+import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
+import { Receipt } from "../../wire/messages.js";
+import { STREAMS, isSubjectToken, subjects } from "../../wire/subjects.js";
+import type { ReceiptProcessor } from "./receipt-processor.js";
+import { StreamWorker } from "../transport/stream-worker.js";
+
+/** The durable consumer every gateway replica shares (declared in `streams/consumer.TG_RECEIPTS.gateway.json`). */
+export const RECEIPT_CONSUMER = "gateway";
+
+/**
+ * Pulls receipts from the shared durable consumer and answers each executor on `tg.ans.<scope>.<executor>`
+ * (the executor token of the receipt's subject).
+ * A message that is not a receipt is terminated with its reason (it stays in the stream, and never
+ * blocks the ones after it); a transient failure is nak'ed and redelivered, which is harmless
+ * because processing is idempotent.
+ */
+export class ReceiptConsumer {
+  private readonly worker: StreamWorker;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    js: JetStreamClient,
+    private readonly processor: ReceiptProcessor,
+    private readonly log: Logger,
+    private readonly metrics: ExecutionMetrics,
+    concurrency = 64,
+  ) {
+    this.worker = new StreamWorker(js, { stream: STREAMS.receipts, durable: RECEIPT_CONSUMER }, (msg) => this.handle(msg), log, concurrency);
+  }
+
+  start(): Promise<void> {
+    return this.worker.start();
+  }
+
+  /** Stops pulling and waits for the receipts being processed (unacknowledged ones are redelivered anyway). */
+  stop(): Promise<void> {
+    return this.worker.stop();
+  }
+
+  private async handle(msg: JsMsg): Promise<void> {
+    const [, , scope, executorId, assignmentId, extra] = msg.subject.split(".");
+    if (scope === undefined || executorId === undefined || assignmentId === undefined || extra !== undefined || ![scope, executorId, assignmentId].every(isSubjectToken))
+      return this.poison(msg, `unexpected subject ${msg.subject}`);
+    let receipt: Receipt;
+    try {
+      receipt = decode(Receipt, msg.data);
+    } catch (err) {
+      if (err instanceof MalformedMessageError) return this.poison(msg, err.reason);
+      throw err;
+    }
+    const answer = await this.processor.process({ scope, subjectExecutorId: executorId, subjectAssignmentId: assignmentId, receipt, streamSeq: msg.seq });
+    // To the subject's executor, the one NATS let publish there: a receipt naming another executor never reaches that one.
+    this.nc.publish(subjects.answers(scope, executorId), encode(answer));
+    if (answer.status !== "pending") this.metrics.receiptProcessed(answer.status, receipt.kind);
+    if (answer.status === "rejected" && answer.code) this.metrics.requestRefused("rcpt", answer.code);
+    // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
+    if (answer.status === "rejected")
+      this.log.warn({ seq: msg.seq, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, code: answer.code, reason: answer.reason }, "receipt rejected");
+    msg.ack();
+  }
+
+  private poison(msg: JsMsg, reason: string): void {
+    this.log.warn({ seq: msg.seq, subject: msg.subject, reason }, "malformed receipt message terminated");
+    this.metrics.receiptProcessed("rejected", "unknown");
+    // No reason on the wire: nats-server 2.9 takes only a bare `+TERM`; `+TERM <reason>` is silently
+    // ignored, so the message stays pending and enough of them stall the consumer (max_ack_pending).
+    msg.term();
+  }
+}

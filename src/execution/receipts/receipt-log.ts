@@ -1,0 +1,23 @@
+import type { JetStreamManager } from "@nats-io/jetstream";
+import { decode } from "../../wire/codec.js";
+import { OperatorReceipt, Receipt } from "../../wire/messages.js";
+import { STREAMS } from "../../wire/subjects.js";
+
+/** The receipts stream read back: every receipt is kept there as received (the audit record). */
+export class ReceiptLog {
+  constructor(private readonly jsm: JetStreamManager) {}
+
+  /** The receipt stored at `seq` of `TG_RECEIPTS`: an executor's, or an operator's settlement. */
+  async read(seq: number): Promise<Receipt | OperatorReceipt> {
+    const msg = await this.jsm.streams.getMessage(STREAMS.receipts, { seq });
+    if (!msg) throw new Error(`receipt at ${STREAMS.receipts} sequence ${seq} is missing`);
+    return msg.subject.startsWith("tg.oprcpt.") ? decode(OperatorReceipt, msg.data) : decode(Receipt, msg.data);
+  }
+
+  /** The result of the `completed` receipt at `seq`. */
+  async completedResult(seq: number): Promise<unknown> {
+    const receipt = await this.read(seq);
+    if (receipt.kind !== "completed") throw new Error(`receipt at sequence ${seq} is ${receipt.kind}, not completed`);
+    return receipt.result;
+  }
+}

@@ -1,0 +1,220 @@
+import { CanonicalJsonError } from "../../budget/index.js";
+import type { Logger } from "../../log/logger.js";
+import { receiptBodyDigest } from "../../wire/digest.js";
+import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../../wire/messages.js";
+import { nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
+import { claimTokenMatches } from "../claims/claim-token.js";
+import type { RunEventLog } from "../events/event-log.js";
+import type { ProgressStore } from "./progress-store.js";
+import { progressEvent } from "../events/run-events.js";
+import type { ProjectionStore } from "./projection-store.js";
+import type { ReceiptIndex } from "./receipt-index.js";
+import { appliedEntry, replacing } from "./receipt-index.js";
+import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "../model/records.js";
+import type { RunLookup } from "../runs/run-lookup.js";
+import { runTakesWork } from "../model/run-states.js";
+import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
+import type { Watchlist } from "../claims/watchlist.js";
+
+/** One receipt as taken from the receipts stream. */
+export interface ReceiptInput {
+  /** The scope, executor and assignment tokens of the subject it was published on. */
+  readonly scope: string;
+  readonly subjectExecutorId: string;
+  readonly subjectAssignmentId: string;
+  readonly receipt: Receipt;
+  /** Its sequence in `TG_RECEIPTS`. */
+  readonly streamSeq: number;
+}
+
+const EVENT_BY_KIND: Readonly<Record<ReceiptKind, AssignmentEvent>> = {
+  accepted: "accept",
+  refused: "refuse",
+  progress: "progress",
+  completed: "complete",
+  failed: "fail",
+  cancelled: "cancel",
+  reconciliation_required: "require_reconciliation",
+};
+
+type Verdict = { status: "recorded" | "duplicate" | "late_ignored" | "rejected"; code?: RefusalCode; reason?: string };
+const rejected = (code: RefusalCode, reason: string): Verdict => ({ status: "rejected", code, reason });
+const RECORDED: Verdict = { status: "recorded" };
+
+/**
+ * Decides and applies one receipt: proof of the claim (token, executor, generation), the receipt
+ * index or the assignment's applied receipts (duplicate or conflict), the run (a terminated run takes nothing: `late_ignored`), and the
+ * state table, the change itself a compare-and-set on the assignment. Processing the same message
+ * twice (redelivery after a crash, two gateways) yields the same answer and changes nothing more.
+ */
+export class ReceiptProcessor {
+  constructor(
+    private readonly deps: {
+      runs: RunLookup;
+      assignments: VersionedStore<AssignmentRecord>;
+      index: ReceiptIndex;
+      progress: ProgressStore;
+      events: RunEventLog;
+      projections: ProjectionStore;
+      watchlist: Watchlist;
+      log: Logger;
+      now?: () => number;
+    },
+  ) {}
+
+  private now(): number {
+    return (this.deps.now ?? Date.now)();
+  }
+
+  async process(input: ReceiptInput): Promise<ReceiptAnswer> {
+    const r = input.receipt;
+    const answer = (v: Verdict): ReceiptAnswer => ({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v });
+    if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
+    // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
+    if (r.executor_id !== input.subjectExecutorId) return answer(rejected("malformed", "published on the subject of another executor"));
+
+    let digest: string;
+    try {
+      digest = receiptBodyDigest(r);
+    } catch (err) {
+      if (err instanceof CanonicalJsonError) return answer(rejected("invalid_result", `the receipt is not representable as JSON: ${err.message}`));
+      throw err;
+    }
+
+    // All three are needed for a new receipt (the common case), so they are read together.
+    const runRead = this.deps.runs.start(r.assignment_id);
+    const [known, found] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.get(r.assignment_id)]);
+    // A receipt the assignment applied is indexed by the assignment record itself.
+    const stored = known ?? (found && appliedEntry(found.value, r.receipt_id));
+    if (stored) return answer(await this.replay(stored, found?.value ?? null, input, digest));
+    if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
+    const a = found.value;
+    if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
+    const claim = provenClaim(a, r);
+    if (!claim) {
+      // Not indexed: a forger must not be able to squat the receipt id of the real holder. Logged (once) by the consumer.
+      return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
+    }
+
+    const run = await runRead.of(a);
+    const verdict = await this.apply(found, run?.value ?? null, claim, input, digest);
+    // The assignment indexes what its compare-and-set applied (now, or just before on another gateway); an entry for a conflicting body would hide it.
+    const heldByAssignment = r.kind !== "progress" && (verdict.status === "recorded" || verdict.code === "receipt_conflict");
+    if (heldByAssignment || verdict.status === "duplicate") return answer(verdict);
+    const entry: ReceiptIndexEntry = {
+      receipt_id: r.receipt_id,
+      assignment_id: r.assignment_id,
+      executor_id: r.executor_id,
+      kind: r.kind,
+      body_digest: digest,
+      status: verdict.status,
+      ...(verdict.code ? { code: verdict.code } : {}),
+      ...(verdict.reason ? { reason: verdict.reason } : {}),
+      stream_seq: input.streamSeq,
+      at: this.now(),
+    };
+    const standing = await this.deps.index.record(entry);
+    if (standing.body_digest !== digest) return answer(rejected("receipt_conflict", `receipt '${r.receipt_id}' was already stored with another body`));
+    return answer(verdict);
+  }
+
+  /** A receipt id stored before (`replayed`); a `completed` that completed the assignment finishes its projection (a crash may have come first). */
+  private async replay(known: ReceiptIndexEntry, a: AssignmentRecord | null, input: ReceiptInput, digest: string): Promise<Verdict> {
+    const r = input.receipt;
+    const verdict = replayed(known, digest, input.streamSeq);
+    if (verdict.status !== "rejected" && r.kind === "completed" && a?.state === "completed" && a.final?.receipt_id === r.receipt_id) await this.deps.projections.ensure(a, r.result);
+    return verdict;
+  }
+
+  private async apply(found: Versioned<AssignmentRecord>, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
+    const r = input.receipt;
+    const a = found.value;
+    if (!runTakesWork(a, run)) {
+      // The executor must not start work for an ended run; anything else it sends is kept for audit only.
+      if (r.kind === "accepted") return rejected("run_terminated", `run '${a.run_id}' has ended: do not start`);
+      return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
+    }
+    if (claim.token_sha256 !== a.claim?.token_sha256) return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
+    // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
+    if (r.kind === "accepted" && r.argument_digest !== a.argument_digest)
+      return rejected("argument_digest_mismatch", "the accepted receipt names other arguments than the assignment's: do not start");
+    if (r.kind === "progress") return this.recordProgress(a, r);
+
+    const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
+    const res = await this.deps.assignments.mutate(a.assignment_id, (cur) => {
+      const held = appliedEntry(cur, r.receipt_id);
+      if (held) return { result: replayed(held, digest, input.streamSeq) };
+      if (cur.claim?.token_sha256 !== claim.token_sha256) return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
+      if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
+        return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
+      const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
+      if (!to) return { result: refusalFrom(cur, r.kind) };
+      // A final settling `reconciliation_required` replaces that receipt, which stays answerable among `replaced`.
+      const next: AssignmentRecord =
+        r.kind === "accepted"
+          ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
+          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
+      return { write: next, result: RECORDED };
+    }, found);
+    if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
+    // Confirmed work keeps the claim's watch, which now checks on its executor's presence (detach on expiry).
+    // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.
+    const released = res.written && r.kind !== "accepted" ? this.deps.watchlist.release(a.assignment_id) : undefined;
+    if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
+      // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
+      const stored = res.written ? this.deps.projections.store(res.value, r.result) : this.deps.projections.ensure(res.value, r.result);
+      await Promise.all([released, stored]);
+    } else await released;
+    return res.result;
+  }
+
+  private async recordProgress(a: AssignmentRecord, r: Extract<Receipt, { kind: "progress" }>): Promise<Verdict> {
+    if (a.state !== "running") {
+      if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
+      return { status: "late_ignored", reason: `the assignment is already ${a.state}; the progress is stored in the stream only` };
+    }
+    const entry = { assignment_id: a.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: this.now() };
+    const stored = await this.deps.progress.record(entry);
+    if (stored === "conflict") return rejected("progress_conflict", `progress seq ${r.seq} was already reported by another receipt`);
+    if (stored === "created") this.deps.events.publish(progressEvent(a.run_id, entry));
+    return RECORDED;
+  }
+}
+
+/** The claim the receipt proves (current or an earlier one), by executor and constant-time token comparison. */
+function provenClaim(a: AssignmentRecord, r: Receipt): ClaimRecord | null {
+  for (const claim of a.claim ? [a.claim, ...a.past_claims] : a.past_claims) {
+    if (claim.executor_id === r.executor_id && claimTokenMatches(r.claim_token, claim.token_sha256)) return claim;
+  }
+  return null;
+}
+
+/**
+ * A receipt id stored before (indexed, or applied by its assignment): another body is a conflict; the
+ * same body gets the stored answer again, `duplicate` for a recorded one unless this is the very
+ * message that recorded it, redelivered (processing a message twice yields the same answer).
+ */
+function replayed(known: ReceiptIndexEntry, digest: string, streamSeq: number): Verdict {
+  if (known.body_digest !== digest) return rejected("receipt_conflict", `receipt '${known.receipt_id}' was already stored with another body`);
+  if (known.status === "recorded" && known.stream_seq !== streamSeq) return { status: "duplicate", reason: "already recorded; nothing changed" };
+  return { status: known.status, ...(known.code ? { code: known.code } : {}), ...(known.reason ? { reason: known.reason } : {}) };
+}
+
+function refusalFrom(a: AssignmentRecord, kind: ReceiptKind): Verdict {
+  if (a.state === "revoked") return rejected("claim_revoked", "the claim was revoked");
+  return rejected("illegal_transition", `a ${kind} receipt cannot move an assignment that is ${a.state}`);
+}
+
+function outcomeOf(r: Receipt): Outcome {
+  switch (r.kind) {
+    case "refused":
+      return { kind: "failed", error: r.error };
+    case "failed":
+    case "reconciliation_required":
+      return { kind: r.kind, error: r.error };
+    case "cancelled":
+      return { kind: "cancelled", reason: r.reason };
+    default:
+      return { kind: "completed" };
+  }
+}

@@ -1,0 +1,124 @@
+import type { ContextPreview } from "../../budget/index.js";
+import { ApiError } from "../../http/errors.js";
+import { forEachConcurrently } from "../../kv/concurrently.js";
+import type { ProgressStore } from "../receipts/progress-store.js";
+import type { ProjectionStore } from "../receipts/projection-store.js";
+import type { AssignmentRecord, Outcome, ProgressEntry, RunRecord } from "../model/records.js";
+import type { VersionedStore } from "../../kv/versioned-store.js";
+
+/** One tool call as the model sees it: its call, its state, and for a completed one the stored projection. */
+export interface HistoryEntry {
+  assignment_id: string;
+  tool_call_id: string | null;
+  tool_name: string;
+  arguments: unknown;
+  state: AssignmentRecord["state"];
+  /** The stored projection of the first `completed` receipt; null otherwise. Never the full receipt. */
+  context_preview: ContextPreview | null;
+  /** Error or reason of a failed, cancelled or reconciliation_required call (not budgeted: protocol-protected). */
+  outcome: Exclude<Outcome, { kind: "completed" }> | null;
+  /** The compensation that undoes this completed write (its own assignment); the projection above stays as it was. */
+  compensated_by: string | null;
+  created_at: number;
+}
+
+/** An assignment for operators and runtimes: state, claim holder, receipts, progress; never the claim token's digest. */
+export interface AssignmentView extends HistoryEntry {
+  run_id: string;
+  binding_id: string;
+  tool_kind: AssignmentRecord["tool_kind"];
+  argument_digest: string;
+  operation_key: string;
+  generation: number;
+  executor_id: string | null;
+  lease_expires_at: number | null;
+  accepted_receipt_id: string | null;
+  final_receipt_id: string | null;
+  progress: Array<Pick<ProgressEntry, "seq" | "progress" | "at">>;
+  /** On a compensation: the completed write it undoes. */
+  compensates: string | null;
+  task_cancel: AssignmentRecord["task_cancel"];
+  settled_by: AssignmentRecord["settled_by"];
+  updated_at: number;
+}
+
+/** Parallel reads when assembling a history. */
+const READ_CONCURRENCY = 32;
+
+/** Read side of the execution path: what the model sees of a run, and one assignment in detail. */
+export class HistoryReader {
+  constructor(
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly projections: ProjectionStore,
+    private readonly progress: ProgressStore,
+  ) {}
+
+  /** The run an assignment belongs to (for the agent scope check), undefined when there is no such assignment. */
+  async runIdOf(assignmentId: string): Promise<string | undefined> {
+    return (await this.assignments.get(assignmentId))?.value.run_id;
+  }
+
+  async assignment(assignmentId: string): Promise<AssignmentView> {
+    const a = (await this.assignments.get(assignmentId))?.value;
+    if (!a) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
+    return this.view(a, this.progress.list(assignmentId));
+  }
+
+  /**
+   * The view of an assignment as its creating request has just written it. Still `pending` at that
+   * write, it has no progress, so the progress bucket (four requests to list) is not read; an
+   * executor that already claimed it meanwhile gets it read afresh.
+   */
+  createdView(a: AssignmentRecord): Promise<AssignmentView> {
+    return a.state === "pending" ? this.view(a, Promise.resolve([])) : this.assignment(a.assignment_id);
+  }
+
+  private async view(a: AssignmentRecord, progressList: Promise<ProgressEntry[]>): Promise<AssignmentView> {
+    const [entry, progress] = await Promise.all([this.entry(a), progressList]);
+    return {
+      ...entry,
+      run_id: a.run_id,
+      binding_id: a.binding_id,
+      tool_kind: a.tool_kind,
+      argument_digest: a.argument_digest,
+      operation_key: a.operation_key,
+      generation: a.generation,
+      executor_id: a.claim?.executor_id ?? null,
+      lease_expires_at: a.state === "claimed" ? (a.claim?.lease_expires_at ?? null) : null,
+      accepted_receipt_id: a.accepted?.receipt_id ?? null,
+      final_receipt_id: a.final?.receipt_id ?? null,
+      progress: progress.map(({ seq, progress: p, at }) => ({ seq, progress: p, at })),
+      compensates: a.compensates,
+      task_cancel: a.task_cancel,
+      settled_by: a.settled_by,
+      updated_at: a.updated_at,
+    };
+  }
+
+  /** Every tool call of the run in creation order. */
+  async history(run: RunRecord): Promise<HistoryEntry[]> {
+    const out: HistoryEntry[] = new Array(run.assignment_ids.length);
+    await forEachConcurrently(run.assignment_ids, READ_CONCURRENCY, async (id, i) => {
+      const a = (await this.assignments.get(id))?.value;
+      if (!a) throw new ApiError(500, "assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
+      out[i] = await this.entry(a);
+    });
+    return out;
+  }
+
+  private async entry(a: AssignmentRecord): Promise<HistoryEntry> {
+    // `ensure`, not `get`: a crash between the completion and its projection is healed by the first reader.
+    const projection = a.state === "completed" ? await this.projections.ensure(a) : null;
+    return {
+      assignment_id: a.assignment_id,
+      tool_call_id: a.tool_call_id,
+      tool_name: a.tool_name,
+      arguments: a.arguments,
+      state: a.state,
+      context_preview: projection?.context_preview ?? null,
+      outcome: a.outcome && a.outcome.kind !== "completed" ? a.outcome : null,
+      compensated_by: a.compensated_by,
+      created_at: a.created_at,
+    };
+  }
+}

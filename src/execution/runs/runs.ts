@@ -1,0 +1,132 @@
+import type { Session } from "../../config/schemas.js";
+import { ApiError } from "../../http/errors.js";
+import type { Logger } from "../../log/logger.js";
+import type { ExecutorControl } from "../../wire/messages.js";
+import { RUN_END_EVENTS, nextAssignmentState } from "../model/assignment-states.js";
+import type { CandidateQueue } from "../dispatch/candidate-queue.js";
+import { forEachConcurrently } from "../../kv/concurrently.js";
+import type { ControlChannel } from "../transport/control-channel.js";
+import { newRunId } from "../model/ids.js";
+import type { AssignmentRecord, RunRecord } from "../model/records.js";
+import { Remembered } from "../../kv/remembered.js";
+import { nextRunState, runEventTarget, type RunEvent } from "../model/run-states.js";
+import type { VersionedStore } from "../../kv/versioned-store.js";
+
+export interface SessionLookup {
+  getSession(sessionId: string): Promise<Session | null>;
+  getAgentVersion(agentVersion: string): Promise<{ toolset: string; toolset_version: string } | null>;
+}
+
+/** Assignments settled in parallel when a run ends. */
+const END_CONCURRENCY = 16;
+
+/** Runs whose agent this process remembers: every run of a busy gateway's last hours. */
+const AGENTS_REMEMBERED = 100_000;
+
+/**
+ * Runs: created in a session (pinning its agent version, toolset version and subject), ended once by
+ * `complete` or `cancel`. Ending a run takes every open assignment with it, by the state table:
+ * pending ones are withdrawn (their candidate deleted), unconfirmed claims revoked, running work
+ * abandoned, and the executors concerned are told.
+ */
+export class RunService {
+  /** A run's agent never changes: the scope check of every run-addressed request needs no read once known. */
+  private readonly agentOfRun = new Remembered<string, string>(AGENTS_REMEMBERED);
+
+  constructor(
+    private readonly runs: VersionedStore<RunRecord>,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly candidates: CandidateQueue,
+    private readonly sessions: SessionLookup,
+    private readonly control: ControlChannel,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async create(sessionId: string): Promise<RunRecord> {
+    const session = await this.sessions.getSession(sessionId);
+    if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
+    const pinned = await this.sessions.getAgentVersion(session.agent_version);
+    if (!pinned) throw new ApiError(500, "agent_version_missing", `agent version '${session.agent_version}' of session '${sessionId}' is missing from the store`);
+    const run: RunRecord = {
+      run_id: newRunId(),
+      session_id: session.session_id,
+      agent: session.agent,
+      agent_version: session.agent_version,
+      toolset: pinned.toolset,
+      toolset_version: pinned.toolset_version,
+      subject: session.subject,
+      state: "active",
+      assignment_ids: [],
+      created_at: this.now(),
+      ended_at: null,
+    };
+    const res = await this.runs.create(run.run_id, run);
+    if (!res.created) throw new ApiError(500, "run_id_collision", "run id collision; retry");
+    this.agentOfRun.remember(run.run_id, run.agent);
+    return run;
+  }
+
+  async get(runId: string): Promise<RunRecord> {
+    const run = await this.runs.get(runId);
+    if (!run) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    this.agentOfRun.remember(runId, run.value.agent);
+    return run.value;
+  }
+
+  /** The agent a run serves (the agent scope of requests addressed to it), or undefined for no such run. */
+  async agentOf(runId: string): Promise<string | undefined> {
+    const known = this.agentOfRun.get(runId);
+    if (known !== undefined) return known;
+    const run = await this.runs.get(runId);
+    if (run) this.agentOfRun.remember(runId, run.value.agent);
+    return run?.value.agent;
+  }
+
+  /**
+   * Ends the run (idempotent: ending it the same way again only repeats the settling of its
+   * assignments, which finishes one a crash interrupted). Ending it the other way is a 409.
+   */
+  async end(runId: string, event: RunEvent): Promise<RunRecord> {
+    const res = await this.runs.mutate(runId, (run) => {
+      const to = nextRunState(run.state, event);
+      return to ? { write: { ...run, state: to, ended_at: this.now() }, result: undefined } : { result: undefined };
+    });
+    if (!res) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    if (res.value.state !== runEventTarget(event)) throw ApiError.conflict("run_terminated", `run '${runId}' is already ${res.value.state}`);
+    await this.settleAssignments(res.value);
+    return res.value;
+  }
+
+  private async settleAssignments(run: RunRecord): Promise<void> {
+    const told = new Map<string, { scope: string; executorId: string; ids: string[] }>();
+    await forEachConcurrently(run.assignment_ids, END_CONCURRENCY, async (id) => {
+      const settled = await this.settle(id);
+      const holder = settled?.claim;
+      if (settled && holder && (settled.state === "revoked" || settled.state === "abandoned")) {
+        const key = `${settled.scope}.${holder.executor_id}`;
+        const entry = told.get(key) ?? { scope: settled.scope, executorId: holder.executor_id, ids: [] };
+        entry.ids.push(id);
+        told.set(key, entry);
+      }
+    });
+    for (const { scope, executorId, ids } of told.values()) {
+      const control: ExecutorControl = { type: "run_cancelled", run_id: run.run_id, assignment_ids: ids };
+      await this.control.tell(scope, executorId, control, `run_cancelled.${run.run_id}.${scope}.${executorId}.${ids.length}`);
+    }
+    this.log.info({ run_id: run.run_id, state: run.state, assignments: run.assignment_ids.length, executors_told: told.size }, "run ended");
+  }
+
+  /** Applies the first run-end event the table allows (withdraw, revoke, abandon); a settled assignment is left as it is. */
+  private async settle(assignmentId: string): Promise<AssignmentRecord | null> {
+    const res = await this.assignments.mutate(assignmentId, (a) => {
+      for (const event of RUN_END_EVENTS) {
+        const to = nextAssignmentState(a.state, event);
+        if (to) return { write: { ...a, state: to, updated_at: this.now() }, result: undefined };
+      }
+      return { result: undefined };
+    });
+    if (res?.value.state === "withdrawn" && res.value.candidate_seq !== null) await this.candidates.delete(res.value.candidate_seq);
+    return res?.value ?? null;
+  }
+}

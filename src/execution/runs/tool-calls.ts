@@ -1,0 +1,98 @@
+import type { ResolvedTool } from "../../config/schemas.js";
+import { ApiError } from "../../http/errors.js";
+import { compileJsonSchema, schemaDetails } from "../../validation/json-schema.js";
+import { argumentDigest } from "../../wire/digest.js";
+import type { Dispatcher } from "../dispatch/dispatcher.js";
+import { assignmentIdFor, defaultOperationKey } from "../model/ids.js";
+import { unstartedAssignment, type AssignmentRecord, type RunRecord } from "../model/records.js";
+import type { VersionedStore } from "../../kv/versioned-store.js";
+import type { Watchlist } from "../claims/watchlist.js";
+
+export interface ToolResolver {
+  resolveTool(sessionId: string, toolName: string): Promise<ResolvedTool>;
+}
+
+export interface ToolCallRequest {
+  tool_name: string;
+  arguments: unknown;
+  operation_key?: string;
+  /** The runtime's id of the model's tool call: the idempotency key of this creation. */
+  tool_call_id?: string;
+}
+
+/**
+ * Creating a tool call: the tool must be in the session's pinned toolset, the arguments must
+ * validate against its `input_schema`; then the assignment is written `pending` and dispatched.
+ * With a `tool_call_id` the creation is idempotent: the same request again returns the same
+ * assignment, a different request under the same id is a 409.
+ */
+export class ToolCallService {
+  constructor(
+    private readonly runs: VersionedStore<RunRecord>,
+    private readonly assignments: VersionedStore<AssignmentRecord>,
+    private readonly tools: ToolResolver,
+    private readonly dispatcher: Dispatcher,
+    private readonly watchlist: Watchlist,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async create(runId: string, req: ToolCallRequest): Promise<{ assignment: AssignmentRecord; created: boolean }> {
+    const found = await this.runs.get(runId);
+    if (!found) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    const run = found.value;
+    if (run.state !== "active") throw ApiError.conflict("run_terminated", `run '${runId}' is ${run.state}: it takes no more tool calls`);
+    const { tool, binding } = await this.tools.resolveTool(run.session_id, req.tool_name);
+
+    const { validate, details } = compileJsonSchema(tool.input_schema, ["arguments"]);
+    if (!validate) throw new ApiError(500, "invalid_input_schema", `the input_schema of tool '${tool.name}' does not compile`, details);
+    const argumentDetails = schemaDetails(validate, req.arguments, ["arguments"]);
+    if (argumentDetails.length > 0) throw ApiError.validation(argumentDetails, `the arguments do not match the input_schema of tool '${tool.name}'`);
+
+    const assignmentId = assignmentIdFor(run.run_id, req.tool_call_id);
+    const now = this.now();
+    const record: AssignmentRecord = {
+      assignment_id: assignmentId,
+      run_id: run.run_id,
+      tool_call_id: req.tool_call_id ?? null,
+      tool_name: tool.name,
+      binding_id: binding.binding_id,
+      scope: binding.executor_scope,
+      tool_kind: binding.tool_kind,
+      arguments: req.arguments,
+      argument_digest: argumentDigest(req.arguments),
+      operation_key: req.operation_key ?? defaultOperationKey(run.run_id, assignmentId),
+      max_result_context_bytes: tool.max_result_context_bytes,
+      ...unstartedAssignment(),
+      compensates: null,
+      created_at: now,
+      updated_at: now,
+    };
+
+    const earlier = req.tool_call_id === undefined ? null : await this.assignments.get(assignmentId);
+    if (earlier) return { assignment: await this.replay(earlier.value, record), created: false };
+
+    // Watched first: should this process die between the steps below, a sweeper finishes the dispatch;
+    // once the candidate is out, the same watch looks for a candidate taken but never claimed.
+    const watch = await this.dispatcher.watchCreation(assignmentId, now);
+    const res = await this.assignments.create(assignmentId, record);
+    // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
+    if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
+    const dispatched = await this.dispatcher.dispatch(assignmentId, { assignment: { value: record, revision: res.revision }, run: found });
+    // Not offered (the run ended first): nothing is left to watch.
+    if (dispatched?.candidate_seq == null) await this.watchlist.unwatch(assignmentId, watch);
+    if (dispatched?.state === "withdrawn") throw ApiError.conflict("run_terminated", `run '${runId}' ended while the tool call was created`);
+    return { assignment: dispatched ?? record, created: true };
+  }
+
+  /** The same tool call asked again: the stored assignment (dispatch finished if need be), or a 409 for another request. */
+  private async replay(stored: AssignmentRecord, asked: AssignmentRecord): Promise<AssignmentRecord> {
+    if (!sameRequest(stored, asked))
+      throw ApiError.conflict("idempotency_conflict", `tool call '${asked.tool_call_id}' of run '${asked.run_id}' was already created with another tool, arguments or operation key`);
+    return (await this.dispatcher.dispatch(stored.assignment_id)) ?? stored;
+  }
+}
+
+/** The same tool call again: same tool, arguments and operation key. */
+function sameRequest(stored: AssignmentRecord, asked: AssignmentRecord): boolean {
+  return stored.tool_name === asked.tool_name && stored.argument_digest === asked.argument_digest && stored.operation_key === asked.operation_key;
+}

@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
+import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
+import type { Candidate } from "../../../src/wire/messages.js";
+import { STREAMS, candidateConsumer } from "../../../src/wire/subjects.js";
+import { startTestNats, type TestNats } from "../../helpers/nats.js";
+
+const SCOPE = "cq";
+const candidate = (n: number): Candidate => ({ assignment_id: `asg-${n}`, run_id: "run-1", tool_name: "tasks.read", binding_id: "tasks", generation: 0, created_at: 0 });
+
+describe("withdrawing a candidate", () => {
+  let nats: TestNats;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  let queue: CandidateQueue;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+    await ensureStreams(
+      jsm,
+      loadDefinitions().filter((d) => d.kind === "stream" && d.name === STREAMS.candidates),
+      { replicas: 1 },
+    );
+    queue = new CandidateQueue(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it("deletes a waiting one, and takes one already pulled and acknowledged (gone from the work queue) as done", async () => {
+    const seqs = [await queue.publish(SCOPE, candidate(1)), await queue.publish(SCOPE, candidate(2)), await queue.publish(SCOPE, candidate(3))];
+    // An executor takes the middle one: work-queue retention removes it on the acknowledgement.
+    const consumer = await jetstream(nc).consumers.get(STREAMS.candidates, candidateConsumer(SCOPE));
+    const batch = await consumer.fetch({ max_messages: 2, expires: 2_000 });
+    for await (const m of batch) if (m.seq === seqs[1]) await m.ackAck();
+    await expect(queue.waiting(seqs[1]!)).resolves.toBe(false);
+
+    // The server answers "sequence not found" for a hole in the stream, not "no message found".
+    await expect(queue.delete(seqs[1]!)).resolves.toBeUndefined();
+    await queue.delete(seqs[0]!);
+    await expect(queue.waiting(seqs[0]!)).resolves.toBe(false);
+    await expect(queue.delete(seqs[0]!)).resolves.toBeUndefined();
+    await expect(queue.waiting(seqs[2]!)).resolves.toBe(true);
+  });
+});
