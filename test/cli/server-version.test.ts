@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { judgeServer, OLDEST_MAINTAINED_LINE, compareVersions } from "../../src/nats/server-version.js";
 import { natsServerBinary, startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
 import { runCli, serve } from "../helpers/serve.js";
+import { until } from "../helpers/until.js";
 
 /** Debian 12's nats-server (2.9.10), the old server toolgate still runs on for one-server development. */
 const DEBIAN_SERVER = "/usr/sbin/nats-server";
@@ -53,6 +54,30 @@ describe("which nats-server toolgate runs on", () => {
       const streams = await (await jetstreamManager(nc)).streams.names().next();
       await nc.close();
       expect(streams).toEqual([]);
+    });
+
+    it("a rolling upgrade under a running `serve`: the server replaced by the suite's on the same port and store; it logs the new version and stays ready", async () => {
+      const dir = mkdtempSync(join(tmpdir(), "toolgate-version-"));
+      const store = mkdtempSync(join(tmpdir(), "toolgate-upgrade-"));
+      let before: NatsServerProcess | undefined = await startNatsServer({ binary: DEBIAN_SERVER, storeDir: store });
+      let after: NatsServerProcess | undefined;
+      try {
+        const gw = await serve({ NATS_URL: before.url, TOOLGATE_DATA_DIR: dir });
+        await before.stop({ removeStore: false });
+        after = await startNatsServer({ port: before.port, storeDir: store });
+        before = undefined;
+        const version = versionOf(natsServerBinary());
+        await until("the gateway reconnected to the new server", () =>
+          gw.logs.some((l) => l.includes('"reconnected to NATS"') && l.includes(`"nats_server":"${version}"`)) ? true : undefined, 30_000);
+        await until("the gateway ready again", async () => ((await fetch(`${gw.url}/readyz`)).status === 200 ? true : undefined), 30_000);
+        gw.child.kill("SIGTERM");
+        expect(await gw.exited).toBe(0);
+      } finally {
+        await before?.stop();
+        await after?.stop();
+        rmSync(dir, { recursive: true, force: true });
+        rmSync(store, { recursive: true, force: true });
+      }
     });
 
     it("`serve` with TOOLGATE_STREAM_REPLICAS=3 exits 1 naming the version; with one replica it serves and warns", async () => {
