@@ -5,7 +5,7 @@
 # The gateway needs a NATS JetStream server (NATS_URL); the image has no embedded nats-server.
 # See docs/operations.md (environment, deployment) and deploy/ (compose, Kubernetes).
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # ---- build: all dependencies, native modules compiled, TypeScript compiled, then dev deps pruned
 FROM ${NODE_IMAGE} AS build

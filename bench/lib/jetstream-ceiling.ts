@@ -2,6 +2,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, StorageType, RetentionPolicy } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startNatsServer } from "../../src/nats/nats-server-process.js";
+import { natsBenchPublish, type NatsBenchResult } from "./nats-bench.js";
 import { runConcurrently } from "./stats.js";
 
 /** The raw engine limits on this machine, in operations per second. */
@@ -15,6 +16,9 @@ export interface JetStreamCeiling {
   kvUpdatePerSec: number;
   requestReplyPerSec: number;
   requestReply10PerSec: number;
+  /** The NATS CLI's `nats bench js pub` on the same server: the engine's own tool, beside ours. */
+  natsBenchSync: NatsBenchResult;
+  natsBenchAsync: NatsBenchResult;
 }
 
 export interface CeilingOptions {
@@ -66,8 +70,23 @@ export async function measureJetStreamCeiling(options: CeilingOptions = {}): Pro
 
     const requestReplyPerSec = await requestReplyRate(nc, syncCount, 1, payload);
     const requestReply10PerSec = await requestReplyRate(nc, syncCount, 10, payload);
+
+    log(`nats bench js pub sync x${syncCount}, then async x${batchedCount} (batch ${inFlight})`);
+    const natsBenchSync = await natsBenchPublish(server.url, { mode: "sync", messages: syncCount, messageBytes, stream: "NATSBENCH" });
+    const natsBenchAsync = await natsBenchPublish(server.url, { mode: "async", messages: batchedCount, messageBytes, batch: inFlight, stream: "NATSBENCH" });
     log("ceiling measured");
-    return { serverVersion: nc.info?.version ?? "unknown", messageBytes, syncPublishPerSec, batchedPublishPerSec, batchedInFlight: inFlight, kvUpdatePerSec, requestReplyPerSec, requestReply10PerSec };
+    return {
+      serverVersion: nc.info?.version ?? "unknown",
+      messageBytes,
+      syncPublishPerSec,
+      batchedPublishPerSec,
+      batchedInFlight: inFlight,
+      kvUpdatePerSec,
+      requestReplyPerSec,
+      requestReply10PerSec,
+      natsBenchSync,
+      natsBenchAsync,
+    };
   } finally {
     await nc.close();
     await server.stop();

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { z } from "zod";
 import { ApiError } from "../http/errors.js";
+import { isRevisionConflict } from "../nats/jetstream-codes.js";
 import { agentOfVersion, agentVersionId, agentVersionNumber } from "./ids.js";
 import { CONFIG_BUCKET, configKeys } from "./keys.js";
 import {
@@ -25,7 +25,7 @@ import { checkToolsetTools } from "./toolset-checks.js";
 
 /** True for the error `kv.create` raises when the key already exists. */
 export function isKeyExists(err: unknown): boolean {
-  return err instanceof JetStreamApiError && (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
+  return isRevisionConflict(err);
 }
 
 const encoder = new TextEncoder();

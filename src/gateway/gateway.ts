@@ -26,6 +26,7 @@ import { startMetricsServer, type MetricsServer } from "../metrics/server.js";
 import { natsConnectionOptions } from "../nats/connect.js";
 import { bridgeExecutorJetStreamApi } from "../security/jsapi-bridge.js";
 import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
+import { judgeEachReconnect, requireSupportedServer } from "../nats/server-version.js";
 import { declaredStreamNames, definitionLabel, ensureStreams, inspectStreams, loadDefinitions, type Definition } from "../streams/index.js";
 import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
 import { resolveIdentities } from "./identities-source.js";
@@ -92,6 +93,10 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
   const metrics = new GatewayMetrics();
   metrics.watchNats(nc);
   try {
+    const replicas = { replicas: config.TOOLGATE_STREAM_REPLICAS };
+    const server = requireSupportedServer(nc, replicas, (warning, facts) => logger.warn({ nats_server: facts.version }, warning));
+    logger.info({ nats_server: server.version, server_name: server.serverName, cluster: server.cluster }, "connected to NATS");
+    judgeEachReconnect(nc, replicas, logger);
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
     const store = await ConfigStore.open(nc);

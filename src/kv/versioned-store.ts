@@ -2,6 +2,7 @@ import { setTimeout } from "node:timers/promises";
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
+import { isRevisionCheckUnavailable, isRevisionConflict } from "../nats/jetstream-codes.js";
 import { decode, encode } from "../wire/codec.js";
 import { forEachConcurrently } from "./concurrently.js";
 
@@ -14,12 +15,11 @@ export interface Versioned<T> {
 /** What a `mutate` decider returns: a new value to write, or no write; `result` is handed back either way. */
 export type Decision<T, R> = { write: T; result: R } | { write?: undefined; result: R };
 
-/** JetStream's "wrong last sequence": another writer got there first (also what `create` of an existing key says). */
-const WRONG_LAST_SEQUENCE = 10071;
-
-export function isRevisionConflict(err: unknown): boolean {
-  return (err as { code?: unknown })?.code === WRONG_LAST_SEQUENCE;
-}
+/**
+ * A compare-and-set to decide again: another writer got there first (also what `create` of an
+ * existing key says), or the server could not check the revision yet and wrote nothing.
+ */
+const mustRetry = (err: unknown): boolean => isRevisionConflict(err) || isRevisionCheckUnavailable(err);
 
 /** Raised when a key stays contended past every retry (never expected; a bug or a storm). */
 export class ContentionError extends Error {
@@ -90,13 +90,16 @@ export class VersionedStore<T> {
 
   /** Deletes `key` only if it is still at `revision`; false when someone wrote it since. */
   async removeAt(key: string, revision: number): Promise<boolean> {
-    try {
-      await this.kv.delete(key, { previousSeq: revision });
-      return true;
-    } catch (err) {
-      if (isRevisionConflict(err)) return false;
-      throw err;
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      try {
+        await this.kv.delete(key, { previousSeq: revision });
+        return true;
+      } catch (err) {
+        if (isRevisionConflict(err)) return false;
+        if (!isRevisionCheckUnavailable(err)) throw err;
+      }
     }
+    throw new ContentionError(`delete of ${key} could not be checked against revision ${revision}`);
   }
 
   /** Every live entry whose key matches `filter`, in one pass (see `list`). */
@@ -150,7 +153,7 @@ export class VersionedStore<T> {
         for (const observe of this.observers) observe(undefined, value);
         return { created: true, revision };
       } catch (err) {
-        if (!isRevisionConflict(err)) throw err;
+        if (!mustRetry(err)) throw err;
       }
       const existing = await this.get(key);
       if (existing) return { created: false, existing };
@@ -181,7 +184,7 @@ export class VersionedStore<T> {
         for (const observe of this.observers) observe(current.value, decision.write);
         return { result: decision.result, value: decision.write, written: true, revision };
       } catch (err) {
-        if (!isRevisionConflict(err)) throw err;
+        if (!mustRetry(err)) throw err;
       }
       // Under a storm of writers on one key (many tool calls appended to one run), jitter spreads the retries.
       if (attempt > 2) await setTimeout(Math.random() * Math.min(attempt, 25));

@@ -6,6 +6,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { startNatsServer, type NatsServerProcess } from "./nats-server-process.js";
+import { judgeServer, serverFacts, UnsupportedServerError } from "./server-version.js";
 
 /** A local nats-server cluster: each node its own process, client port, route port and store dir. */
 export interface NatsCluster {
@@ -82,5 +83,17 @@ export async function startNatsCluster(options: { size?: number; name?: string }
     },
   };
   await cluster.waitForJetStream();
+  await refuseWithoutAtomicCompareAndSet(cluster);
   return cluster;
+}
+
+/** A cluster of servers whose replicated compare-and-set is not atomic is of no use to toolgate: stop early, saying why. */
+async function refuseWithoutAtomicCompareAndSet(cluster: NatsCluster): Promise<void> {
+  const nc = await connect({ servers: cluster.urls as string[] });
+  const refusal = judgeServer(serverFacts(nc), { replicas: cluster.nodes.length }).refusal;
+  await nc.close();
+  if (refusal) {
+    await cluster.stop();
+    throw new UnsupportedServerError(refusal);
+  }
 }

@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { compareVersions } from "./server-version.js";
 
 /** Options for a local `nats-server -js` child process. */
 export interface NatsServerOptions {
@@ -11,7 +13,7 @@ export interface NatsServerOptions {
   port?: number;
   /** Extra command-line arguments, e.g. `["-c", "auth.conf"]`. */
   args?: string[];
-  /** Executable; defaults to `NATS_SERVER_BIN` or `nats-server` on PATH. */
+  /** Executable; defaults to `natsServerBinary()`. */
   binary?: string;
   /** How long to wait for "Server is ready". */
   startTimeoutMs?: number;
@@ -34,8 +36,21 @@ export interface NatsServerProcess {
 const READY = /Server is ready/;
 const LISTEN = /Listening for client connections on [^\s]*:(\d+)/;
 
+/** `.tools/` of a toolgate checkout (from src/nats or dist/nats), where `npm run tools` installs servers. */
+const TOOLS_DIR = fileURLToPath(new URL("../../.tools/", import.meta.url));
+
+/**
+ * The nats-server to start: `TOOLGATE_NATS_SERVER` (a path), else the newest one `npm run tools`
+ * installed in the checkout's .tools/, else `nats-server` on PATH (Debian's package, a container's).
+ */
 export function natsServerBinary(): string {
-  return process.env.NATS_SERVER_BIN ?? "nats-server";
+  return process.env.TOOLGATE_NATS_SERVER || newestInstalledServer() || "nats-server";
+}
+
+function newestInstalledServer(): string | undefined {
+  const versions = existsSync(TOOLS_DIR) ? readdirSync(TOOLS_DIR).flatMap((name) => /^nats-(\d+\.\d+\.\d+)$/.exec(name)?.[1] ?? []) : [];
+  const newest = versions.filter((v) => existsSync(join(TOOLS_DIR, `nats-${v}`, "nats-server"))).sort(compareVersions).at(-1);
+  return newest && join(TOOLS_DIR, `nats-${newest}`, "nats-server");
 }
 
 /**
@@ -102,7 +117,7 @@ function waitForReady(child: ChildProcess, binary: string, timeoutMs: number): P
     child.once("error", (err: NodeJS.ErrnoException) =>
       fail(
         err.code === "ENOENT"
-          ? new Error(`'${binary}' not found: install it (Debian: apt-get install -y nats-server) or set NATS_SERVER_BIN`)
+          ? new Error(`'${binary}' not found: run \`npm run tools\` in a toolgate checkout (installs .tools/nats-<version>), install one (Debian: apt-get install --no-install-recommends nats-server) or set TOOLGATE_NATS_SERVER to its path`)
           : err,
       ),
     );

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Executor } from "../executors/schemas.js";
 import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, executorInboxPrefix, subjects } from "../wire/subjects.js";
 
@@ -39,6 +40,22 @@ const candidates = STREAMS.candidates;
 const JS_API = "$JS.API";
 const jsApi = (prefix: string, op: "INFO" | "MSG.NEXT", consumer: string) => `${prefix}.CONSUMER.${op}.${candidates}.${consumer}`;
 
+/** nats-server's 8-character hash of an account name (sha-256, each of the first 8 bytes as a base-62 digit). */
+function accountHash(account: string): string {
+  const DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  return Array.from(createHash("sha256").update(account).digest().subarray(0, 8), (b) => DIGITS[b % DIGITS.length]).join("");
+}
+
+/**
+ * The subjects an acknowledgement of a candidate is published on (`consumer` "*" for any): the
+ * classic `$JS.ACK.<stream>.<consumer>.…`, and the format nats-server 2.14+ can switch to
+ * (feature flag `js_ack_fc_v2`, to become the default): `$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.…`,
+ * the domain "_" unless the server sets one. Both are allowed, so an upgrade or the flag breaks nothing.
+ */
+export function candidateAckSubjects(consumer: string): string[] {
+  return [`$JS.ACK.${candidates}.${consumer}.>`, `$JS.ACK.*.${accountHash(GATEWAY_ACCOUNT)}.${candidates}.${consumer}.>`];
+}
+
 /** What the gateway's account offers the executors' account; every executor's allow list is inside it. */
 export const EXECUTOR_EXPORTS: readonly Export[] = [
   { kind: "service", subject: subjects.claim("*", "*"), share: true },
@@ -48,7 +65,7 @@ export const EXECUTOR_EXPORTS: readonly Export[] = [
   { kind: "service", subject: subjects.receipt("*", "*", "*") },
   { kind: "service", subject: jsApi(JS_API, "INFO", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "INFO", "*") },
   { kind: "service", subject: jsApi(JS_API, "MSG.NEXT", "*"), importAs: jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", "*"), responseType: "stream" },
-  { kind: "service", subject: `$JS.ACK.${candidates}.>` },
+  ...candidateAckSubjects("*").map((subject): Export => ({ kind: "service", subject })),
   { kind: "stream", subject: subjects.answers("*", "*") },
   { kind: "stream", subject: subjects.executorControl("*", "*") },
 ];
@@ -70,7 +87,7 @@ export function executorPermissions(scope: string, executorId: string): SubjectP
       subjects.receipt(scope, executorId, "*"),
       jsApi(EXECUTOR_JS_API_PREFIX, "INFO", consumer),
       jsApi(EXECUTOR_JS_API_PREFIX, "MSG.NEXT", consumer),
-      `$JS.ACK.${candidates}.${consumer}.>`,
+      ...candidateAckSubjects(consumer),
     ],
     subscribe: [subjects.answers(scope, executorId), subjects.executorControl(scope, executorId), `${executorInboxPrefix(scope, executorId)}.>`],
   };

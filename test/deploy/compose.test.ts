@@ -33,9 +33,9 @@ const monitorPort = /^http: 0\.0\.0\.0:(\d+)$/m.exec(natsConf)![1];
 const gatewayEnv = { ...envPairs(block("x-gateway-env: &gateway-env")), ...envPairs(block("  gateway:")) };
 
 describe("deploy/compose.yaml", () => {
-  it("runs a 3-node NATS 2.9 cluster: routes to every node, one JetStream volume each, health on the monitoring port", () => {
+  it("runs a 3-node NATS 2.15 cluster: routes to every node, one JetStream volume each, health on the monitoring port", () => {
     const nats = block("x-nats: &nats");
-    expect(nats).toContain("image: nats:2.9-alpine");
+    expect(nats).toContain("image: nats:2.15-alpine");
     expect(nats).toContain('"-c", "/etc/nats/nats.conf"');
     const routes = /"--routes", "([^"]+)"/.exec(nats)![1]!.split(",");
     expect(routes).toEqual(natsServices.map((s) => `nats-route://${s}:${clusterPort}`));

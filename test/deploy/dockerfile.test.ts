@@ -48,7 +48,7 @@ describe("Dockerfile", () => {
     const image = /^NODE_IMAGE=(\S+)$/.exec(args.find((a) => a.op === "ARG")?.args ?? "")?.[1];
     expect(image).toMatch(/^node:\d+-bookworm-slim$/);
     const major = Number(/^node:(\d+)/.exec(image!)![1]);
-    // The floating `<major>` tag is that major's newest release, so the major decides (`>=20.10`: 20 or later).
+    // The floating `<major>` tag is that major's newest release, so the major decides (`>=24`: 24 or later).
     expect(major).toBeGreaterThanOrEqual(Number(/^>=(\d+)/.exec(pkg.engines.node)![1]));
   });
 

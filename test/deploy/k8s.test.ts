@@ -75,7 +75,7 @@ describe("deploy/k8s manifests", () => {
     expect(nats.spec.serviceName).toBe(natsService.metadata.name);
     expect(natsService.spec).toMatchObject({ clusterIP: "None", publishNotReadyAddresses: true });
     const c = podSpec(nats).containers[0]!;
-    expect(c.image).toBe("nats:2.9-alpine");
+    expect(c.image).toBe("nats:2.15-alpine");
     const ports = Object.fromEntries(c.ports!.map((p) => [p.name, p.containerPort]));
     for (const [name, re] of Object.entries(natsPorts)) expect(ports[name], name).toBe(Number(re.exec(natsConf)![1]));
     const routes = c.args[c.args.indexOf("--routes") + 1].split(",");

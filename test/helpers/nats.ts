@@ -16,7 +16,8 @@ export interface TestNats {
 
 /**
  * Starts a fresh JetStream server for one suite: a local `nats-server -js` child on a random port with
- * its own store dir; Testcontainers' NATS module only when a Docker engine answers.
+ * its own store dir (the binary: `TOOLGATE_NATS_SERVER`, else the newest in .tools/, else PATH);
+ * Testcontainers' NATS module only when a Docker engine answers and no binary was chosen.
  */
 export async function startTestNats(options: NatsServerOptions = {}): Promise<TestNats> {
   if (await dockerAnswers()) return startContainer();
@@ -33,7 +34,7 @@ export async function startTestNats(options: NatsServerOptions = {}): Promise<Te
 }
 
 async function dockerAnswers(): Promise<boolean> {
-  if (process.env.TOOLGATE_TEST_DOCKER === "0") return false;
+  if (process.env.TOOLGATE_TEST_DOCKER === "0" || process.env.TOOLGATE_NATS_SERVER) return false;
   if (!process.env.DOCKER_HOST && !existsSync("/var/run/docker.sock")) return false;
   try {
     const { getContainerRuntimeClient } = await import("testcontainers");
@@ -46,7 +47,7 @@ async function dockerAnswers(): Promise<boolean> {
 
 async function startContainer(): Promise<TestNats> {
   const { NatsContainer } = await import("@testcontainers/nats");
-  const container = await new NatsContainer("nats:2.9").withJetStream().start();
+  const container = await new NatsContainer("nats:2.15").withJetStream().start();
   const url = () => `nats://${container.getHost()}:${container.getMappedPort(4222)}`;
   return {
     get url() {

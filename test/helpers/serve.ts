@@ -1,9 +1,15 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 
+/** What a CLI child inherits: PATH, and the suite's choice of nats-server for an embedded one. */
+const inherited = (): Record<string, string> => ({
+  PATH: process.env.PATH ?? "",
+  ...(process.env.TOOLGATE_NATS_SERVER ? { TOOLGATE_NATS_SERVER: process.env.TOOLGATE_NATS_SERVER } : {}),
+});
+
 /** Runs `toolgate <args>` from source; resolves with its exit code and output. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", ...args], { env: { ...inherited(), ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
@@ -24,7 +30,7 @@ export interface ServeProcess {
 /** Spawns `toolgate serve`; resolves once it logs "gateway listening". */
 export function serve(env: Record<string, string>): Promise<ServeProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", "serve"], {
-    env: { PATH: process.env.PATH ?? "", TOOLGATE_HTTP_PORT: "0", ...env },
+    env: { ...inherited(), TOOLGATE_HTTP_PORT: "0", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));

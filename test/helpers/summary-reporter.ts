@@ -2,7 +2,9 @@ import type { Reporter, TestModule } from "vitest/node";
 
 /**
  * Prints one plain closing line, `tests: N passed, N failed, N skipped`, after vitest's own summary,
- * so any CI that reads closing lines can count the run.
+ * so any CI that reads closing lines can count the run. Under the test matrix (scripts/test-matrix.sh)
+ * `TOOLGATE_TEST_RUN` names the run, the line reads `tests [<run>]: …`, and the matrix prints the
+ * summed `tests:` line last.
  */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
@@ -10,14 +12,18 @@ export default class SummaryReporter implements Reporter {
     let failed = unhandledErrors.length;
     let skipped = 0;
     for (const mod of testModules) {
-      if (mod.state() === "failed" && [...mod.children.allTests()].length === 0) failed++;
+      let moduleFailed = 0;
       for (const test of mod.children.allTests()) {
         const state = test.result().state;
         if (state === "passed") passed++;
-        else if (state === "failed") failed++;
+        else if (state === "failed") moduleFailed++;
         else skipped++;
       }
+      // A file that failed outside its tests (an import, a beforeAll hook) counts once, even when its
+      // tests were only left unrun.
+      failed += mod.state() === "failed" && moduleFailed === 0 ? 1 : moduleFailed;
     }
-    process.stdout.write(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+    const run = process.env.TOOLGATE_TEST_RUN;
+    process.stdout.write(`\ntests${run ? ` [${run}]` : ""}: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,16 +12,20 @@ import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
 import { ExecutorStore } from "../../src/executors/executor-store.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply } from "../../src/wire/messages.js";
-import { EXECUTOR_JS_API_PREFIX, STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
-import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
+import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
+import { natsServerBinary, startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
+import { compareVersions } from "../../src/nats/server-version.js";
+import { until } from "../helpers/until.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { registerExecutor } from "../helpers/registry.js";
 
 /**
- * nats-server 2.9 runs with the config `toolgate nats-config` generates; every refusal below comes
+ * nats-server runs with the config `toolgate nats-config` generates; every refusal below comes
  * from the server itself (a permission violation or an account boundary), not from the gateway.
+ * A server that has the new ack subject format (2.14+, feature flag `js_ack_fc_v2`) runs with it on.
  */
+const ACK_V2 = compareVersions(/v(\d+\.\d+\.\d+)/.exec(execFileSync(natsServerBinary(), ["--version"], { encoding: "utf8" }))![1]!, "2.14.0") >= 0;
 const seedOf = (k: KeyPair) => new TextDecoder().decode(k.getSeed());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -51,7 +56,8 @@ describe("NATS authorization generated from the executor registry", () => {
     ];
     writeFileSync(join(dir, "executors.json"), JSON.stringify(registry));
     expect(await natsConfigCommand.run(["--gateway-nkey", gatewayKey.getPublicKey(), "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")])).toBe(0);
-    server = await startNatsServer({ args: ["-c", join(dir, "auth.conf")] });
+    writeFileSync(join(dir, "server.conf"), `include "auth.conf"\n${ACK_V2 ? "feature_flags { js_ack_fc_v2: true }\n" : ""}`);
+    server = await startNatsServer({ args: ["-c", join(dir, "server.conf")] });
     gw = await startExecutionGateway(server.url, {}, { NATS_NKEY_SEED: seedOf(gatewayKey) });
     sessionId = await seedSession(gw.gateway.store, {
       scope: "s1",
@@ -107,6 +113,17 @@ describe("NATS authorization generated from the executor registry", () => {
     expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
     expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
     expect((await gw.http("GET", `/v1/assignments/${id}`)).body.state).toBe("completed");
+    exec.close();
+  });
+
+  it(`lets an executor acknowledge a pulled candidate on the ack subject the server hands out${ACK_V2 ? " (the new format: $JS.ACK.<domain>.<account hash>.…)" : ""}`, async () => {
+    const exec = new ProtocolExecutor(e1, "s1", "e1", ["b1"]);
+    const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    const id = (await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).body.assignment.assignment_id;
+    await exec.pullFor(id);
+    const jsm = await jetstreamManager(admin);
+    await until("the candidate acknowledged", async () => ((await jsm.consumers.info(STREAMS.candidates, candidateConsumer("s1"))).num_ack_pending === 0 ? true : undefined), 10_000);
+    expect(errors.filter((e) => e.includes("$JS.ACK"))).toEqual([]);
     exec.close();
   });
 

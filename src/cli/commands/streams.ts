@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { UsageError, type Command } from "../command.js";
 import { connectForCommand } from "../../nats/connect.js";
+import { requireSupportedServer } from "../../nats/server-version.js";
 import { applyStreams, loadDefinitions, ReplicasSchema, defaultStreamsDir } from "../../streams/index.js";
 
 const usage = `Usage: toolgate streams apply [--dry-run] [--force] [--replicas N] [--server URL] [--dir DIR]
@@ -44,6 +45,8 @@ export const streamsCommand: Command = {
     process.stderr.write(`streams: ${defs.length} declared object(s); reading the server's state\n`);
     const nc = await connectForCommand(values.server);
     try {
+      const server = requireSupportedServer(nc, { replicas: replicas.data }, (warning) => process.stderr.write(`streams: warning: ${warning}\n`));
+      process.stderr.write(`streams: nats-server ${server.version} (${server.serverName})\n`);
       const jsm = await jetstreamManager(nc);
       const print = (line: string) => process.stdout.write(line + "\n");
       const result = await applyStreams(jsm, defs, { replicas: replicas.data, force: values.force, dryRun: values["dry-run"], progress: print });

@@ -1,15 +1,9 @@
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { ConsumerDefinitionSchema, ensureStreams, type ConsumerDefinition } from "../../streams/index.js";
+import { isMessageGone } from "../../nats/jetstream-codes.js";
 import { encode } from "../../wire/codec.js";
 import type { Candidate } from "../../wire/messages.js";
 import { STREAMS, candidateConsumer, subjects } from "../../wire/subjects.js";
-
-/**
- * What JetStream answers for the delete of a candidate already taken or deleted: "sequence not
- * found" for a hole inside the stream (the usual case: a work queue drops what was acknowledged),
- * "no message found" and "store EOF" at its ends.
- */
-const GONE = new Set([10043, 10037, 10057]);
 
 /**
  * The candidates: a WorkQueue stream, one message per assignment generation on
@@ -71,7 +65,9 @@ export class CandidateQueue {
       // No erase: the message carries no secret, and overwriting it costs a disk write for nothing.
       await this.jsm.streams.deleteMessage(STREAMS.candidates, seq, false);
     } catch (err) {
-      if (!GONE.has((err as { code?: number }).code ?? 0)) throw err;
+      // "sequence not found" for a hole inside the stream (the usual case: a work queue drops what was
+      // acknowledged), "no message found" and "store EOF" at its ends.
+      if (!isMessageGone(err)) throw err;
     }
   }
 }

