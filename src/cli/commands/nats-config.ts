@@ -61,6 +61,9 @@ export const natsConfigCommand: Command = {
       if (!server) throw new UsageError("no registry: pass --server URL (or set NATS_URL), or --executors FILE");
       executors = await registryExecutors(server);
     }
+    // Registered without an identity (local development): nothing of it can go into the server config.
+    for (const ex of executors.filter((e) => e.nkeys.length === 0))
+      process.stderr.write(`executor ${ex.executor_id} has no nkey: it cannot connect under this config; add one with PUT /v1/executors/${ex.executor_id}/nkeys\n`);
     const text = renderNatsAuth({ gatewayNkeys, executors });
     if (!values.out) process.stdout.write(text);
     else {
