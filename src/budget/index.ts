@@ -6,7 +6,17 @@ export {
   resultContextBudgetSchema,
   type ResultContextBudget,
 } from "./budget.js";
-export { CanonicalJsonError, MAX_NESTING_DEPTH, canonicalJson, compactByteLength, encodeCanonicalJson } from "./canonical-json.js";
+export {
+  CanonicalJsonError,
+  MAX_NESTING_DEPTH,
+  MAX_RESULT_DEPTH,
+  canonicalJson,
+  compactByteLength,
+  encodeCanonicalJson,
+  replyJson,
+} from "./canonical-json.js";
 export { buildContextPreview, contextPreviewSchema, type ContextPreview, type ContextPreviewOptions } from "./context-preview.js";
+export { JsonFloat, JsonNumberError, toPlainNumbers } from "./json-numbers.js";
+export { parseExactJson } from "./json-text.js";
 export { PRESERVED_FIELDS_SHARE, PROJECTION_VERSION, resultKindSchema, type PreviewResult, type ResultKind } from "./projection.js";
 export { STATUS_KEYS, STATUS_KEY_SUFFIX, type PreservedValue } from "./preserved-fields.js";

@@ -3,7 +3,7 @@
  * within budget, otherwise a head/tail preview of its canonical JSON that fits the budget.
  */
 import { z } from "zod";
-import { compactByteLength, decodeUtf8, withCanonicalJson } from "./canonical-json.js";
+import { compactByteLength, decodeUtf8, withCanonicalResult } from "./canonical-json.js";
 import { takeHead, takeTail } from "./head-tail.js";
 import { isMultimodal, projectMultimodal } from "./multimodal.js";
 import { preservedFields, type PreservedValue } from "./preserved-fields.js";
@@ -35,7 +35,7 @@ export interface PreviewResult {
 /** Projects `result` for a budget already validated; throws CanonicalJsonError when it is no JSON value. */
 export function projectResult(result: unknown, budget: number, kind: ResultKind): Projection {
   // Measuring also validates: exempt kinds must be JSON too.
-  return withCanonicalJson(result, (canonical) => project(result, canonical, budget, kind));
+  return withCanonicalResult(result, (canonical) => project(result, canonical, budget, kind));
 }
 
 function project(result: unknown, canonical: Uint8Array, budget: number, kind: ResultKind): Projection {
