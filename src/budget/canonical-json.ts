@@ -388,10 +388,11 @@ export function encodeCanonicalJson(value: unknown): Uint8Array {
 }
 
 /**
- * An HTTP reply body (or an event's data) as canonical JSON, members whose value is `undefined` left out
- * as JSON.stringify leaves them: exact numbers, and a stored projection served in the bytes it was measured in.
+ * JSON text for what toolgate writes out (HTTP replies, events, the ToolRunner's store): canonical JSON with
+ * members whose value is `undefined` left out, as JSON.stringify leaves them. Numbers stay exact, and a
+ * stored projection is served in the bytes it was measured in.
  */
-export function replyJson(value: unknown): string {
+export function toJsonText(value: unknown): string {
   return withCanonicalJson(value, decodeUtf8, { maxDepth: MAX_NESTING_DEPTH, omitUndefined: true });
 }
 

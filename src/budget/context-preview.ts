@@ -1,6 +1,7 @@
 /** The `context_preview` of a receipt: the budgeted form of its result that enters execution history. */
 import { z } from "zod";
 import { maxResultContextBytesSchema } from "./budget.js";
+import { jsonValueSchema } from "./json-text.js";
 import { PROJECTION_VERSION, projectResult, resultKindSchema, type ResultKind } from "./projection.js";
 
 export const contextPreviewSchema = z.object({
@@ -10,12 +11,11 @@ export const contextPreviewSchema = z.object({
   /** Compact canonical JSON bytes of `result` below; above the budget only by non-text multimodal blocks. */
   retained_bytes: z.int().nonnegative(),
   truncated: z.boolean(),
-  result: z.json(),
+  result: jsonValueSchema,
   /** The projection algorithm that produced `result`; a stored preview is never regenerated. */
   projection_version: z.int().positive(),
 });
 export type ContextPreview = z.infer<typeof contextPreviewSchema>;
-type JsonValue = ContextPreview["result"];
 
 export interface ContextPreviewOptions {
   maxResultContextBytes: number;
@@ -35,7 +35,7 @@ export function buildContextPreview(result: unknown, options: ContextPreviewOpti
     original_bytes: projection.originalBytes,
     retained_bytes: projection.retainedBytes,
     truncated: projection.truncated,
-    result: projection.result as JsonValue, // the canonical writer has checked it is JSON
+    result: projection.result, // the canonical writer has checked it is JSON
     projection_version: PROJECTION_VERSION,
   };
 }

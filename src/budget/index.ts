@@ -13,10 +13,10 @@ export {
   canonicalJson,
   compactByteLength,
   encodeCanonicalJson,
-  replyJson,
+  toJsonText,
 } from "./canonical-json.js";
 export { buildContextPreview, contextPreviewSchema, type ContextPreview, type ContextPreviewOptions } from "./context-preview.js";
 export { JsonFloat, JsonNumberError, toPlainNumbers } from "./json-numbers.js";
-export { parseExactJson } from "./json-text.js";
+export { jsonValueSchema, parseExactJson } from "./json-text.js";
 export { PRESERVED_FIELDS_SHARE, PROJECTION_VERSION, resultKindSchema, type PreviewResult, type ResultKind } from "./projection.js";
 export { STATUS_KEYS, STATUS_KEY_SUFFIX, type PreservedValue } from "./preserved-fields.js";

@@ -5,6 +5,7 @@
  * (most of it) is read by `JSON.parse`, which is exact there and several times faster than a lossless parser.
  */
 import { parse } from "lossless-json";
+import { z } from "zod";
 import { MAX_NESTING_DEPTH } from "./canonical-json.js";
 import { jsonTextTooDeep } from "../validation/json-depth.js";
 import { parseJsonNumber } from "./json-numbers.js";
@@ -24,3 +25,9 @@ export function parseExactJson(text: string): unknown {
   if (jsonTextTooDeep(text, MAX_NESTING_DEPTH)) throw new RangeError(`nesting deeper than ${MAX_NESTING_DEPTH} levels`);
   return parse(text, null, { parseNumber: parseJsonNumber, onDuplicateKey: ({ newValue }) => newValue });
 }
+
+/**
+ * A JSON value with exact numbers (bigint and JsonFloat allowed, which `z.json()` refuses). Whether it is
+ * representable at all (no NaN, no cycle) is checked where it is measured; parsed JSON text always is.
+ */
+export const jsonValueSchema = z.custom<unknown>((v) => v !== undefined, { message: "a JSON value is required" });

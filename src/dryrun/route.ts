@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { buildContextPreview, contextPreviewSchema } from "../budget/index.js";
+import { buildContextPreview, contextPreviewSchema, jsonValueSchema } from "../budget/index.js";
 import type { ConfigStore } from "../config/config-store.js";
 import { AgentVersionIdSchema, agentOfVersion, ToolNameSchema } from "../config/ids.js";
 import { ApiError } from "../http/errors.js";
@@ -10,7 +10,7 @@ const MockReceiptSchema = z
   .strictObject({
     receipt_id: z.string().min(1).max(256),
     kind: z.enum(["progress", "completed", "failed", "cancelled", "reconciliation_required", "submission"]),
-    result: z.json().optional().describe("The business result, as the executor would send it"),
+    result: jsonValueSchema.optional().describe("The business result, as the executor would send it"),
   })
   .meta({ title: "MockReceipt" });
 
@@ -18,7 +18,7 @@ export const DryRunRequestSchema = z
   .strictObject({
     agent_version: AgentVersionIdSchema,
     tool_name: ToolNameSchema,
-    arguments: z.record(z.string(), z.json()).default({}),
+    arguments: z.record(z.string(), jsonValueSchema).default({}),
     mock_receipts: z.array(MockReceiptSchema).max(100).default([]),
   })
   .meta({ title: "DryRunRequest" });
@@ -48,6 +48,7 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
       tags: ["tools"],
       permissions: ["runtime:read", "configuration:read", "tools:execute"],
       body: DryRunRequestSchema,
+      exactNumbers: true,
       agentScope: ({ body }) => agentOfVersion(body.agent_version),
       response: DryRunResponseSchema,
       handler: async ({ body }) => {
