@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { maxResultContextBytesSchema } from "./budget.js";
 import { jsonValueSchema } from "./json-text.js";
+import type { UnpreservedPath } from "./preserved-fields.js";
 import { PROJECTION_VERSION, projectResult, resultKindSchema, type ResultKind } from "./projection.js";
 
 export const contextPreviewSchema = z.object({
@@ -20,6 +21,8 @@ export type ContextPreview = z.infer<typeof contextPreviewSchema>;
 export interface ContextPreviewOptions {
   maxResultContextBytes: number;
   kind?: ResultKind;
+  /** The tool's `preserve_fields`: paths kept in `preserved_fields` first when the result is cut. */
+  preserveFields?: readonly string[];
 }
 
 /**
@@ -27,10 +30,15 @@ export interface ContextPreviewOptions {
  * unknown kind, and a CanonicalJsonError when the result is no JSON value (NaN, undefined, a cycle, ...).
  */
 export function buildContextPreview(result: unknown, options: ContextPreviewOptions): ContextPreview {
+  return previewWithReport(result, options).preview;
+}
+
+/** buildContextPreview, and which of the requested `preserveFields` the model cannot see, and why. */
+export function previewWithReport(result: unknown, options: ContextPreviewOptions): { preview: ContextPreview; unpreserved: readonly UnpreservedPath[] } {
   const budget = maxResultContextBytesSchema.parse(options.maxResultContextBytes);
   const kind = resultKindSchema.parse(options.kind ?? "completed");
-  const projection = projectResult(result, budget, kind);
-  return {
+  const projection = projectResult(result, budget, kind, options.preserveFields);
+  const preview = {
     max_result_context_bytes: budget,
     original_bytes: projection.originalBytes,
     retained_bytes: projection.retainedBytes,
@@ -38,4 +46,5 @@ export function buildContextPreview(result: unknown, options: ContextPreviewOpti
     result: projection.result, // the canonical writer has checked it is JSON
     projection_version: PROJECTION_VERSION,
   };
+  return { preview, unpreserved: projection.unpreserved };
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { buildContextPreview, contextPreviewSchema, jsonValueSchema } from "../budget/index.js";
+import { contextPreviewSchema, jsonValueSchema, previewWithReport } from "../budget/index.js";
 import type { ConfigStore } from "../config/config-store.js";
 import { AgentVersionIdSchema, agentOfVersion, ToolNameSchema } from "../config/ids.js";
 import { ApiError } from "../http/errors.js";
@@ -30,6 +30,10 @@ export const DryRunResponseSchema = z
     toolset: z.string(),
     toolset_version: z.string(),
     context_preview: contextPreviewSchema.nullable().describe("What the first completed mock receipt's result looks like in execution history; null without one"),
+    preserve_fields: z.array(z.string()).describe("The tool's preserve_fields: paths kept first in preserved_fields when the result is cut"),
+    unpreserved_fields: z
+      .array(z.strictObject({ path: z.string(), reason: z.enum(["absent", "not_a_scalar", "too_long", "no_room"]) }))
+      .describe("The requested paths the model would not see in preserved_fields of the cut result: absent, not_a_scalar, too_long (a string over 128 bytes) or no_room (past a quarter of the budget)"),
     execution_verified: z.literal(false).describe("Always false: a valid schema proves nothing about the real business"),
   })
   .meta({ title: "DryRunResponse" });
@@ -60,12 +64,16 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
         const completed = body.mock_receipts.find((r) => r.kind === "completed");
         if (completed && completed.result === undefined)
           throw ApiError.validation([{ path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" }]);
+        const preserveFields = tool.preserve_fields ?? [];
+        const projected = completed ? previewWithReport(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed", preserveFields }) : undefined;
         return {
           agent_version: body.agent_version,
           tool_name: tool.name,
           toolset: toolsetVersion.toolset,
           toolset_version: toolsetVersion.version,
-          context_preview: completed ? buildContextPreview(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed" }) : null,
+          context_preview: projected?.preview ?? null,
+          preserve_fields: preserveFields,
+          unpreserved_fields: [...(projected?.unpreserved ?? [])],
           execution_verified: false as const,
         };
       },
