@@ -9,7 +9,7 @@
  *   in the tool's order; each must name a scalar (null, boolean, number, string of at most 128 UTF-8 bytes);
  * - then candidates found at depth ≤ 3 by their key, in classes of value to the model: pagination
  *   (CURSOR_KEYS: `next_cursor`, `has_more`, `total`...), then status (STATE_KEYS: `status`, `error`...),
- *   then ids (`id`, `*_id`); inside a class the shorter entry first, then the shallower, then canonical order;
+ *   then ids (`id`, `*_id`); inside a class the shorter entry (in UTF-16 units) first, then the shallower, then canonical order;
  * - each field is kept when its entry still fits `maxBytes` (the compact JSON of the whole map), else
  *   skipped so that a shorter one behind it may still fit;
  * - the map is built in canonical key order, the order in which it is measured, stored and served.
@@ -67,12 +67,15 @@ function scalarReason(v: unknown): UnpreservedReason | undefined {
 interface Candidate {
   readonly path: string;
   readonly value: unknown;
-  /** Bytes the entry adds to the map, comma included: `"path":value,`. */
-  readonly entryBytes: number;
+  /** About the size of the entry (UTF-16 units), for ordering; its exact bytes are measured only when taken. */
+  readonly length: number;
   readonly rank: number;
   readonly depth: number;
   readonly order: number;
 }
+
+/** `"a":1,` */
+const SMALLEST_ENTRY = 6;
 
 const entryBytes = (path: string, value: unknown): number => compactByteLength(path) + 1 + compactByteLength(value) + 1;
 
@@ -99,7 +102,7 @@ function foundCandidates(result: unknown): Candidate[] {
         const child: unknown = (value as Record<string, unknown>)[segment];
         const childPath = depth === 1 ? segment : `${path}.${segment}`;
         if (!isArray && isStatusKey(segment) && scalarReason(child) === undefined)
-          found.push({ path: childPath, value: child, entryBytes: entryBytes(childPath, child), rank: classOf(segment), depth, order: found.length });
+          found.push({ path: childPath, value: child, length: childPath.length + (typeof child === "string" ? child.length : 5), rank: classOf(segment), depth, order: found.length });
         if (depth < PRESERVED_MAX_DEPTH && typeof child === "object" && child !== null) next.push({ value: child, path: childPath });
       }
     }
@@ -150,8 +153,11 @@ export function preservedFields(result: unknown, maxBytes: number, requested: re
     if (reason !== undefined) unpreserved.push({ path, reason });
     else if (!take(path, value, entryBytes(path, value))) unpreserved.push({ path, reason: "no_room" });
   }
-  const candidates = foundCandidates(result).sort((a, b) => a.rank - b.rank || a.entryBytes - b.entryBytes || a.depth - b.depth || a.order - b.order);
-  for (const c of candidates) take(c.path, c.value, c.entryBytes);
+  const candidates = foundCandidates(result).sort((a, b) => a.rank - b.rank || a.length - b.length || a.depth - b.depth || a.order - b.order);
+  for (const c of candidates) {
+    if (size + SMALLEST_ENTRY > maxBytes) break; // full: measuring the rest would change nothing
+    take(c.path, c.value, entryBytes(c.path, c.value));
+  }
   const fields: Record<string, PreservedValue> = {};
   for (const path of sortKeys([...chosen.keys()])) fields[path] = chosen.get(path) as PreservedValue;
   return { fields, unpreserved };
