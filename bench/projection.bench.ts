@@ -1,6 +1,8 @@
 /**
- * Projection (canonical measuring + head/tail preview) of results of 64 KiB, 1 MiB and 8 MiB against
- * JSON.stringify of the same value in the same process. Target (issue 2): 1 MiB within 3x JSON.stringify.
+ * Projection (canonical measuring + head/tail preview) of results of several shapes against JSON.stringify
+ * of the same value in the same process: a listing of records at 64 KiB, 1 MiB and 8 MiB, and at 1 MiB one
+ * long string, an escape-dense string, a number-heavy listing and a multimodal result of many text blocks.
+ * Target: every 1 MiB shape within 3x JSON.stringify.
  */
 import { buildContextPreview } from "../src/budget/index.js";
 
@@ -45,16 +47,34 @@ function time(f: () => unknown): number {
   return Number(process.hrtime.bigint() - start) / 1e6;
 }
 
+const MiB = 1024 * 1024;
+
+/** Numbers of every kind: integers, floats, ids beyond 2**53 as a JS executor would send them. */
+function numbers(targetBytes: number): unknown {
+  const rand = lcg(7);
+  const rows = Array.from({ length: Math.floor(targetBytes / 64) }, (_, i) => ({ id: i, v: rand() * 1e6, n: Math.floor(rand() * 2 ** 52), r: rand() }));
+  return { status: "ok", rows };
+}
+
+/** An MCP result of many short text blocks, the shape whose every block is cut. */
+function manyTextBlocks(targetBytes: number): unknown {
+  return { content: Array.from({ length: Math.floor(targetBytes / 220) }, (_, i) => ({ type: "text", text: `block ${i} `.padEnd(200, "文本 text ") })) };
+}
+
 const cases = [
-  { label: "64 KiB", bytes: 64 * 1024, iterations: 200 },
-  { label: "1 MiB", bytes: 1024 * 1024, iterations: 100 },
-  { label: "8 MiB", bytes: 8 * 1024 * 1024, iterations: 15 },
+  { label: "listing 64 KiB", value: () => listing(64 * 1024), iterations: 200 },
+  { label: "listing 1 MiB", value: () => listing(MiB), iterations: 100 },
+  { label: "listing 8 MiB", value: () => listing(8 * MiB), iterations: 15 },
+  { label: "one string 1 MiB", value: () => ({ text: "lorem ipsum 任务 ".repeat(MiB / 20) }), iterations: 100 },
+  { label: "escapes 1 MiB", value: () => ({ text: 'line\n"quoted"\t\u0001 '.repeat(MiB / 24) }), iterations: 100 },
+  { label: "numbers 1 MiB", value: () => numbers(MiB), iterations: 100 },
+  { label: "text blocks 1 MiB", value: () => manyTextBlocks(MiB), iterations: 100 },
 ];
 
-const rows: string[][] = [["size", "original_bytes", "JSON.stringify ms", "projection ms", "ratio"]];
+const rows: string[][] = [["shape", "original_bytes", "JSON.stringify ms", "projection ms", "ratio"]];
 for (const c of cases) {
   process.stderr.write(`bench:projection: ${c.label}, ${c.iterations} iterations\n`); // progress; the table goes to stdout
-  const value = listing(c.bytes);
+  const value = c.value();
   const project = () => buildContextPreview(value, { maxResultContextBytes: 16384 });
   const stringify = () => JSON.stringify(value);
   for (let i = 0; i < 5; i++) {

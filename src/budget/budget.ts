@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { PRESERVED_PATH_MAX_SEGMENTS } from "./preserved-fields.js";
 
 /** PROTOCOL.md section 5: the configured byte budget of a tool result as it enters the model's context. */
 export const MIN_RESULT_CONTEXT_BYTES = 1024;
@@ -23,3 +24,19 @@ export const resultContextBudgetSchema = z.object({
   max_result_bytes: removed("max_result_bytes"),
 });
 export type ResultContextBudget = z.infer<typeof resultContextBudgetSchema>;
+
+const PATH_MESSAGE = `a dotted path of 1 to ${PRESERVED_PATH_MAX_SEGMENTS} non-empty segments, an array index in decimal (data.next_cursor, items.0.id)`;
+
+/** A tool's `preserve_fields`: result paths to keep in `preserved_fields` first when the result is cut. */
+export const preserveFieldsSchema = z
+  .array(
+    z
+      .string()
+      .max(256)
+      .regex(new RegExp(`^[^.]+(\\.[^.]+){0,${PRESERVED_PATH_MAX_SEGMENTS - 1}}$`), { error: PATH_MESSAGE }),
+  )
+  .max(32)
+  .refine((paths) => new Set(paths).size === paths.length, { error: "each path at most once" })
+  .describe(
+    "Result paths the model must see even when the result is cut: kept first in preserved_fields (scalars, strings up to 128 bytes), inside the same quarter of the budget; the dry-run names those that did not fit",
+  );

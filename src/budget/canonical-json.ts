@@ -6,20 +6,26 @@
  * CJK, emoji); a lone surrogate, which UTF-8 cannot carry, is written as its `\udXXX` escape.
  * Keys are sorted by code point, as Python sorts `str` (UTF-16 order differs above U+D7FF).
  *
- * Numbers: JS has one number type where Python has `int` and `float`, so the source's distinction is gone.
- * - integral values below 1e21 are written as integer digits, as Python writes an `int` (beyond 2**53 the
- *   double has lost the low digits: JS writes zeros there, which keeps the length but not the digits);
- * - every other finite value as Python's `repr(float)`: shortest round-trip digits, fixed notation except
- *   scientific below 1e-4 and from 1e21 on, exponent with at least two digits (`1e-05`, `1e+21`);
- * - `-0` is written `0`.
- * So only values Python holds as integral floats differ: `1.0` is written `1`, `1e16` `10000000000000000`.
+ * Numbers are exact (json-numbers.ts): a `number` is an integer up to 2**53 and a float beyond or when not
+ * integral, written as Python's `repr(float)`; a `bigint` is an integer of any size (up to 4300 digits); a
+ * `JsonFloat` a float that a `number` would make an integer (`1.0`, `-0.0`).
  *
  * The writer emits UTF-8 straight into a growing byte buffer: string concatenation and a final
  * `Buffer.byteLength` cost several times `JSON.stringify` in garbage alone, and this is the hot path.
  */
 
-/** Deepest nesting of arrays/objects accepted, about what CPython's own recursion limit allows. */
+import { JsonFloat, JsonNumberError, formatBigInt, formatNumber, pythonFloatRepr } from "./json-numbers.js";
+
+/** Deepest nesting of arrays/objects written, about what CPython's own recursion limit allows. */
 export const MAX_NESTING_DEPTH = 1000;
+
+/**
+ * Levels the gateway may wrap around a result when it emits it (`context_preview.result` inside a
+ * history item inside its reply); a result is accepted only this much shallower than MAX_NESTING_DEPTH,
+ * so that everything the engine emits can be written too.
+ */
+export const RESULT_ENVELOPE_DEPTH = 8;
+export const MAX_RESULT_DEPTH = MAX_NESTING_DEPTH - RESULT_ENVELOPE_DEPTH;
 
 /** A value that has no canonical JSON form. `path` is a JSONPath such as `$.data.items[3]`. */
 export class CanonicalJsonError extends Error {
@@ -69,12 +75,6 @@ function isPlainObject(v: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
-/** A finite number as Python writes it (see the module comment). */
-export function formatNumber(n: number): string {
-  if (Number.isInteger(n) || Math.abs(n) >= 1e-4) return String(n); // String(-0) is "0"
-  return n.toExponential().replace(/e-(\d)$/, "e-0$1");
-}
-
 const HEX = "0123456789abcdef";
 // Two-character escapes Python uses; other controls get \u00XX.
 const SHORT_ESCAPES: Record<number, number> = { 0x22: 0x22, 0x5c: 0x5c, 0x08: 0x62, 0x0c: 0x66, 0x0a: 0x6e, 0x0d: 0x72, 0x09: 0x74 };
@@ -97,13 +97,36 @@ function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
+/** A JsonFloat's value, which must be a finite float. */
+function floatText(n: number): string {
+  if (!Number.isFinite(n)) throw new JsonNumberError(`${n} is not allowed (JSON has no NaN or Infinity)`);
+  return pythonFloatRepr(n);
+}
+
+/** A number's text, its JsonNumberError turned into a Failure that collects the path. */
+function checkedNumber(format: () => string): string {
+  try {
+    return format();
+  } catch (err) {
+    if (err instanceof JsonNumberError) throw new Failure(err.message);
+    throw err;
+  }
+}
+
+/** How deep the value may nest, and whether members whose value is `undefined` are left out (as JSON.stringify does). */
+interface WriteOptions {
+  readonly maxDepth: number;
+  readonly omitUndefined: boolean;
+}
+const STRICT: WriteOptions = { maxDepth: MAX_NESTING_DEPTH, omitUndefined: false };
+
 class Utf8JsonWriter {
   private buf: Uint8Array;
   private pos = 0;
   // Per depth, the last object shape seen: arrays of like objects sort and encode their keys once.
   private readonly shapes: (Shape | undefined)[] = [];
 
-  constructor() {
+  constructor(private readonly options: WriteOptions) {
     this.buf = spareBuffer ?? new Uint8Array(1 << 16);
     spareBuffer = undefined; // taken; a re-entrant measurement (from a getter) allocates its own
   }
@@ -172,8 +195,9 @@ class Utf8JsonWriter {
 
   string(s: string): void {
     const n = s.length;
-    this.reserve(n * 6 + 2); // worst case: every unit a \u00XX escape
-    const b = this.buf;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit; only an escape (up to 6) needs more, checked where one is met.
+    this.reserve(n * 3 + 2);
+    let b = this.buf;
     let p = this.pos;
     b[p++] = 0x22;
     for (let i = 0; i < n; i++) {
@@ -183,6 +207,7 @@ class Utf8JsonWriter {
           b[p++] = c;
           continue;
         }
+        if (p + (n - i) * 3 + 4 > b.length) b = this.grown(p, (n - i) * 6 + 1);
         b[p++] = 0x5c;
         const short = SHORT_ESCAPES[c];
         if (short !== undefined) {
@@ -208,6 +233,7 @@ class Utf8JsonWriter {
         b[p++] = 0x80 | ((cp >> 6) & 63);
         b[p++] = 0x80 | (cp & 63);
       } else {
+        if (p + (n - i) * 3 + 4 > b.length) b = this.grown(p, (n - i) * 6 + 1);
         b[p++] = 0x5c;
         b[p++] = 0x75;
         for (let shift = 12; shift >= 0; shift -= 4) b[p++] = HEX.charCodeAt((c >> shift) & 15);
@@ -215,6 +241,13 @@ class Utf8JsonWriter {
     }
     b[p++] = 0x22;
     this.pos = p;
+  }
+
+  /** The buffer with room for `n` more bytes after `p`, the bytes up to `p` kept (for string()'s local cursor). */
+  private grown(p: number, n: number): Uint8Array {
+    this.pos = p;
+    this.reserve(n);
+    return this.buf;
   }
 
   value(v: unknown, depth: number): void {
@@ -225,11 +258,14 @@ class Utf8JsonWriter {
         if (!Number.isFinite(v)) throw new Failure(`${v} is not allowed (JSON has no NaN or Infinity)`);
         if (Number.isInteger(v) && Math.abs(v) < 2 ** 31) return this.smallInt(v);
         return this.ascii(formatNumber(v));
+      case "bigint":
+        return this.ascii(checkedNumber(() => formatBigInt(v)));
       case "boolean":
         return this.ascii(v ? "true" : "false");
       case "object":
         if (v === null) return this.ascii("null");
-        if (depth >= MAX_NESTING_DEPTH) throw new Failure(`nesting deeper than ${MAX_NESTING_DEPTH} levels`);
+        if (v instanceof JsonFloat) return this.ascii(checkedNumber(() => floatText(v.value)));
+        if (depth >= this.options.maxDepth) throw new Failure(`nesting deeper than ${this.options.maxDepth} levels`);
         return Array.isArray(v) ? this.array(v, depth + 1) : this.object(v, depth + 1);
       default:
         throw new Failure(`${typeof v} is not a JSON value`);
@@ -254,18 +290,21 @@ class Utf8JsonWriter {
     if (!isPlainObject(o)) throw new Failure(`${o.constructor?.name ?? "exotic"} object is not a plain JSON object`);
     const { sorted: keys, encoded } = this.shapeOf(o, depth);
     this.byte(0x7b);
+    const start = this.pos;
     let key = "";
     try {
       for (let i = 0; i < keys.length; i++) {
         key = keys[i] as string;
-        if (i > 0) this.byte(0x2c);
+        const member = (o as Record<string, unknown>)[key];
+        if (member === undefined && this.options.omitUndefined) continue;
+        if (this.pos !== start) this.byte(0x2c);
         if (encoded !== undefined) {
           this.raw(encoded[i] as Uint8Array);
         } else {
           this.string(key);
           this.byte(0x3a);
         }
-        this.value((o as Record<string, unknown>)[key], depth);
+        this.value(member, depth);
       }
     } catch (err) {
       throw unwound(err, key, o);
@@ -317,19 +356,20 @@ function toCanonicalError(f: Failure): CanonicalJsonError {
   return new CanonicalJsonError(jsonPath(segments), f.reason);
 }
 
-function written(value: unknown): Utf8JsonWriter {
-  const writer = new Utf8JsonWriter();
+function written(value: unknown, options: WriteOptions): Utf8JsonWriter {
+  const writer = new Utf8JsonWriter(options);
   try {
     writer.value(value, 0);
   } catch (err) {
+    writer.release();
     throw err instanceof Failure ? toCanonicalError(err) : err;
   }
   return writer;
 }
 
 /** Runs `use` on the canonical bytes of a value without copying them; `use` must not keep them. */
-export function withCanonicalJson<T>(value: unknown, use: (bytes: Uint8Array) => T): T {
-  const writer = written(value);
+export function withCanonicalJson<T>(value: unknown, use: (bytes: Uint8Array) => T, options: WriteOptions = STRICT): T {
+  const writer = written(value, options);
   try {
     return use(writer.bytes());
   } finally {
@@ -337,9 +377,23 @@ export function withCanonicalJson<T>(value: unknown, use: (bytes: Uint8Array) =>
   }
 }
 
+/** Like withCanonicalJson for a tool result: nested at most MAX_RESULT_DEPTH, so that its envelopes fit too. */
+export function withCanonicalResult<T>(result: unknown, use: (bytes: Uint8Array) => T): T {
+  return withCanonicalJson(result, use, { maxDepth: MAX_RESULT_DEPTH, omitUndefined: false });
+}
+
 /** The canonical compact JSON of a value as UTF-8 bytes. Throws CanonicalJsonError for values JSON cannot carry. */
 export function encodeCanonicalJson(value: unknown): Uint8Array {
   return withCanonicalJson(value, (bytes) => bytes.slice());
+}
+
+/**
+ * JSON text for what toolgate writes out (HTTP replies, events, the ToolRunner's store): canonical JSON with
+ * members whose value is `undefined` left out, as JSON.stringify leaves them. Numbers stay exact, and a
+ * stored projection is served in the bytes it was measured in.
+ */
+export function toJsonText(value: unknown): string {
+  return withCanonicalJson(value, decodeUtf8, { maxDepth: MAX_NESTING_DEPTH, omitUndefined: true });
 }
 
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }); // a U+FEFF may start a tail

@@ -3,13 +3,17 @@
  * within budget, otherwise a head/tail preview of its canonical JSON that fits the budget.
  */
 import { z } from "zod";
-import { compactByteLength, decodeUtf8, withCanonicalJson } from "./canonical-json.js";
+import { compactByteLength, decodeUtf8, withCanonicalResult } from "./canonical-json.js";
 import { takeHead, takeTail } from "./head-tail.js";
 import { isMultimodal, projectMultimodal } from "./multimodal.js";
-import { preservedFields, type PreservedValue } from "./preserved-fields.js";
+import { preservedFields, type PreservedValue, type UnpreservedPath } from "./preserved-fields.js";
 
-/** Bumped whenever the projection of some input would change, so stored projections stay tellable apart. */
-export const PROJECTION_VERSION = 1;
+/**
+ * Bumped whenever the projection of some input would change, so stored projections stay tellable apart.
+ * 2: exact numbers, whole escapes at the cuts, every non-binary multimodal block counted, preserved
+ * fields chosen by value and requested by the tool.
+ */
+export const PROJECTION_VERSION = 2;
 
 /** Share of the budget `preserved_fields` may take at most; the rest is left to head and tail. */
 export const PRESERVED_FIELDS_SHARE = 1 / 4;
@@ -23,6 +27,8 @@ export interface Projection {
   readonly truncated: boolean;
   readonly originalBytes: number;
   readonly retainedBytes: number;
+  /** The tool's requested `preserve_fields` paths the model cannot see in `result`, and why. */
+  readonly unpreserved: readonly UnpreservedPath[];
 }
 
 /** The over-budget form of a whole result. */
@@ -33,23 +39,23 @@ export interface PreviewResult {
 }
 
 /** Projects `result` for a budget already validated; throws CanonicalJsonError when it is no JSON value. */
-export function projectResult(result: unknown, budget: number, kind: ResultKind): Projection {
+export function projectResult(result: unknown, budget: number, kind: ResultKind, requested: readonly string[] = []): Projection {
   // Measuring also validates: exempt kinds must be JSON too.
-  return withCanonicalJson(result, (canonical) => project(result, canonical, budget, kind));
+  return withCanonicalResult(result, (canonical) => project(result, canonical, budget, kind, requested));
 }
 
-function project(result: unknown, canonical: Uint8Array, budget: number, kind: ResultKind): Projection {
+function project(result: unknown, canonical: Uint8Array, budget: number, kind: ResultKind, requested: readonly string[]): Projection {
   const originalBytes = canonical.length;
-  const unchanged: Projection = { result, truncated: false, originalBytes, retainedBytes: originalBytes };
+  const unchanged: Projection = { result, truncated: false, originalBytes, retainedBytes: originalBytes, unpreserved: [] };
   if (kind !== "completed") return unchanged;
   if (isMultimodal(result)) {
     const projected = projectMultimodal(result, originalBytes, budget);
-    if (projected !== undefined) return projected;
+    if (projected !== undefined) return { ...projected, unpreserved: [] };
   } else if (originalBytes <= budget) {
     return unchanged;
   }
-  const preview = previewOf(result, canonical, budget);
-  return { result: preview, truncated: true, originalBytes, retainedBytes: compactByteLength(preview) };
+  const { preview, unpreserved } = previewOf(result, canonical, budget, requested);
+  return { result: preview, truncated: true, originalBytes, retainedBytes: compactByteLength(preview), unpreserved };
 }
 
 const digits = (n: number): number => String(n).length;
@@ -66,13 +72,32 @@ function nextCharStart(bytes: Uint8Array, i: number): number {
   return i;
 }
 
-function previewOf(result: unknown, canonical: Uint8Array, budget: number): PreviewResult {
+const BACKSLASH = 0x5c;
+
+/**
+ * The escape sequence of canonical JSON that byte `at` falls strictly inside, as [start, end), or
+ * undefined. A backslash starts an escape when an even number of backslashes precede it (`\\` is one
+ * escaped backslash); `\u` escapes are 6 bytes long, all others 2.
+ */
+function escapeAround(bytes: Uint8Array, at: number): [number, number] | undefined {
+  for (let k = at - 1; k >= 0 && k >= at - 5; k--) {
+    if (bytes[k] !== BACKSLASH) continue;
+    let before = 0;
+    while (k - before - 1 >= 0 && bytes[k - before - 1] === BACKSLASH) before++;
+    if (before % 2 === 1) continue; // the second half of an escaped backslash
+    const end = k + (bytes[k + 1] === 0x75 ? 6 : 2);
+    return end > at ? [k, end] : undefined;
+  }
+  return undefined;
+}
+
+function previewOf(result: unknown, canonical: Uint8Array, budget: number, requested: readonly string[]): { preview: PreviewResult; unpreserved: UnpreservedPath[] } {
   const total = canonical.length;
   const notice =
     `Result truncated: ${total} bytes exceed max_result_context_bytes=${budget}. preview.head and preview.tail ` +
     `are the start and end of its canonical JSON; omitted_bytes were cut between them. Paginate or filter to see the rest.`;
-  const preserved = preservedFields(result, Math.floor(budget * PRESERVED_FIELDS_SHARE));
-  const skeleton: PreviewResult = { notice, preserved_fields: preserved, preview: { head: "", omitted_bytes: 0, tail: "" } };
+  const { fields, unpreserved } = preservedFields(result, Math.floor(budget * PRESERVED_FIELDS_SHARE), requested);
+  const skeleton: PreviewResult = { notice, preserved_fields: fields, preview: { head: "", omitted_bytes: 0, tail: "" } };
   // omitted_bytes has at most as many digits as the total.
   const room = budget - compactByteLength(skeleton) - (digits(total) - 1);
 
@@ -81,15 +106,19 @@ function previewOf(result: unknown, canonical: Uint8Array, budget: number): Prev
   const headRoom = Math.floor(room / 2);
   const headRegion = decodeUtf8(canonical.subarray(0, charStart(canonical, Math.min(headRoom, total))));
   const head = takeHead(headRegion, headRoom);
+  // A cut inside an escape of the canonical text (`\u00`) would show the model half an escape: cut before it.
+  const headEnd = escapeAround(canonical, head.utf8)?.[0] ?? head.utf8;
   const tailRoom = room - head.cost;
-  const tailFrom = Math.max(head.utf8, total - tailRoom);
-  const tailRegion = decodeUtf8(canonical.subarray(nextCharStart(canonical, tailFrom)));
-  const tail = takeTail(tailRegion, tailRoom);
+  const tailFrom = Math.max(headEnd, total - tailRoom);
+  const tailRegionStart = nextCharStart(canonical, tailFrom);
+  const tail = takeTail(decodeUtf8(canonical.subarray(tailRegionStart)), tailRoom);
+  const tailStart = total - tail.utf8;
+  const tailBegin = escapeAround(canonical, tailStart)?.[1] ?? tailStart; // ...and after it
 
   skeleton.preview = {
-    head: headRegion.slice(0, head.index),
-    omitted_bytes: total - head.utf8 - tail.utf8,
-    tail: tailRegion.slice(tail.index),
+    head: decodeUtf8(canonical.subarray(0, headEnd)),
+    omitted_bytes: total - headEnd - (total - tailBegin),
+    tail: decodeUtf8(canonical.subarray(tailBegin)),
   };
-  return skeleton;
+  return { preview: skeleton, unpreserved };
 }

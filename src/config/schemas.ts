@@ -9,7 +9,7 @@ import {
   ToolsetIdSchema,
   ToolsetVersionIdSchema,
 } from "./ids.js";
-import { resultContextBudgetSchema } from "../budget/index.js";
+import { preserveFieldsSchema, resultContextBudgetSchema } from "../budget/index.js";
 
 /**
  * The configuration objects (PROTOCOL.md sections 1 and 5). Every object is immutable once stored.
@@ -40,6 +40,7 @@ export const ToolDefinitionSchema = z
     max_result_context_bytes: resultContextBudgetSchema.shape.max_result_context_bytes.describe(
       "Byte budget of the result's compact JSON (UTF-8) when it first enters execution history; default 16384",
     ),
+    preserve_fields: preserveFieldsSchema.optional(),
   })
   .meta({ title: "ToolDefinition" });
 

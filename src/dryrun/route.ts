@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { buildContextPreview, contextPreviewSchema } from "../budget/index.js";
+import { contextPreviewSchema, jsonValueSchema, previewWithReport } from "../budget/index.js";
 import type { ConfigStore } from "../config/config-store.js";
 import { AgentVersionIdSchema, agentOfVersion, ToolNameSchema } from "../config/ids.js";
 import { ApiError } from "../http/errors.js";
@@ -10,7 +10,7 @@ const MockReceiptSchema = z
   .strictObject({
     receipt_id: z.string().min(1).max(256),
     kind: z.enum(["progress", "completed", "failed", "cancelled", "reconciliation_required", "submission"]),
-    result: z.json().optional().describe("The business result, as the executor would send it"),
+    result: jsonValueSchema.optional().describe("The business result, as the executor would send it"),
   })
   .meta({ title: "MockReceipt" });
 
@@ -18,7 +18,7 @@ export const DryRunRequestSchema = z
   .strictObject({
     agent_version: AgentVersionIdSchema,
     tool_name: ToolNameSchema,
-    arguments: z.record(z.string(), z.json()).default({}),
+    arguments: z.record(z.string(), jsonValueSchema).default({}),
     mock_receipts: z.array(MockReceiptSchema).max(100).default([]),
   })
   .meta({ title: "DryRunRequest" });
@@ -30,6 +30,10 @@ export const DryRunResponseSchema = z
     toolset: z.string(),
     toolset_version: z.string(),
     context_preview: contextPreviewSchema.nullable().describe("What the first completed mock receipt's result looks like in execution history; null without one"),
+    preserve_fields: z.array(z.string()).describe("The tool's preserve_fields: paths kept first in preserved_fields when the result is cut"),
+    unpreserved_fields: z
+      .array(z.strictObject({ path: z.string(), reason: z.enum(["absent", "not_a_scalar", "too_long", "no_room"]) }))
+      .describe("The requested paths the model would not see in preserved_fields of the cut result: absent, not_a_scalar, too_long (a string over 128 bytes) or no_room (past a quarter of the budget)"),
     execution_verified: z.literal(false).describe("Always false: a valid schema proves nothing about the real business"),
   })
   .meta({ title: "DryRunResponse" });
@@ -48,6 +52,7 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
       tags: ["tools"],
       permissions: ["runtime:read", "configuration:read", "tools:execute"],
       body: DryRunRequestSchema,
+      exactNumbers: true,
       agentScope: ({ body }) => agentOfVersion(body.agent_version),
       response: DryRunResponseSchema,
       handler: async ({ body }) => {
@@ -59,12 +64,16 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
         const completed = body.mock_receipts.find((r) => r.kind === "completed");
         if (completed && completed.result === undefined)
           throw ApiError.validation([{ path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" }]);
+        const preserveFields = tool.preserve_fields ?? [];
+        const projected = completed ? previewWithReport(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed", preserveFields }) : undefined;
         return {
           agent_version: body.agent_version,
           tool_name: tool.name,
           toolset: toolsetVersion.toolset,
           toolset_version: toolsetVersion.version,
-          context_preview: completed ? buildContextPreview(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed" }) : null,
+          context_preview: projected?.preview ?? null,
+          preserve_fields: preserveFields,
+          unpreserved_fields: [...(projected?.unpreserved ?? [])],
           execution_verified: false as const,
         };
       },

@@ -1,5 +1,6 @@
 import type { FastifyReply } from "fastify";
 import type { z } from "zod";
+import { toJsonText } from "../budget/index.js";
 
 /** One Server-Sent Event: `id:` and one `data:` line of JSON. */
 export interface SseEvent {
@@ -41,7 +42,7 @@ export async function sendEventStream(reply: FastifyReply, stream: EventStream, 
   try {
     await write(`retry: ${RETRY_MS}\n\n`);
     for await (const event of stream.events) {
-      await write(`id: ${event.id}\ndata: ${JSON.stringify(schema.parse(event.data))}\n\n`);
+      await write(`id: ${event.id}\ndata: ${toJsonText(schema.parse(event.data))}\n\n`);
       last = Date.now();
     }
   } finally {

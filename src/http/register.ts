@@ -71,6 +71,6 @@ function handle(route: RouteDef) {
 /** Registers every declared route; `limits`, when given, rate-limits each authenticated identity. */
 export function registerRoutes(app: FastifyInstance, routes: readonly RouteDef[], identities: IdentityRegistry, limits?: TokenBuckets): void {
   for (const route of routes) {
-    app.route({ method: route.method, url: fastifyPath(route.path), onRequest: authorize(route, identities, limits), handler: handle(route) });
+    app.route({ method: route.method, url: fastifyPath(route.path), config: { exactNumbers: route.exactNumbers === true }, onRequest: authorize(route, identities, limits), handler: handle(route) });
   }
 }

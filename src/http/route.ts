@@ -49,6 +49,8 @@ export interface RouteDef<P extends Obj | undefined = Obj | undefined, Q extends
    * handler then answers 404).
    */
   agentScope?: (req: RouteRequest<Infer<P>, Infer<Q>, Infer<B>>) => string | undefined | Promise<string | undefined>;
+  /** The body carries a product's values (arguments, results): its numbers are read exactly (bigint, `1.0`). */
+  exactNumbers?: true;
   /** Rules beyond the body schema, run on the raw body so they are reported with the schema's errors. */
   check?: (rawBody: unknown) => Promise<ErrorDetail[]>;
   handler: (req: RouteRequest<Infer<P>, Infer<Q>, Infer<B>>) => Promise<z.input<R> | EventStream>;

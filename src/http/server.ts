@@ -1,4 +1,5 @@
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { JsonNumberError, parseExactJson, toJsonText } from "../budget/index.js";
 import type { Logger } from "../log/logger.js";
 import { DEFAULT_MAX_JSON_DEPTH, jsonTextTooDeep } from "../validation/json-depth.js";
 import { ApiError } from "./errors.js";
@@ -31,7 +32,9 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 /**
  * JSON bodies are checked before they are parsed: strict UTF-8 (a lone surrogate or a stray byte is a
  * 400, not a silently replaced character) and bounded nesting (a 400, not a stack overflow further
- * down); then fastify's own parser, which also refuses `__proto__` and `constructor` poisoning.
+ * down); then fastify's own parser, which also refuses `__proto__` and `constructor` poisoning, or, on a
+ * route whose body carries a product's values (`exactNumbers`), the exact parser (a key `__proto__` stays
+ * an ordinary member there, and every number is kept as written).
  */
 function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
   const parse = app.getDefaultJsonParser("error", "error");
@@ -45,7 +48,13 @@ function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
     }
     if (jsonTextTooDeep(text, maxDepth))
       return done(new ApiError(400, "json_too_deep", `the body nests arrays/objects deeper than ${maxDepth} levels`), undefined);
-    parse(request, text, done);
+    if (!(request.routeOptions.config as { exactNumbers?: boolean }).exactNumbers) return parse(request, text, done);
+    try {
+      done(null, parseExactJson(text));
+    } catch (err) {
+      const reason = err instanceof SyntaxError || err instanceof JsonNumberError ? err.message : String(err);
+      done(new ApiError(400, "invalid_json", `the body is not valid JSON: ${reason}`), undefined);
+    }
   });
 }
 
@@ -76,6 +85,8 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     return payload;
   });
   guardJsonBodies(app, options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH);
+  // Canonical JSON out: exact numbers (bigint, 1.0) and a stored projection served in the bytes it was measured in.
+  app.setReplySerializer((payload) => toJsonText(payload));
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const apiError = err instanceof ApiError ? err : fromFastify(err);
     if (apiError) {

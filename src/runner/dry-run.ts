@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { contextPreviewSchema } from "../budget/index.js";
+import { contextPreviewSchema, parseExactJson, toJsonText } from "../budget/index.js";
 import { ApiError, ErrorBodySchema } from "../http/errors.js";
 
 /** A result sample to preview: what a handler of this tool really returns. */
@@ -36,9 +36,9 @@ export async function dryRun(target: { baseUrl: string; apiKey: string }, reques
   const response = await fetch(new URL("/v1/tools/dry-run", target.baseUrl), {
     method: "POST",
     headers: { authorization: `Bearer ${target.apiKey}`, "content-type": "application/json" },
-    body: JSON.stringify({ ...request, mock_receipts: samples }),
+    body: toJsonText({ ...request, mock_receipts: samples }), // exact numbers both ways
   });
-  const body: unknown = await response.json().catch(() => null);
+  const body: unknown = await response.text().then(parseExactJson).catch(() => null);
   if (!response.ok) {
     const error = ErrorBodySchema.safeParse(body);
     // The gateway's own error shape, as the gateway threw it.

@@ -1,4 +1,5 @@
 import { createHmac } from "node:crypto";
+import { CanonicalJsonError, parseExactJson, toJsonText } from "../budget/index.js";
 import { Receipt, type Grant, type ReceiptKind } from "../wire/messages.js";
 import type { OutboxReceipt, ReceiptBody } from "./store.js";
 
@@ -82,20 +83,14 @@ export class UnrepresentableValueError extends Error {
 }
 
 /**
- * The JSON value of `value` (plain objects, arrays, strings, finite numbers, booleans, null).
- * Throws on what JSON would silently alter: NaN/Infinity, bigint, functions, cycles, undefined.
+ * The JSON value of `value` (plain objects, arrays, strings, finite numbers, bigints, booleans, null), as a
+ * copy with exact numbers. Members whose value is `undefined` are left out, as JSON.stringify does; throws
+ * on what JSON would silently alter: NaN/Infinity, functions, cycles, Dates and other class instances.
  */
 export function toJsonValue(value: unknown): unknown {
-  let text: string | undefined;
   try {
-    text = JSON.stringify(value, (_key, v: unknown) => {
-      if (typeof v === "number" && !Number.isFinite(v)) throw new UnrepresentableValueError(`${v} is not a JSON number`);
-      if (typeof v === "bigint" || typeof v === "function" || typeof v === "symbol") throw new UnrepresentableValueError(`a ${typeof v} is not a JSON value`);
-      return v;
-    });
+    return parseExactJson(toJsonText(value));
   } catch (err) {
-    throw err instanceof UnrepresentableValueError ? err : new UnrepresentableValueError((err as Error).message); // cycles
+    throw err instanceof CanonicalJsonError ? new UnrepresentableValueError(err.message) : err;
   }
-  if (text === undefined) throw new UnrepresentableValueError("undefined is not a JSON value");
-  return JSON.parse(text);
 }

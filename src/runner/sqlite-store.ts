@@ -1,6 +1,7 @@
 import { closeSync, fdatasync, fsyncSync, openSync } from "node:fs";
 import { dirname, resolve as absolute } from "node:path";
 import Database from "better-sqlite3";
+import { parseExactJson, toJsonText } from "../budget/index.js";
 import { Grant, ReceiptKind } from "../wire/messages.js";
 import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
 import {
@@ -120,7 +121,7 @@ export class SqliteRunnerStore implements RunnerStore {
         phase: assignment.phase,
         operationKey: assignment.grant.operation_key,
         toolName: assignment.grant.tool_name,
-        grantJson: JSON.stringify(assignment.grant),
+        grantJson: toJsonText(assignment.grant), // exact numbers: the argument digest must still match
         createdAt: assignment.createdAt,
         updatedAt: assignment.updatedAt,
       });
@@ -283,7 +284,7 @@ export class SqliteRunnerStore implements RunnerStore {
         `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(r.receiptId, r.assignmentId, r.generation, r.kind, JSON.stringify(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
+      .run(r.receiptId, r.assignmentId, r.generation, r.kind, toJsonText(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
   }
 
   private changePhase(key: AssignmentKey, change: PhaseChange): void {
@@ -334,7 +335,7 @@ function toAssignment(row: AssignmentRow): LocalAssignment {
     assignmentId: row.assignment_id,
     generation: row.generation,
     // Re-validated: the file is outside the process and a grant drives what the runner publishes.
-    grant: Grant.parse(JSON.parse(row.grant_json)),
+    grant: Grant.parse(parseExactJson(row.grant_json)),
     phase: row.phase,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -347,7 +348,7 @@ function toReceipt(row: ReceiptRow): OutboxReceipt {
     assignmentId: row.assignment_id,
     generation: row.generation,
     kind: ReceiptKind.parse(row.kind),
-    body: JSON.parse(row.body_json) as ReceiptBody,
+    body: parseExactJson(row.body_json) as ReceiptBody,
     savedAt: row.saved_at,
   };
   if (row.answer_status !== null && row.answered_at !== null) {

@@ -1,5 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
+import { toPlainNumbers } from "../budget/index.js";
 import type { ErrorDetail } from "../http/errors.js";
 import { formatPath } from "./details.js";
 
@@ -48,7 +49,11 @@ function argumentDetail(e: ErrorObject, at: readonly PropertyKey[]): ErrorDetail
   return { path: formatPath(path), code: e.keyword, message: `${e.message ?? e.keyword} (input_schema)`, ...allowed };
 }
 
-/** Validates `data` against a compiled schema; each error is a detail under `at` (e.g. `arguments.cursor`). */
+/**
+ * Validates `data` against a compiled schema; each error is a detail under `at` (e.g. `arguments.cursor`).
+ * ajv knows only JS numbers: an exact bigint or `1.0` is validated as the nearest number (JSON Schema holds
+ * `1.0` an integer too).
+ */
 export function schemaDetails(validate: ValidateFunction, data: unknown, at: readonly PropertyKey[]): ErrorDetail[] {
-  return validate(data) ? [] : (validate.errors ?? []).map((e) => argumentDetail(e, at));
+  return validate(toPlainNumbers(data)) ? [] : (validate.errors ?? []).map((e) => argumentDetail(e, at));
 }

@@ -68,13 +68,20 @@ export const toolResult: fc.Arbitrary<unknown> = fc.oneof(
 /** The budget edges of PROTOCOL.md section 5 and anything between. */
 export const budget = fc.oneof(fc.constantFrom(1024, 1025, 16384, 32767, 32768), fc.integer({ min: 1024, max: 32768 }));
 
+const base64 = fc.integer({ min: 0, max: 40000 }).map((n) => "iVBOR".repeat(n / 5));
+
+/** Every MCP content block type, in the shapes that are exempt (binary) and those that count. */
 const nonTextBlock = fc.oneof(
-  fc.record({ type: fc.constant("image"), mimeType: fc.constant("image/png"), data: fc.integer({ min: 0, max: 40000 }).map((n) => "iVBOR".repeat(n / 5)) }),
+  fc.record({ type: fc.constant("image"), mimeType: fc.constant("image/png"), data: base64 }),
   fc.record({ type: fc.constant("audio"), mimeType: fc.constant("audio/wav"), data: fc.string({ maxLength: 50 }) }),
   fc.record({ type: fc.constant("resource"), resource: fc.record({ uri: fc.constant("file:///r.txt"), text }) }),
+  fc.record({ type: fc.constant("resource"), resource: fc.record({ uri: fc.constant("file:///r.bin"), mimeType: fc.constant("application/pdf"), blob: base64 }) }),
+  fc.record({ type: fc.constant("resource_link"), uri: fc.constant("file:///l.txt"), name: shortString, description: text }),
+  fc.record({ type: fc.constant("text"), text: jsonValue.filter((v) => typeof v !== "string") }), // a text that is no string
+  fc.record({ type: fc.constantFrom("x-unknown", "image"), note: text }), // an unknown type; an image without data
 );
 
-/** MCP-style results: text blocks (some long) among image, audio and resource blocks. */
+/** MCP-style results: text blocks (some long) among every other block type. */
 export const multimodalResult = fc.record(
   {
     content: fc.array(fc.oneof({ weight: 3, arbitrary: fc.record({ type: fc.constant("text"), text }) }, nonTextBlock), { minLength: 1, maxLength: 8 }),
@@ -83,3 +90,8 @@ export const multimodalResult = fc.record(
   },
   { requiredKeys: ["content"] },
 );
+
+/** Many small text blocks: each one's share of the budget falls below the size of a cut notice. */
+export const manyTextBlocks = fc
+  .tuple(fc.integer({ min: 5, max: 400 }), fc.integer({ min: 20, max: 300 }), fc.string({ unit: "grapheme", minLength: 1, maxLength: 4 }))
+  .map(([n, size, s]) => ({ content: Array.from({ length: n }, (_, i) => ({ type: "text", text: `${i}:${s.repeat(size)}`.slice(0, size) })) }));

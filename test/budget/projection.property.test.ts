@@ -1,5 +1,5 @@
 /**
- * Property tests of the projection: 6,000 generated results here, with the 2,000 of
+ * Property tests of the projection: 2,500 generated results here, with the 2,000 of
  * multimodal.property.test.ts and the 3,000 of canonical-json.test.ts 11,000 per run.
  */
 import fc from "fast-check";
@@ -24,7 +24,7 @@ describe("projection properties", () => {
         }
         expect(canonicalJson(buildContextPreview(result, { maxResultContextBytes: max }))).toBe(canonicalJson(preview));
       }),
-      { numRuns: 6000 },
+      { numRuns: 2500 },
     );
   });
 });

@@ -3,6 +3,7 @@ import { Kvm } from "@nats-io/kv";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { CONFIG_BUCKET } from "../../src/config/keys.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { ADMIN_KEY, admin, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
 
 const seedRequest = {
@@ -36,7 +37,14 @@ describe("POST /v1/tools/dry-run", () => {
       method: "POST",
       url: "/v1/toolsets/tasks/versions",
       headers: h,
-      payload: { version: "v1", tools: [tasksRead, { ...tasksRead, name: "tasks.small", max_result_context_bytes: 1024 }] },
+      payload: {
+        version: "v1",
+        tools: [
+          tasksRead,
+          { ...tasksRead, name: "tasks.small", max_result_context_bytes: 1024 },
+          { ...tasksRead, name: "tasks.keep", max_result_context_bytes: 1024, preserve_fields: ["meta.page.next", "tasks.3.title", "absent.path", "tasks"] },
+        ],
+      },
     });
     await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 128000 } });
   });
@@ -67,6 +75,55 @@ describe("POST /v1/tools/dry-run", () => {
     expect(preview.result.preserved_fields).toMatchObject({ next_cursor: "page-2", status: "ok" });
     const small = await dryRun({ ...seedRequest, tool_name: "tasks.small", mock_receipts: [{ receipt_id: "big", kind: "completed", result: big }] });
     expect(small.json().context_preview.retained_bytes).toBeLessThanOrEqual(1024);
+  });
+
+  it("keeps numbers as written and agrees byte for byte with the measured projection", async () => {
+    const text = '{"id":9007199254740993,"big":1000000000000000000000,"f":[1.0,0.0,-0.0,1e16,1E-5,2.50]}';
+    const res = await gw.app.inject({
+      method: "POST",
+      url: "/v1/tools/dry-run",
+      headers: { ...bearer(ADMIN_KEY), "content-type": "application/json" },
+      payload: `{"agent_version":"bot.1","tool_name":"tasks.read","mock_receipts":[{"receipt_id":"n","kind":"completed","result":${text}}]}`,
+    });
+    expect(res.statusCode).toBe(200);
+    const python = '{"big":1000000000000000000000,"f":[1.0,0.0,-0.0,1e+16,1e-05,2.5],"id":9007199254740993}'; // json.dumps(json.loads(text), ...)
+    expect(res.body).toContain(`"original_bytes":${python.length}`);
+    expect(res.body).toContain(`"result":${python}`);
+    expect(res.body).toContain(`"context_preview":${canonicalJson(buildContextPreview(parseExactJson(text), { maxResultContextBytes: 16384 }))}`);
+  });
+
+  it("serves the projection in the bytes measured, preserved_fields in canonical order", async () => {
+    const big = bigResult();
+    const res = await dryRun({ ...seedRequest, tool_name: "tasks.small", mock_receipts: [{ receipt_id: "big", kind: "completed", result: big }] });
+    const measured = canonicalJson(buildContextPreview(big, { maxResultContextBytes: 1024 }));
+    expect(res.body).toContain(`"context_preview":${measured}`);
+    const paths = Object.keys(res.json().context_preview.result.preserved_fields);
+    expect(paths).toEqual([...paths].sort());
+  });
+
+  it("keeps the tool's preserve_fields first and says which did not fit, and why", async () => {
+    const big = { ...bigResult(), meta: { page: { next: "p-3" } } };
+    const res = await dryRun({ ...seedRequest, tool_name: "tasks.keep", mock_receipts: [{ receipt_id: "big", kind: "completed", result: big }] });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.preserve_fields).toEqual(["meta.page.next", "tasks.3.title", "absent.path", "tasks"]);
+    expect(body.context_preview.result.preserved_fields).toMatchObject({ "meta.page.next": "p-3", next_cursor: "page-2", status: "ok" });
+    expect(body.unpreserved_fields).toEqual([
+      { path: "tasks.3.title", reason: "too_long" },
+      { path: "absent.path", reason: "absent" },
+      { path: "tasks", reason: "not_a_scalar" },
+    ]);
+  });
+
+  it("refuses a preserve_fields path that is not a dotted path at publish", async () => {
+    const res = await gw.app.inject({
+      method: "POST",
+      url: "/v1/toolsets/tasks/versions",
+      headers: bearer(ADMIN_KEY),
+      payload: { version: "v-bad", tools: [{ ...tasksRead, preserve_fields: ["a..b"] }] },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toMatch(/preserve_fields/);
   });
 
   it("uses the first completed receipt and gives null without one", async () => {

@@ -3,6 +3,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Packr } from "msgpackr";
+import { JsonFloat, buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { executionStores } from "../../src/kv/buckets.js";
 import { RunEventLog } from "../../src/execution/events/event-log.js";
 import { ProgressStore } from "../../src/execution/receipts/progress-store.js";
@@ -19,7 +20,7 @@ import { decode, encode } from "../../src/wire/codec.js";
 import { Candidate, type Grant, type Receipt } from "../../src/wire/messages.js";
 import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
 
@@ -38,7 +39,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     sessionId = await seedSession(gw.gateway.store, {
       scope: SCOPE,
       agent: "support-bot",
-      tools: [{ name: "tasks.read", binding_id: "b-read", input_schema: { type: "object", properties: { cursor: { type: "string" } }, additionalProperties: false } }],
+      tools: [{ name: "tasks.read", binding_id: "b-read", input_schema: { type: "object", properties: { cursor: { type: "string" }, n: { type: "number" }, after: { type: "integer", minimum: 0 } }, additionalProperties: false } }],
     });
     await gw.gateway.store.putBinding({ binding_id: "b-other", executor_scope: "other", tool_kind: "read" });
     nc = await connect({ servers: nats.url });
@@ -118,6 +119,35 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(first.retained_bytes).toBeLessThanOrEqual(16_384);
     const again = (await gw.http("GET", `/v1/runs/${runId}/history`)).body.tool_calls[0].context_preview;
     expect(again).toEqual(first);
+  });
+
+  it("keeps numbers exact from the arguments to history, and serves the stored projection in the bytes it was measured in", async () => {
+    const runId = await newRun();
+    // Arguments as JSON text: a float JS would write as an integer and an id beyond 2**53.
+    const created = await fetch(`${gw.baseUrl}/v1/runs/${runId}/tool-calls`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json" },
+      body: '{"tool_name":"tasks.read","arguments":{"cursor":"c","n":1.0,"after":9007199254740993}}',
+    });
+    expect(created.status).toBe(201);
+    const createdText = await created.text();
+    expect(createdText).toContain('"arguments":{"after":9007199254740993,"cursor":"c","n":1.0}');
+    const id = (parseExactJson(createdText) as { assignment: { assignment_id: string } }).assignment.assignment_id;
+    await exec.pullFor(id);
+    const reply = await exec.claim(id, 0);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    expect(reply.grant.arguments).toEqual({ cursor: "c", n: new JsonFloat(1), after: 9007199254740993n });
+    expect(reply.grant.argument_digest).toBe(argumentDigest({ cursor: "c", n: new JsonFloat(1), after: 9007199254740993n }));
+    expect((await exec.send(exec.accepted(reply.grant))).status).toBe("recorded");
+    const tasks = Array.from({ length: 400 }, (_, i) => ({ id: 18446744073709551615n - BigInt(i), ratio: new JsonFloat(i), title: "t".repeat(40) }));
+    const result = { status: "ok", huge: 10n ** 30n, tasks };
+    expect((await exec.send(exec.receipt(reply.grant, { kind: "completed", result }))).status).toBe("recorded");
+    const served = await (await fetch(`${gw.baseUrl}/v1/runs/${runId}/history`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).text();
+    const measured = canonicalJson(buildContextPreview(result, { maxResultContextBytes: 16_384 }));
+    expect(measured).toContain('"tasks.9.id":18446744073709551606');
+    expect(served).toContain(`"context_preview":${measured}`);
+    const entry = await (await new Kvm(nc).open("tg_projections")).get(id);
+    expect(canonicalJson(decode(ProjectionRecord, entry!.value).context_preview)).toBe(measured);
   });
 
   it("validates arguments against input_schema with paths, and makes tool_call_id idempotent", async () => {

@@ -21,7 +21,7 @@ describe("handler outcome model", () => {
 
   it("turns a result JSON cannot represent into reconciliation, never a silently altered completed", () => {
     const grant = sampleGrant();
-    for (const result of [{ n: Number.NaN }, { n: 1n }, (() => { const a: Record<string, unknown> = {}; a.self = a; return a; })()]) {
+    for (const result of [{ n: Number.NaN }, { d: new Date(0) }, (() => { const a: Record<string, unknown> = {}; a.self = a; return a; })()]) {
       const r = finalReceipt(grant, { kind: "completed", result }, 1);
       expect(r.kind).toBe("reconciliation_required");
       expect(r.body.error).toMatchObject({ code: "unrepresentable_result" });
@@ -30,6 +30,12 @@ describe("handler outcome model", () => {
 });
 
 describe("receipts", () => {
+  it("keep a bigint result exact (an int64 id is no float)", () => {
+    const r = finalReceipt(sampleGrant(), { kind: "completed", result: { id: 2n ** 63n - 1n } }, 1);
+    expect(r.kind).toBe("completed");
+    expect(r.body.result).toEqual({ id: 9223372036854775807n });
+  });
+
   it("derives ids from the claim (assignment, generation, token) and the receipt (kind, seq) only", () => {
     const claim = { assignment_id: "asg-9", generation: 2, claim_token: "t".repeat(43) };
     expect(receiptId(claim, "accepted")).toMatch(/^asg-9_g2_accepted_[A-Za-z0-9_-]{22}$/);

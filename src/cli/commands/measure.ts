@@ -1,6 +1,15 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { buildContextPreview, canonicalJson, CanonicalJsonError, DEFAULT_RESULT_CONTEXT_BYTES, maxResultContextBytesSchema, resultKindSchema } from "../../budget/index.js";
+import {
+  buildContextPreview,
+  canonicalJson,
+  CanonicalJsonError,
+  DEFAULT_RESULT_CONTEXT_BYTES,
+  JsonNumberError,
+  maxResultContextBytesSchema,
+  parseExactJson,
+  resultKindSchema,
+} from "../../budget/index.js";
 import { UsageError, type Command } from "../command.js";
 
 const CLI_KINDS = ["completed", "submission", "reconciliation_required"] as const;
@@ -16,7 +25,8 @@ Options:
   --kind KIND  ${CLI_KINDS.join(" | ")} (default completed); the last two are never cut
 
 Exit codes: 0 printed, 2 bad arguments or input that is no JSON result (NaN and Infinity are not JSON).
-Duplicate keys in an object keep their last value, as in Python's json module.`;
+Duplicate keys in an object keep their last value, as in Python's json module. Numbers are kept as
+written: integers exact at any size (up to 4300 digits), floats spelled as Python's repr (1.0, 1e+16).`;
 
 function parseBudget(raw: string | undefined): number {
   if (raw === undefined) return DEFAULT_RESULT_CONTEXT_BYTES;
@@ -55,8 +65,9 @@ function parseResult(bytes: Buffer, source: string): unknown {
     throw new InputError(`${source} is not valid UTF-8`);
   }
   try {
-    return JSON.parse(text);
+    return parseExactJson(text);
   } catch (err) {
+    if (err instanceof JsonNumberError || err instanceof RangeError) throw new InputError(`${source}: ${err.message}`);
     throw new InputError(`${source} is not valid JSON (RFC 8259: no NaN, Infinity, comments or trailing commas): ${(err as Error).message}`);
   }
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { jsonValueSchema } from "../../budget/index.js";
 import { ApiError } from "../../http/errors.js";
 import { EventStream } from "../../http/event-stream.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
@@ -13,7 +14,7 @@ const Sequence = z.string().regex(/^[0-9]{1,16}$/, "an event id of this stream (
 
 const ReconcileSchema = z
   .discriminatedUnion("outcome", [
-    z.strictObject({ outcome: z.literal("completed"), result: z.json().describe("The result the operation did produce") }),
+    z.strictObject({ outcome: z.literal("completed"), result: jsonValueSchema.describe("The result the operation did produce") }),
     z.strictObject({ outcome: z.literal("failed"), error: z.strictObject({ code: z.string().min(1).max(128), message: z.string().max(4096) }) }),
     z.strictObject({ outcome: z.literal("cancelled"), reason: z.string().min(1).max(4096) }),
   ])
@@ -98,6 +99,7 @@ export function operationRoutes(execution: Execution): RouteDef[] {
       permissions: ["tools:execute"],
       params: AssignmentParams,
       body: ReconcileSchema,
+      exactNumbers: true,
       response: AssignmentSchema,
       agentScope: ({ params }) => assignmentAgent(params.assignment_id),
       handler: async ({ params, body, identity }) => {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { contextPreviewSchema } from "../../budget/index.js";
+import { contextPreviewSchema, jsonValueSchema } from "../../budget/index.js";
 import { SessionIdSchema, ToolNameSchema } from "../../config/ids.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { Id, ToolKind } from "../../wire/messages.js";
@@ -55,7 +55,7 @@ const AssignmentSchema = z
 const CreateToolCallSchema = z
   .strictObject({
     tool_name: ToolNameSchema,
-    arguments: z.json().default({}).describe("Validated against the tool's input_schema"),
+    arguments: jsonValueSchema.default({}).describe("Validated against the tool's input_schema"),
     operation_key: z.string().min(1).max(256).optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
     tool_call_id: Id.optional().describe("The model's tool call id: creating the same tool call again returns the same assignment"),
   })
@@ -117,6 +117,7 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       permissions: ["runtime:write"],
       params: RunParams,
       body: CreateToolCallSchema,
+      exactNumbers: true,
       response: z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema }),
       status: 201,
       agentScope: ({ params }) => runAgent(params.run_id),

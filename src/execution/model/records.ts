@@ -81,6 +81,8 @@ export const AssignmentRecord = z
     argument_digest: Sha256Hex,
     operation_key: z.string(),
     max_result_context_bytes: z.number().int().positive(),
+    /** The tool's `preserve_fields`, applied when the projection is formed. */
+    preserve_fields: z.array(z.string()).optional(),
     state: z.enum(ASSIGNMENT_STATES),
     /** Bumped each time the assignment goes back to the candidates. */
     generation: z.number().int().nonnegative(),

@@ -41,7 +41,7 @@ export class ProjectionStore {
     const record: ProjectionRecord = {
       assignment_id: a.assignment_id,
       receipt_id: a.final.receipt_id,
-      context_preview: buildContextPreview(result, { maxResultContextBytes: a.max_result_context_bytes, kind: "completed" }),
+      context_preview: buildContextPreview(result, { maxResultContextBytes: a.max_result_context_bytes, kind: "completed", preserveFields: a.preserve_fields }),
       computed_at: this.now(),
     };
     const res = await this.records.create(a.assignment_id, record);

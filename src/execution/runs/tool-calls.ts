@@ -62,6 +62,7 @@ export class ToolCallService {
       argument_digest: argumentDigest(req.arguments),
       operation_key: req.operation_key ?? defaultOperationKey(run.run_id, assignmentId),
       max_result_context_bytes: tool.max_result_context_bytes,
+      ...(tool.preserve_fields ? { preserve_fields: tool.preserve_fields } : {}),
       ...unstartedAssignment(),
       compensates: null,
       created_at: now,
