@@ -191,7 +191,7 @@ describe("route contract: auth matrix and OpenAPI", () => {
   it("an identity in scope with the permission passes auth on every route; a route that takes no body accepts an empty JSON one", async () => {
     for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
       // What `curl -H 'content-type: application/json' -X POST` sends: the header, no body.
-      const emptyJson = route.method !== "GET" && samples[route.id]!().body === undefined ? { "content-type": "application/json" } : {};
+      const emptyJson = route.method !== "GET" && samples[route.id]!().body === undefined ? { "content-type": "application/json" } : ({} as Record<string, string>);
       const res = await send(route, { ...bearer(scoped.key!), ...emptyJson });
       expect(res.statusCode, `${route.id}: ${res.body}`).toBeLessThan(300);
     }
