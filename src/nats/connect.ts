@@ -24,6 +24,10 @@ export const NatsEnvShape = {
   ),
   NATS_NKEY_SEED_FILE: envVar(client.NATS_NKEY_SEED_FILE, { meaning: "file holding this process's NATS user nkey seed (`toolgate nkey`), mode 0600, e.g. a mounted Secret; docs/security.md", allowed: file }),
   NATS_NKEY_SEED: envVar(client.NATS_NKEY_SEED, { meaning: "the seed itself (prefer `NATS_NKEY_SEED_FILE`); set one of the two", allowed: "a NATS user seed (`SU...`)" }),
+  NATS_CREDS_FILE: envVar(client.NATS_CREDS_FILE, {
+    meaning: "a `.creds` file (user JWT and its nkey seed, `nsc generate creds`) for a NATS server in operator/JWT mode, instead of the nkey seed; docs/nats-accounts.md",
+    allowed: file,
+  }),
   NATS_TLS_CA: envVar(client.NATS_TLS_CA, { meaning: "PEM file of the CA that signed the NATS server's certificate", allowed: file }),
   NATS_TLS_CERT: envVar(client.NATS_TLS_CERT, { meaning: "PEM client certificate, when the server verifies clients (with `NATS_TLS_KEY`)", allowed: file }),
   NATS_TLS_KEY: envVar(client.NATS_TLS_KEY, { meaning: "PEM private key of `NATS_TLS_CERT`", allowed: file }),
