@@ -23,6 +23,11 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** This process's environment without NATS settings: the commands must run on the embedded nats-server. */
+function ownEnvironment(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("NATS_")));
+}
+
 /** Whether any process of the group is still there. */
 function groupAlive(pgid: number): boolean {
   try {
@@ -57,7 +62,7 @@ describe("examples/README.md, run as written", () => {
     shell = spawn("bash", ["-c", script], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, TOOLGATE_DATA_DIR: dataDir, TOOLGATE_HTTP_PORT: String(port), TOOLGATE_EMBEDDED_NATS_PORT: "0", RUNNER_STORE: join(dataDir, "tasks-executor.db"), LOG_LEVEL: "warn" },
+      env: { ...ownEnvironment(), TOOLGATE_DATA_DIR: dataDir, TOOLGATE_HTTP_PORT: String(port), TOOLGATE_EMBEDDED_NATS_PORT: "0", RUNNER_STORE: join(dataDir, "tasks-executor.db"), LOG_LEVEL: "warn" },
     });
     shell.stdout!.setEncoding("utf8").on("data", (c: string) => (output += c));
     shell.stderr!.setEncoding("utf8").on("data", (c: string) => (output += c));
