@@ -23,9 +23,9 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** This process's environment without NATS settings: the commands must run on the embedded nats-server. */
+/** This process's environment without NATS connection settings: the commands must run on the embedded nats-server (NATS_SERVER_BIN stays). */
 function ownEnvironment(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("NATS_")));
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("NATS_") || name === "NATS_SERVER_BIN"));
 }
 
 /** Whether any process of the group is still there. */
