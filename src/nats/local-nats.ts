@@ -52,11 +52,11 @@ export async function startEmbeddedNats(dataDir: string, port: number, logger: L
   const storeDir = resolve(join(dataDir, "nats"));
   let server: NatsServerProcess;
   try {
-    server = await startNatsServer({ storeDir, port });
+    server = await startNatsServer({ storeDir, port, ownProcessGroup: true });
   } catch (err) {
     if (port === 0 || !/address already in use/.test((err as Error).message)) throw err;
     logger.warn({ port }, "the embedded nats-server's port is taken: using a free one instead (see nats.url); set TOOLGATE_EMBEDDED_NATS_PORT to choose another");
-    server = await startNatsServer({ storeDir, port: 0 });
+    server = await startNatsServer({ storeDir, port: 0, ownProcessGroup: true });
   }
   const urlFile = localNatsUrlFile(dataDir);
   mkdirSync(dataDir, { recursive: true });
