@@ -2,7 +2,10 @@
  * A worked ToolRunner example: a product's executor serving a read tool (`tasks.read`) and a write
  * tool (`tasks.create`) against a local toolgate. See examples/README.md for the commands.
  *
- *   NATS_URL=nats://127.0.0.1:4222 node --import tsx examples/tasks-executor.ts
+ *   node --import tsx examples/tasks-executor.ts
+ *
+ * NATS: NATS_URL, else the embedded nats-server of a local `npx toolgate serve` started from the
+ * same directory (its URL is in .toolgate/nats.url).
  *
  * Behind NATS authorization also NATS_NKEY_SEED_FILE (docs/security.md); in a container: the
  * Dockerfile's `example-executor` target (deploy/compose.yaml and deploy/k8s/ run it).
@@ -16,7 +19,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { nkeys } from "@nats-io/transport-node";
-import { BusinessFailure, ToolRunner } from "../src/runner/index.js";
+import { BusinessFailure, localNatsUrl, ToolRunner } from "../src/runner/index.js";
 
 const SCOPE = "tasks-product";
 const EXECUTOR_ID = process.env.EXECUTOR_ID ?? "tasks-executor-1";
@@ -26,7 +29,7 @@ const BINDINGS = { read: "tasks-read", write: "tasks-write" };
 const tasks = new Map<string, { id: string; title: string; owner: string }>();
 
 const runner = new ToolRunner({
-  natsUrl: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+  natsUrl: localNatsUrl(),
   executorId: EXECUTOR_ID,
   scope: SCOPE,
   store: process.env.RUNNER_STORE ?? "./tasks-executor.db",

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { PRESERVED_PATH_MAX_SEGMENTS } from "./preserved-fields.js";
 
-/** PROTOCOL.md section 5: the configured byte budget of a tool result as it enters the model's context. */
+/** docs/protocol.md section 5: the configured byte budget of a tool result as it enters the model's context. */
 export const MIN_RESULT_CONTEXT_BYTES = 1024;
 export const MAX_RESULT_CONTEXT_BYTES = 32768;
 export const DEFAULT_RESULT_CONTEXT_BYTES = 16384;

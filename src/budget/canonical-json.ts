@@ -1,5 +1,5 @@
 /**
- * Canonical compact JSON: the text PROTOCOL.md section 5 measures, byte for byte the UTF-8 output of Python's
+ * Canonical compact JSON: the text docs/protocol.md section 5 measures, byte for byte the UTF-8 output of Python's
  * `json.dumps(v, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)`.
  *
  * Strings: `\" \\ \b \f \n \r \t`, other controls as lowercase `\u00XX`, everything else raw (DEL, U+2028,

@@ -1,5 +1,5 @@
 /**
- * The projection of a result as it first enters execution history (PROTOCOL.md section 5): unchanged when
+ * The projection of a result as it first enters execution history (docs/protocol.md section 5): unchanged when
  * within budget, otherwise a head/tail preview of its canonical JSON that fits the budget.
  */
 import { z } from "zod";

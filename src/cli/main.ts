@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { NatsEnvError } from "../nats/connect.js";
 import { UsageError, type Command } from "./command.js";
 import { checkHistoryCommand } from "./commands/check-history.js";
@@ -15,12 +16,30 @@ export const commands: readonly Command[] = [serveCommand, statusCommand, stream
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);
   const lines = commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
-  return ["Usage: toolgate <command> [options]", "", "Commands:", ...lines, "", "Run 'toolgate <command> --help' for a command's options."].join("\n");
+  return ["Usage: toolgate <command> [options]", "", "Commands:", ...lines, "", "Run 'toolgate <command> --help' for a command's options, 'toolgate --version' for the version."].join("\n");
+}
+
+/** The package's version (package.json sits two levels up from both src/cli/ and dist/cli/). */
+function version(): string {
+  return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+}
+
+/** In a pipe whose reader has gone (`toolgate measure big.json | head -c 100`): stop quietly with 0, like other unix tools. */
+function exitQuietlyWhenPipeCloses(): void {
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(0);
+    throw err;
+  });
 }
 
 /** Entry point of the `toolgate` binary. */
 export async function main(argv: string[]): Promise<void> {
+  exitQuietlyWhenPipeCloses();
   const [name, ...rest] = argv;
+  if (name === "--version" || name === "-V" || name === "version") {
+    process.stdout.write(`toolgate ${version()}\n`);
+    return;
+  }
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     process.stdout.write(overview() + "\n");
     process.exitCode = name === undefined ? 2 : 0;

@@ -1,5 +1,5 @@
 /**
- * Tool configuration fields removed by the byte-budget protocol (PROTOCOL.md section 5). Passing one
+ * Tool configuration fields removed by the byte-budget protocol (docs/protocol.md section 5). Passing one
  * fails validation with this message; there is no alias. `toolgate migrate` rewrites stored ones.
  */
 export const REMOVED_TOOL_FIELDS: Readonly<Record<string, string>> = {

@@ -22,7 +22,7 @@ function found<T>(value: T | null, code: string, message: string): T {
   return value;
 }
 
-/** The configuration API (PROTOCOL.md section 1): bindings, toolset versions, agent versions, sessions. */
+/** The configuration API (docs/protocol.md section 1): bindings, toolset versions, agent versions, sessions. */
 export function configRoutes(store: ConfigStore): RouteDef[] {
   const bindingExists = async (id: string) => (await store.getBinding(id)) !== null;
   return [

@@ -12,7 +12,7 @@ import {
 import { preserveFieldsSchema, resultContextBudgetSchema } from "../budget/index.js";
 
 /**
- * The configuration objects (PROTOCOL.md sections 1 and 5). Every object is immutable once stored.
+ * The configuration objects (docs/protocol.md sections 1 and 5). Every object is immutable once stored.
  * Request bodies are the stored objects minus what the gateway assigns (ids from the path, timestamps).
  */
 

@@ -1,5 +1,5 @@
 /**
- * The bytes-per-token ratio of one agent version, calibrated from real usage (PROTOCOL.md section 5:
+ * The bytes-per-token ratio of one agent version, calibrated from real usage (docs/protocol.md section 5:
  * whether a request must be compacted is decided by `max_context_tokens` and a token estimate
  * calibrated from real usage reports).
  *

@@ -7,7 +7,7 @@ import { ContextWindowSchema } from "./window.js";
 
 const RunParams = z.object({ run_id: Id });
 
-/** The context window API (PROTOCOL.md section 5): usage reports in, the compaction decision out. */
+/** The context window API (docs/protocol.md section 5): usage reports in, the compaction decision out. */
 export function contextRoutes(windows: ContextWindows, runAgent: (runId: string) => Promise<string | undefined>): RouteDef[] {
   return [
     defineRoute({

@@ -39,7 +39,7 @@ export const DryRunResponseSchema = z
   .meta({ title: "DryRunResponse" });
 
 /**
- * `POST /v1/tools/dry-run` (PROTOCOL.md section 6): what the model would see of a tool's result.
+ * `POST /v1/tools/dry-run` (docs/protocol.md section 6): what the model would see of a tool's result.
  * Reads configuration only; creates no run, calls no model or executor, writes nothing.
  */
 export function dryRunRoutes(store: ConfigStore): RouteDef[] {

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { NatsClientConfigError, natsClientOptions } from "../nats/client-options.js";
 import { NatsEnvShape } from "../nats/connect.js";
+import { DEFAULT_DATA_DIR, DEFAULT_EMBEDDED_NATS_PORT } from "../nats/local-nats.js";
 import { ReplicasSchema } from "../streams/definitions.js";
 import { envVar, parseEnv, renderEnvTable } from "../validation/env.js";
 
@@ -18,9 +19,13 @@ const GatewayEnvShape = {
     meaning: "unset: `GET /metrics` is served on the API port, unauthenticated. Set: only on this separate port (bind it to a network Prometheus reaches and the API's clients do not)",
     allowed: "integer 0..65535",
   }),
-  TOOLGATE_DATA_DIR: envVar(z.string().min(1).default("./.toolgate"), {
-    meaning: "local state: the embedded NATS store (without `NATS_URL`) and a generated local admin key (without identities). Nothing a replica needs to share",
+  TOOLGATE_DATA_DIR: envVar(z.string().min(1).default(DEFAULT_DATA_DIR), {
+    meaning: "local state: the embedded NATS store and its URL in `nats.url` (without `NATS_URL`) and a generated local admin key (without identities). Nothing a replica needs to share",
     allowed: "a writable directory path",
+  }),
+  TOOLGATE_EMBEDDED_NATS_PORT: envVar(port(0).default(DEFAULT_EMBEDDED_NATS_PORT), {
+    meaning: "without `NATS_URL`: client port of the embedded nats-server (not 4222, so it never meets a NATS already there); taken: a free one instead. Its URL is written to `$TOOLGATE_DATA_DIR/nats.url`, where `toolgate status` and `localNatsUrl()` of `toolgate/runner` find it",
+    allowed: "integer 0..65535 (0: a free one)",
   }),
   TOOLGATE_IDENTITIES: envVar(z.string().min(1).optional(), { meaning: "HTTP identities as JSON (docs/configuration.md); from a secret", allowed: "a JSON array of identities" }),
   TOOLGATE_IDENTITIES_FILE: envVar(z.string().min(1).optional(), {

@@ -1,4 +1,3 @@
-import { join, resolve } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { FastifyInstance } from "fastify";
@@ -25,7 +24,7 @@ import { GatewayMetrics } from "../metrics/metrics.js";
 import { startMetricsServer, type MetricsServer } from "../metrics/server.js";
 import { natsConnectionOptions } from "../nats/connect.js";
 import { bridgeExecutorJetStreamApi } from "../security/jsapi-bridge.js";
-import { startNatsServer, type NatsServerProcess } from "../nats/nats-server-process.js";
+import { startEmbeddedNats, type EmbeddedNats } from "../nats/local-nats.js";
 import { judgeEachReconnect, requireSupportedServer } from "../nats/server-version.js";
 import { declaredStreamNames, definitionLabel, ensureStreams, inspectStreams, loadDefinitions, type Definition } from "../streams/index.js";
 import { gatewayConfigFromEnv, type GatewayConfig } from "./config.js";
@@ -62,7 +61,7 @@ export interface Gateway {
   /** Every route served, as declared (auth, schemas, OpenAPI). */
   routes: readonly RouteDef[];
   /** The embedded nats-server, when NATS_URL was not given. */
-  embeddedNats?: NatsServerProcess;
+  embeddedNats?: EmbeddedNats;
   /** Starts listening on the configured host/port (and the metrics port, if set); resolves to the API's base URL. */
   listen(): Promise<string>;
   /** The separate metrics listener's URL, once listening with TOOLGATE_METRICS_PORT set. */
@@ -81,18 +80,14 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
   const definitions = options.definitions ?? loadDefinitions();
   const identities = new IdentityRegistry(resolveIdentities(config, logger));
 
-  let embeddedNats: NatsServerProcess | undefined;
-  let servers = config.NATS_URL;
-  if (!servers) {
-    const storeDir = resolve(join(config.TOOLGATE_DATA_DIR, "nats"));
-    embeddedNats = await startNatsServer({ storeDir });
-    servers = embeddedNats.url;
-    logger.info({ url: servers, storeDir }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
-  }
-  const nc = await connect(natsConnectionOptions({ ...config, NATS_URL: servers }, "gateway"));
-  const metrics = new GatewayMetrics();
-  metrics.watchNats(nc);
+  const embeddedNats = config.NATS_URL ? undefined : await startEmbeddedNats(config.TOOLGATE_DATA_DIR, config.TOOLGATE_EMBEDDED_NATS_PORT, logger);
+  // Everything started below is stopped again if the start fails, so a failed start leaves no child behind.
+  const undoStart: (() => Promise<void>)[] = [];
   try {
+    const nc = await connect(natsConnectionOptions({ ...config, NATS_URL: config.NATS_URL ?? embeddedNats!.server.url }, "gateway"));
+    const metrics = new GatewayMetrics();
+    undoStart.unshift(() => nc.close());
+    metrics.watchNats(nc);
     const replicas = { replicas: config.TOOLGATE_STREAM_REPLICAS };
     const server = requireSupportedServer(nc, replicas, (warning, facts) => logger.warn({ nats_server: facts.version }, warning));
     logger.info({ nats_server: server.version, server_name: server.serverName, cluster: server.cluster }, "connected to NATS");
@@ -117,6 +112,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         ...options.execution,
       },
     });
+    undoStart.unshift(() => execution.stop());
     const contextWindows = await ContextWindows.open(nc, execution, store);
     bridgeExecutorJetStreamApi(nc); // ended by the drain on close
 
@@ -180,14 +176,14 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         await metricsServer?.close();
         await execution.stop();
         if (!nc.isClosed()) await nc.drain();
-        await embeddedNats?.stop({ removeStore: false });
+        await embeddedNats?.stop();
         logger.info("gateway stopped");
         await new Promise<void>((done) => logger.flush(() => done()));
       },
     };
   } catch (err) {
-    await nc.close();
-    await embeddedNats?.stop({ removeStore: false });
+    for (const undo of undoStart) await undo();
+    await embeddedNats?.stop();
     throw err;
   }
 }

@@ -31,9 +31,11 @@ function authorize(route: RouteDef, identities: IdentityRegistry, limits: TokenB
   return async (request: FastifyRequest): Promise<void> => {
     if (route.permissions === "public") return;
     const identity = identities.authenticate(request.headers.authorization);
-    if (!identity) throw new ApiError(401, "unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'");
+    if (!identity) throw new ApiError(401, "unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'", undefined, { "www-authenticate": 'Bearer realm="toolgate"' });
     if (!route.permissions.some((p) => identity.permissions.has(p)))
-      throw new ApiError(403, "permission_denied", `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`);
+      throw new ApiError(403, "permission_denied", `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`, [
+        { path: "authorization", code: "permission_denied", message: `identity '${identity.name}' holds none of the needed permissions`, allowed: route.permissions.join("|") },
+      ]);
     const taken = limits?.take(identity.name);
     if (taken && !taken.ok)
       throw new ApiError(429, "rate_limited", `identity '${identity.name}' exceeded its request rate; retry after ${taken.retryAfterSeconds} s`, undefined, {

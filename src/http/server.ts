@@ -4,14 +4,22 @@ import type { Logger } from "../log/logger.js";
 import { DEFAULT_MAX_JSON_DEPTH, jsonTextTooDeep } from "../validation/json-depth.js";
 import { ApiError } from "./errors.js";
 
+/** `4194304` -> `4 MiB`, else KiB or bytes: the body limit as a reader would write it. */
+function byteSize(bytes: number): string {
+  if (bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MiB`;
+  return bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`;
+}
+
 /** Maps fastify's own request errors (body parsing, limits) to the project's error codes. */
-function fromFastify(err: FastifyError): ApiError | undefined {
+function fromFastify(err: FastifyError, bodyLimit: number): ApiError | undefined {
   switch (err.code) {
     case "FST_ERR_CTP_INVALID_JSON_BODY":
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return new ApiError(400, "invalid_json", `the body is not valid JSON: ${err.message}`);
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new ApiError(413, "payload_too_large", "the request body is too large; page big data or send a reference");
+      return new ApiError(413, "payload_too_large", `the request body is larger than ${byteSize(bodyLimit)} (TOOLGATE_HTTP_BODY_LIMIT); page big data or send a reference`, [
+        { path: "body", code: "too_big", message: `at most ${bodyLimit} bytes`, allowed: `0..${bodyLimit} bytes` },
+      ]);
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new ApiError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
   }
@@ -40,6 +48,8 @@ function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
   const parse = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    // An empty body is no body: routes that take none accept it, routes that need one say it is required.
+    if ((body as Buffer).length === 0) return done(null, undefined);
     let text: string;
     try {
       text = utf8.decode(body as Buffer);
@@ -72,7 +82,8 @@ class AccessLog extends LogController {
 
 /** A fastify instance with pino logging and the structured error shape on every failure. */
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
-  const app = Fastify({ loggerInstance: options.logger, logController: new AccessLog(), bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024 }) as unknown as FastifyInstance;
+  const bodyLimit = options.bodyLimit ?? 4 * 1024 * 1024;
+  const app = Fastify({ loggerInstance: options.logger, logController: new AccessLog(), bodyLimit }) as unknown as FastifyInstance;
   app.removeContentTypeParser("text/plain"); // JSON only: any other body is a 415
   // While closing, answer in-flight requests with `Connection: close`: otherwise a client's idle
   // keep-alive socket holds the shutdown until the keep-alive timeout.
@@ -88,7 +99,7 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   // Canonical JSON out: exact numbers (bigint, 1.0) and a stored projection served in the bytes it was measured in.
   app.setReplySerializer((payload) => toJsonText(payload));
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const apiError = err instanceof ApiError ? err : fromFastify(err);
+    const apiError = err instanceof ApiError ? err : fromFastify(err, bodyLimit);
     if (apiError) {
       // Each refusal is logged once, with its code and reason (the request line is logged by fastify).
       if (apiError.status >= 500) request.log.error({ err }, apiError.message);

@@ -16,7 +16,7 @@ export type LegacyKind = keyof typeof LEGACY_KINDS;
 /**
  * Rewrites a legacy toolset version's tools to the byte-budget protocol: `max_result_tokens` and
  * `max_result_bytes` are dropped and, where no byte budget was set, the 16 KiB default takes their
- * place (PROTOCOL.md section 5: token settings are replaced once by the default, not converted).
+ * place (docs/protocol.md section 5: token settings are replaced once by the default, not converted).
  * Returns the new object and one line per change; the input is not modified.
  */
 export function convertLegacyToolset(raw: unknown): { value: unknown; changes: string[] } {

@@ -1,5 +1,5 @@
 import { accessSync, constants, readFileSync } from "node:fs";
-import { nkeyAuthenticator, nkeys, type NodeConnectionOptions } from "@nats-io/transport-node";
+import { credsAuthenticator, nkeyAuthenticator, nkeys, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { z } from "zod";
 
 /**
@@ -9,6 +9,7 @@ import { z } from "zod";
 export const NatsClientEnvSchema = z.object({
   NATS_NKEY_SEED_FILE: z.string().min(1).optional().describe("File holding this process's NATS user nkey seed (SU…), mode 0600"),
   NATS_NKEY_SEED: z.string().min(1).optional().describe("The seed itself (prefer NATS_NKEY_SEED_FILE)"),
+  NATS_CREDS_FILE: z.string().min(1).optional().describe("A NATS .creds file (user JWT and its seed), for servers in operator/JWT mode"),
   NATS_TLS_CA: z.string().min(1).optional().describe("PEM file of the CA that signed the NATS server's certificate"),
   NATS_TLS_CERT: z.string().min(1).optional().describe("PEM client certificate, when the server verifies clients (with NATS_TLS_KEY)"),
   NATS_TLS_KEY: z.string().min(1).optional().describe("PEM private key of NATS_TLS_CERT"),
@@ -40,9 +41,23 @@ function userSeed(text: string, source: string): Uint8Array {
   return seed;
 }
 
+/**
+ * A `.creds` file as `nsc generate creds` writes it: the user JWT and the user's nkey seed, each
+ * between its BEGIN/END lines. Checked here, so a wrong file stops the process at start.
+ */
+function userCreds(path: string): Uint8Array {
+  const text = readFileSync(readable(path, "NATS_CREDS_FILE"), "utf8");
+  const jwt = /-{3,}BEGIN NATS USER JWT-{3,}\s+(\S+)\s+-{3,}END NATS USER JWT/.exec(text);
+  const seed = /-{3,}BEGIN USER NKEY SEED-{3,}\s+(\S+)\s+-{3,}END USER NKEY SEED/.exec(text);
+  if (!jwt || !seed) throw new NatsClientConfigError(`NATS_CREDS_FILE ${path} is not a NATS .creds file (a user JWT and its nkey seed, as 'nsc generate creds' writes it)`);
+  userSeed(seed[1]!, `NATS_CREDS_FILE ${path}`);
+  return new TextEncoder().encode(text);
+}
+
 /** The seed named by the settings, or undefined when the connection is unauthenticated. */
 export function natsSeed(env: NatsClientEnv): Uint8Array | undefined {
-  if (env.NATS_NKEY_SEED && env.NATS_NKEY_SEED_FILE) throw new NatsClientConfigError("set only one of NATS_NKEY_SEED and NATS_NKEY_SEED_FILE");
+  const given = [env.NATS_NKEY_SEED, env.NATS_NKEY_SEED_FILE, env.NATS_CREDS_FILE].filter((v) => v !== undefined);
+  if (given.length > 1) throw new NatsClientConfigError("set only one of NATS_NKEY_SEED, NATS_NKEY_SEED_FILE and NATS_CREDS_FILE");
   if (env.NATS_NKEY_SEED) return userSeed(env.NATS_NKEY_SEED, "NATS_NKEY_SEED");
   if (env.NATS_NKEY_SEED_FILE) return userSeed(readFileSync(readable(env.NATS_NKEY_SEED_FILE, "NATS_NKEY_SEED_FILE"), "utf8"), `NATS_NKEY_SEED_FILE ${env.NATS_NKEY_SEED_FILE}`);
   return undefined;
@@ -55,12 +70,13 @@ export function natsPublicKey(env: NatsClientEnv): string | undefined {
 }
 
 /**
- * Connection options from validated settings: nkey authentication and TLS (a CA to verify the
+ * Connection options from validated settings: nkey or `.creds` (JWT) authentication and TLS (a CA to verify the
  * server; a client certificate and key when the server verifies clients). Checked up front, so a
  * misconfigured process stops at start with the variable's name instead of failing to reconnect later.
  */
 export function natsClientOptions(env: NatsClientEnv): Pick<NodeConnectionOptions, "authenticator" | "tls"> {
   const seed = natsSeed(env);
+  const creds = env.NATS_CREDS_FILE === undefined ? undefined : userCreds(env.NATS_CREDS_FILE);
   if ((env.NATS_TLS_CERT === undefined) !== (env.NATS_TLS_KEY === undefined)) throw new NatsClientConfigError("set NATS_TLS_CERT and NATS_TLS_KEY together (or neither)");
   const tls =
     env.NATS_TLS_CA || env.NATS_TLS_CERT
@@ -69,7 +85,8 @@ export function natsClientOptions(env: NatsClientEnv): Pick<NodeConnectionOption
           ...(env.NATS_TLS_CERT ? { certFile: readable(env.NATS_TLS_CERT, "NATS_TLS_CERT"), keyFile: readable(env.NATS_TLS_KEY!, "NATS_TLS_KEY") } : {}),
         }
       : undefined;
-  return { ...(seed ? { authenticator: nkeyAuthenticator(seed) } : {}), ...(tls ? { tls } : {}) };
+  const authenticator = creds ? credsAuthenticator(creds) : seed ? nkeyAuthenticator(seed) : undefined;
+  return { ...(authenticator ? { authenticator } : {}), ...(tls ? { tls } : {}) };
 }
 
 /** Reads the NATS client settings from an environment (unknown variables ignored, empty ones unset). */

@@ -17,6 +17,11 @@ export interface NatsServerOptions {
   binary?: string;
   /** How long to wait for "Server is ready". */
   startTimeoutMs?: number;
+  /**
+   * Its own process group: a terminal's Ctrl-C, or a shell's `kill %job`, then reaches only the
+   * parent, which stops the server itself once its connection has drained.
+   */
+  ownProcessGroup?: boolean;
 }
 
 /** A running nats-server child process. */
@@ -67,7 +72,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
 
   const launch = async (): Promise<void> => {
     const args = ["-a", "127.0.0.1", "-p", String(port === 0 ? -1 : port), "-js", "-sd", storeDir, ...(options.args ?? [])];
-    child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"] });
+    child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"], detached: options.ownProcessGroup ?? false });
     port = await waitForReady(child, binary, timeoutMs);
   };
 

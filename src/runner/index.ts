@@ -5,6 +5,7 @@
 export { ToolRunner, type ToolRunnerOptions } from "./runner.js";
 export { executorInboxPrefix } from "../wire/subjects.js";
 export type { NatsClientEnv } from "../nats/client-options.js";
+export { localNatsUrl } from "../nats/local-nats.js";
 export { BusinessCancelled, BusinessFailure } from "./outcome.js";
 export {
   CancelRequested,

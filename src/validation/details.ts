@@ -76,10 +76,13 @@ export function zodDetails(error: z.ZodError, schema: z.ZodType, input: unknown,
           );
         }
         break;
-      case "invalid_type":
-        if (valueAt(input, issue.path) === undefined) details.push({ path: formatPath(path), code: "required", message: `${formatPath(path) || "the body"} is required (${issue.expected})` });
-        else details.push({ path: formatPath(path), code: "invalid_type", message: issue.message });
+      case "invalid_type": {
+        const range = numericRange(schemaAt(schema, issue.path));
+        const allowed = range ? `${issue.expected} ${range}` : issue.expected;
+        if (valueAt(input, issue.path) === undefined) details.push({ path: formatPath(path), code: "required", message: `${formatPath(path) || "the body"} is required (${issue.expected})`, allowed });
+        else details.push({ path: formatPath(path), code: "invalid_type", message: issue.message, allowed });
         break;
+      }
       case "too_big":
       case "too_small": {
         const allowed = numericRange(schemaAt(schema, issue.path));

@@ -65,7 +65,7 @@ export const toolResult: fc.Arbitrary<unknown> = fc.oneof(
   },
 );
 
-/** The budget edges of PROTOCOL.md section 5 and anything between. */
+/** The budget edges of docs/protocol.md section 5 and anything between. */
 export const budget = fc.oneof(fc.constantFrom(1024, 1025, 16384, 32767, 32768), fc.integer({ min: 1024, max: 32768 }));
 
 const base64 = fc.integer({ min: 0, max: 40000 }).map((n) => "iVBOR".repeat(n / 5));

@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { AckPolicy, jetstreamManager } from "@nats-io/jetstream";
@@ -5,7 +8,7 @@ import { commands } from "../../src/cli/main.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { seedSession, startExecutionGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
-import { runCli } from "../helpers/serve.js";
+import { runCli, runCliInPipe } from "../helpers/serve.js";
 
 describe("toolgate CLI", () => {
   let nats: TestNats;
@@ -23,9 +26,26 @@ describe("toolgate CLI", () => {
     for (const c of commands) expect(res.stdout).toMatch(new RegExp(`^  ${c.name} +${c.summary.replace(/[()[\]]/g, "\\$&")}$`, "m"));
   });
 
+  it("'toolgate --version' prints the package's version", async () => {
+    const { version } = JSON.parse(readFileSync("package.json", "utf8")) as { version: string };
+    expect(await runCli(["--version"])).toEqual({ code: 0, stdout: `toolgate ${version}\n`, stderr: "" });
+  });
+
+  it("stops quietly with exit 0 when the reader of its output goes away ('| head -c 100')", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "toolgate-pipe-"));
+    try {
+      const big = join(dir, "big.json");
+      writeFileSync(big, JSON.stringify({ rows: Array.from({ length: 20_000 }, (_, i) => ({ id: i, text: "x".repeat(100) })) }));
+      const res = await runCliInPipe(["measure", "--kind", "submission", big], 100);
+      expect(res).toEqual({ code: 0, head: expect.stringMatching(/^\{/), stderr: "" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it.each(commands.map((c) => [c.name, c] as const))("'toolgate %s --help' prints its usage and exits 0", async (name, command) => {
     expect(command.usage.startsWith(`Usage: toolgate ${name}`)).toBe(true);
-    expect(command.summary.length).toBeGreaterThan(10);
+    expect(command.summary).toMatch(/^[A-Z].{10,}/);
     const res = await runCli([name, "--help"]);
     expect(res).toEqual({ code: 0, stdout: command.usage + "\n", stderr: "" });
   });
@@ -90,8 +110,10 @@ describe("toolgate CLI", () => {
     } finally {
       await fresh.stop();
     }
-    const none = await runCli(["status"]);
+    const emptyDir = mkdtempSync(join(tmpdir(), "toolgate-nodir-"));
+    const none = await runCli(["status"], { TOOLGATE_DATA_DIR: emptyDir });
+    rmSync(emptyDir, { recursive: true });
     expect(none.code).toBe(2);
-    expect(none.stderr).toContain("no NATS server: pass --server URL or set NATS_URL");
+    expect(none.stderr).toContain(`no NATS server: pass --server URL, set NATS_URL, or run 'toolgate serve' from this directory first (it writes ${join(emptyDir, "nats.url")})`);
   });
 });

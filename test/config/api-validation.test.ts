@@ -45,7 +45,7 @@ describe("configuration API validation and immutability", () => {
     const res = await publish([{ ...tasksRead, max_result_context_bytes: value }]);
     expect(res.statusCode).toBe(400);
     const detail = res.json().error.details[0];
-    expect(detail).toMatchObject({ path: "tools[0].max_result_context_bytes", code });
+    expect(detail).toMatchObject({ path: "tools[0].max_result_context_bytes", code, allowed: expect.stringContaining("1024..32768") });
     expect(detail.message).toContain("1024");
   });
 

@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:net";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +10,29 @@ import { ADMIN_KEY, bindingExample } from "../helpers/gateway.js";
 import { runCli, serve } from "../helpers/serve.js";
 
 const identities = JSON.stringify([{ name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write"] }]);
+/** A TCP port held by this process, as another program would hold it. */
+async function holdPort(): Promise<{ port: number; server: Server }> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  return { port: (server.address() as { port: number }).port, server };
+}
+
+/** The embedded nats-server of a serve log: its pid and URL. */
+function embeddedNatsOf(stderr: string): { pid: number; url: string } {
+  const line = stderr.split("\n").find((l) => l.includes("started an embedded nats-server"));
+  if (!line) throw new Error(`no embedded nats-server in:\n${stderr}`);
+  return JSON.parse(line) as { pid: number; url: string };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const until = async (check: () => boolean, what: string, timeoutMs = 10_000) => {
   for (const end = Date.now() + timeoutMs; !check(); await new Promise((r) => setTimeout(r, 20))) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
 };
@@ -39,6 +63,47 @@ describe("gateway process lifecycle", () => {
     expect(both.stderr).toContain("TOOLGATE_IDENTITIES_FILE=\"/x\": set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE");
     const url = await runCli(["serve"], { NATS_URL: "http://example.com/nats" });
     expect(url.stderr).toContain('NATS_URL="http://example.com/nats": not a comma-separated list of NATS servers');
+  });
+
+  it("with its HTTP port taken: says so, stops the embedded nats-server it started and exits 1", async () => {
+    const held = await holdPort();
+    const dir = mkdtempSync(join(dataDir, "taken-"));
+    try {
+      const res = await runCli(["serve", "--port", String(held.port)], { TOOLGATE_DATA_DIR: dir });
+      expect(res.code, res.stderr).toBe(1);
+      expect(res.stderr).toContain(`cannot listen: 127.0.0.1:${held.port} is taken; stop what holds it or choose another port (--port, TOOLGATE_HTTP_PORT)`);
+      expect(alive(embeddedNatsOf(res.stderr).pid)).toBe(false);
+      expect(existsSync(join(dir, "nats.url"))).toBe(false);
+    } finally {
+      held.server.close();
+    }
+  });
+
+  it("a start that fails after the embedded nats-server started (3 replicas on one server) exits 1 and leaves no child", async () => {
+    const res = await runCli(["serve", "--port", "0"], { TOOLGATE_DATA_DIR: mkdtempSync(join(dataDir, "replicas-")), TOOLGATE_STREAM_REPLICAS: "3" });
+    expect(res.code, res.stderr).toBe(1);
+    expect(res.stderr).toMatch(/toolgate serve: .*replica/i);
+    expect(alive(embeddedNatsOf(res.stderr).pid)).toBe(false);
+  });
+
+  it("the embedded nats-server: its port taken, it takes a free one; its URL in nats.url, where 'toolgate status' finds it; gone on stop", async () => {
+    const held = await holdPort();
+    const dir = mkdtempSync(join(dataDir, "local-"));
+    try {
+      const gw = await serve({ TOOLGATE_DATA_DIR: dir, TOOLGATE_EMBEDDED_NATS_PORT: String(held.port) });
+      expect(gw.logs.join("\n")).toContain("the embedded nats-server's port is taken: using a free one instead");
+      const { url } = embeddedNatsOf(gw.logs.join("\n"));
+      expect(url).not.toBe(`nats://127.0.0.1:${held.port}`);
+      expect(readFileSync(join(dir, "nats.url"), "utf8").trim()).toBe(url);
+      const status = await runCli(["status", "--json"], { TOOLGATE_DATA_DIR: dir });
+      expect(status.code, status.stderr).toBe(0);
+      expect(JSON.parse(status.stdout).server.url).toBe(url.replace("nats://", ""));
+      gw.child.kill("SIGTERM");
+      expect(await gw.exited).toBe(0);
+      expect(existsSync(join(dir, "nats.url"))).toBe(false);
+    } finally {
+      held.server.close();
+    }
   });
 
   it("documents every variable in docs/operations.md, exactly as the schema declares it", () => {

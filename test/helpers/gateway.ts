@@ -37,7 +37,7 @@ export async function startTestGateway(
 
 export const bindingExample = { binding_id: "binding_example", executor_scope: "tasks-product", tool_kind: "read" };
 
-/** The seed's tool definition (PROTOCOL.md / seed text). */
+/** The seed's tool definition (docs/protocol.md section 5). */
 export const tasksRead = {
   name: "tasks.read",
   description: "Read tasks page by page",

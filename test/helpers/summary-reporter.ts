@@ -1,4 +1,5 @@
 import type { Reporter, TestModule } from "vitest/node";
+import { browserSuitesLeftOut, LEFT_OUT_NOTICE } from "./browser-suites.js";
 
 /**
  * Prints one plain closing line, `tests: N passed, N failed, N skipped`, after vitest's own summary,
@@ -23,6 +24,7 @@ export default class SummaryReporter implements Reporter {
       // tests were only left unrun.
       failed += mod.state() === "failed" && moduleFailed === 0 ? 1 : moduleFailed;
     }
+    if (browserSuitesLeftOut) process.stdout.write(`\n${LEFT_OUT_NOTICE}`);
     const run = process.env.TOOLGATE_TEST_RUN;
     process.stdout.write(`\ntests${run ? ` [${run}]` : ""}: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }

@@ -25,8 +25,19 @@ function app() {
       response: z.object({ verb: z.string(), run_id: z.string() }),
       handler: async ({ params: p }) => ({ verb: name, run_id: p.run_id }),
     });
+  const withBody = defineRoute({
+    id: "rename",
+    method: "POST",
+    path: "/v1/runs/{run_id}:rename",
+    summary: "rename",
+    permissions: ["runtime:write"],
+    params,
+    body: z.strictObject({ name: z.string() }),
+    response: z.object({ name: z.string() }),
+    handler: async ({ body }) => ({ name: body.name }),
+  });
   const identities = new IdentityRegistry([{ name: "w", key: KEY, agents: "*", permissions: ["runtime:write"] }]);
-  registerRoutes(http, [verb("cancel"), verb("complete")], identities);
+  registerRoutes(http, [verb("cancel"), verb("complete"), withBody], identities);
   return { http, lines };
 }
 
@@ -43,6 +54,17 @@ describe("route layer", () => {
     expect((await http.inject({ method: "POST", url: "/v1/runs/run-1:complete", headers })).json()).toEqual({ verb: "complete", run_id: "run-1" });
     const unknown = await http.inject({ method: "POST", url: "/v1/runs/run-1:explode", headers });
     expect([unknown.statusCode, unknown.json().error.code]).toEqual([404, "route_not_found"]);
+  });
+
+  it("takes an empty body with content-type application/json as no body: accepted where none is declared, 'required' where one is", async () => {
+    const { http } = app();
+    const headers = { authorization: `Bearer ${KEY}`, "content-type": "application/json" };
+    const none = await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers, payload: "" });
+    expect([none.statusCode, none.json()]).toEqual([200, { verb: "cancel", run_id: "run-1" }]);
+    const needed = await http.inject({ method: "POST", url: "/v1/runs/run-1:rename", headers, payload: "" });
+    expect([needed.statusCode, needed.json().error.code, needed.json().error.details]).toEqual([400, "validation_failed", [expect.objectContaining({ path: "", code: "required" })]]);
+    const broken = await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers, payload: "{" });
+    expect([broken.statusCode, broken.json().error.code]).toEqual([400, "invalid_json"]);
   });
 
   it("never writes the bearer key to the log", async () => {

@@ -99,7 +99,7 @@ describe("route contract: auth matrix and OpenAPI", () => {
   let gw: Gateway;
   let baseUrl: string;
   let executor: ProtocolExecutor;
-  const send = async (route: RouteDef, headers: Record<string, string> = {}): Promise<{ statusCode: number; body: string; json(): any }> => {
+  const send = async (route: RouteDef, headers: Record<string, string> = {}): Promise<{ statusCode: number; body: string; headers: Record<string, unknown>; json(): any }> => {
     const sample = samples[route.id]!();
     if (route.stream !== "sse") return gw.app.inject({ method: route.method, url: url(route, sample), headers, ...(sample.body !== undefined ? { payload: sample.body as object } : {}) });
     // An event stream never ends by itself: take its status and leave.
@@ -107,7 +107,7 @@ describe("route contract: auth matrix and OpenAPI", () => {
     const res = await fetch(baseUrl + url(route, sample), { headers, signal: leave.signal });
     const body = res.ok ? "" : await res.text();
     leave.abort();
-    return { statusCode: res.status, body, json: () => JSON.parse(body) };
+    return { statusCode: res.status, body, headers: Object.fromEntries(res.headers), json: () => JSON.parse(body) };
   };
 
   beforeAll(async () => {
@@ -169,6 +169,7 @@ describe("route contract: auth matrix and OpenAPI", () => {
       for (const headers of [{}, bearer("not-a-configured-key-000"), { authorization: "Basic abc" }]) {
         const res = await send(route, headers);
         expect([res.statusCode, res.json().error.code], route.id).toEqual([401, "unauthenticated"]);
+        expect(res.headers["www-authenticate"], route.id).toBe('Bearer realm="toolgate"');
       }
     }
   });
@@ -177,6 +178,7 @@ describe("route contract: auth matrix and OpenAPI", () => {
     for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
       const res = await send(route, bearer(lacking(route).key!));
       expect([res.statusCode, res.json().error.code], route.id).toEqual([403, "permission_denied"]);
+      expect(res.json().error.details, route.id).toEqual([expect.objectContaining({ path: "authorization", code: "permission_denied", allowed: (route.permissions as string[]).join("|") })]);
     }
   });
 
@@ -187,9 +189,11 @@ describe("route contract: auth matrix and OpenAPI", () => {
     }
   });
 
-  it("an identity in scope with the permission passes auth on every route", async () => {
+  it("an identity in scope with the permission passes auth on every route; a route that takes no body accepts an empty JSON one", async () => {
     for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
-      const res = await send(route, bearer(scoped.key!));
+      // What `curl -H 'content-type: application/json' -X POST` sends: the header, no body.
+      const emptyJson = route.method !== "GET" && samples[route.id]!().body === undefined ? { "content-type": "application/json" } : ({} as Record<string, string>);
+      const res = await send(route, { ...bearer(scoped.key!), ...emptyJson });
       expect(res.statusCode, `${route.id}: ${res.body}`).toBeLessThan(300);
     }
   });

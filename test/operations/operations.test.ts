@@ -16,7 +16,7 @@ import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { registerExecutor } from "../helpers/registry.js";
 
 /**
- * The five operations of PROTOCOL.md section 4, one row of docs/operations-matrix.md per test,
+ * The five operations of docs/protocol.md section 4, one row of docs/operations-matrix.md per test,
  * including each arriving at the wrong moment: the real gateway, a real ToolRunner (SQLite in a temp
  * dir) for scope `ops`, protocol-level executors for scope `proto` (to hold a claim unconfirmed, or
  * to go silent), on a real nats-server with a 3 s presence TTL.

@@ -166,7 +166,11 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     }
     const big = await http("POST", "/v1/bindings", Buffer.alloc(5 * 1024 * 1024, 0x20), { "content-type": "application/json" });
     expect(big.statusCode).toBe(413);
-    expect(JSON.parse(big.body).error.code).toBe("payload_too_large");
+    expect(JSON.parse(big.body).error).toMatchObject({
+      code: "payload_too_large",
+      message: expect.stringContaining("larger than 4 MiB"),
+      details: [{ path: "body", code: "too_big", allowed: `0..${4 * 1024 * 1024} bytes` }],
+    });
 
     // The consumer got through all of it (never stuck), and nothing moved but the receipts' audit.
     await eventually(async () => {

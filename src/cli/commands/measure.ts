@@ -74,7 +74,7 @@ function parseResult(bytes: Buffer, source: string): unknown {
 
 export const measureCommand: Command = {
   name: "measure",
-  summary: "print the context_preview (size and projection) of a JSON tool result",
+  summary: "Print the context_preview (size and projection) of a JSON tool result",
   usage,
   async run(argv) {
     let values: { budget?: string; kind?: string };

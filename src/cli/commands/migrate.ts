@@ -16,7 +16,8 @@ touched.
   --from FILE   a legacy JSON export {"bindings": [...], "toolsets": [...], "agents": [...], "sessions": [...]}
   --stored      the legacy objects stored in tg_config under legacy.<key> (e.g. legacy.toolsets.tasks.v1)
   --dry-run     report only
-  --server URL  NATS server (default: NATS_URL; credentials and TLS from NATS_NKEY_SEED_FILE, NATS_TLS_*); the streams
+  --server URL  NATS server (default: NATS_URL, else .toolgate/nats.url of a local serve; credentials
+                and TLS from NATS_NKEY_SEED_FILE or NATS_CREDS_FILE, NATS_TLS_*); the streams
                 must have been applied
 
 The report goes to stdout; progress ("migrate: 100/2000 checked") to stderr.`;

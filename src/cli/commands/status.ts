@@ -18,7 +18,8 @@ ack pending, redelivered, waiting pulls), the executors online per scope, and th
 assignments per scope (candidates no executor has claimed yet).
 
   --json         one JSON document instead of tables
-  --server URL   NATS server (default: NATS_URL; credentials and TLS from NATS_NKEY_SEED_FILE, NATS_TLS_*)
+  --server URL   NATS server (default: NATS_URL, else .toolgate/nats.url of a local serve;
+                 credentials and TLS from NATS_NKEY_SEED_FILE or NATS_CREDS_FILE, NATS_TLS_*)
   --dir DIR      definitions directory (default: the package's streams/)
 
 Exit codes: 0 everything readable, 1 a declared stream is missing or unreadable (e.g. no quorum).`;

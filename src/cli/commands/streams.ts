@@ -14,7 +14,8 @@ Changes that may lose data (retention or storage changes, shrunk limits) are ref
   --dry-run      print the plan only
   --force        also apply destructive changes (may delete stored messages)
   --replicas N   replicas per stream/bucket (default: TOOLGATE_STREAM_REPLICAS or 1; 3 on a cluster)
-  --server URL   NATS server (default: NATS_URL; credentials and TLS from NATS_NKEY_SEED_FILE, NATS_TLS_*)
+  --server URL   NATS server (default: NATS_URL, else .toolgate/nats.url of a local serve;
+                 credentials and TLS from NATS_NKEY_SEED_FILE or NATS_CREDS_FILE, NATS_TLS_*)
   --dir DIR      definitions directory (default: the package's streams/)
 
 The plan and a "done:" line per applied change go to stdout as they happen. Streams are changed in

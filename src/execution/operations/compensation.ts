@@ -19,7 +19,7 @@ export function compensationOperationKey(originalKey: string): string {
 }
 
 /**
- * Compensation (PROTOCOL.md section 4): a NEW assignment that undoes a completed write, with its own
+ * Compensation (docs/protocol.md section 4): a NEW assignment that undoes a completed write, with its own
  * operation key and its own receipts, handled by the tool's `compensate` handler. The original keeps
  * its receipt and projection; it only gains the link `compensated_by`, the new one carries
  * `compensates`. Idempotent: compensating twice returns the same compensation.

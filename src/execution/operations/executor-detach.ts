@@ -27,7 +27,7 @@ export interface DetachResult {
 const SCAN_CONCURRENCY = 16;
 
 /**
- * Executor detach (PROTOCOL.md section 4): unconfirmed claims go back to the candidates for another
+ * Executor detach (docs/protocol.md section 4): unconfirmed claims go back to the candidates for another
  * executor (`release`, generation + 1); confirmed write work becomes `reconciliation_required`
  * (`detach`: it may have happened, it is never re-run elsewhere); confirmed read work is offered
  * again only when its binding says `retry_reads_safe` (`retry_read`). The run is not touched.

@@ -5,7 +5,7 @@ import type { AssignmentRecord } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 
 /**
- * Business-task cancel (PROTOCOL.md section 4): a request to the executor to stop a long-running
+ * Business-task cancel (docs/protocol.md section 4): a request to the executor to stop a long-running
  * task. It is recorded on the assignment once (compare-and-set, visible and idempotent) and sent to
  * the executor holding it; the state moves only with the executor's answer: `cancelled` when it
  * confirms (`BusinessCancelled`), `completed` when the task finished first. The run goes on.
