@@ -12,7 +12,7 @@
  *
  * The gateway grants claims only to registered executors. Locally this one registers itself at start
  * (`POST /v1/executors`, idempotent) with the admin key: TOOLGATE_ADMIN_KEY, else the file
- * TOOLGATE_ADMIN_KEY_FILE (default .toolgate/admin.key, made by the gateway's first local start), at
+ * TOOLGATE_ADMIN_KEY_FILE (default admin.key in TOOLGATE_DATA_DIR, .toolgate/, made by the gateway's first local start), at
  * TOOLGATE_URL (default http://127.0.0.1:8080). Without a key an operator must have registered it.
  *
  * In a product, import from "toolgate/runner" instead of the source path.
@@ -71,7 +71,7 @@ console.log(`tasks executor online (scope ${SCOPE}); Ctrl-C to stop`);
 
 /** Registers this executor with its bindings (and its nkey, behind NATS authorization); the same registration again is fine. */
 async function registerItself(): Promise<void> {
-  const keyFile = process.env.TOOLGATE_ADMIN_KEY_FILE ?? ".toolgate/admin.key";
+  const keyFile = process.env.TOOLGATE_ADMIN_KEY_FILE ?? `${process.env.TOOLGATE_DATA_DIR ?? ".toolgate"}/admin.key`;
   const key = process.env.TOOLGATE_ADMIN_KEY ?? (existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : undefined);
   if (!key) {
     console.log(`no admin key (TOOLGATE_ADMIN_KEY, ${keyFile}): not registering ${EXECUTOR_ID}; an operator registers it with POST /v1/executors`);

@@ -10,7 +10,8 @@ import { until } from "../helpers/until.js";
  * examples/README.md's commands, run as written by bash from the repository root: `npx toolgate serve`
  * (the built dist/: after editing src/, `npm run build` first; with its embedded nats-server), curl, and examples/tasks-executor.ts. Only where
  * things live is changed, so the test meets nothing of a developer's own: the HTTP port (a free one
- * instead of 8080) and the data dir (a temporary one instead of .toolgate/, also for the executor's store).
+ * instead of 8080, told to the executor in TOOLGATE_URL) and the data dir (a temporary one instead of .toolgate/, also
+ * for the executor's store and where it finds the admin key).
  */
 const README = readFileSync("examples/README.md", "utf8");
 const block = /```sh\n([\s\S]*?)```/.exec(README)?.[1];
@@ -62,7 +63,7 @@ describe("examples/README.md, run as written", () => {
     shell = spawn("bash", ["-c", script], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...ownEnvironment(), TOOLGATE_DATA_DIR: dataDir, TOOLGATE_HTTP_PORT: String(port), TOOLGATE_EMBEDDED_NATS_PORT: "0", RUNNER_STORE: join(dataDir, "tasks-executor.db"), LOG_LEVEL: "warn" },
+      env: { ...ownEnvironment(), TOOLGATE_DATA_DIR: dataDir, TOOLGATE_HTTP_PORT: String(port), TOOLGATE_URL: `http://127.0.0.1:${port}`, TOOLGATE_EMBEDDED_NATS_PORT: "0", RUNNER_STORE: join(dataDir, "tasks-executor.db"), LOG_LEVEL: "warn" },
     });
     shell.stdout!.setEncoding("utf8").on("data", (c: string) => (output += c));
     shell.stderr!.setEncoding("utf8").on("data", (c: string) => (output += c));
