@@ -4,7 +4,7 @@ import { Readable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, type CallToolResult, type Progress, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, McpError, ProgressNotificationSchema, type CallToolResult, type Progress, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { errorText, type Logger } from "../runner/logger.js";
 import { sleep } from "../runner/wait.js";
@@ -26,6 +26,36 @@ export interface McpConnectionOptions {
   onReadyChange?(ready: boolean): void;
   /** The name this client gives the MCP server in `initialize`. */
   clientName?: string;
+}
+
+/** The SDK's own per-request timeout is replaced by `IdleTimeout` (the longest a timer may wait). */
+const NO_SDK_TIMEOUT = 2 ** 31 - 1;
+
+/** Aborts when `ms` pass without a `reset` (an answer or a progress notification). */
+class IdleTimeout {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout;
+
+  constructor(private readonly ms: number) {
+    this.timer = this.arm();
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  reset(): void {
+    clearTimeout(this.timer);
+    this.timer = this.arm();
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+  }
+
+  private arm(): NodeJS.Timeout {
+    return setTimeout(() => this.controller.abort(new Error(`no answer and no progress for ${this.ms} ms`)), this.ms);
+  }
 }
 
 export interface CallOptions {
@@ -60,6 +90,8 @@ export class McpConnection {
   private client: Client | undefined;
   private restarting: Promise<void> | undefined;
   private toolList: Tool[] = [];
+  private calls = 0;
+  private readonly progress = new Map<string | number, (progress: Progress) => void>();
 
   private constructor(private readonly options: McpConnectionOptions) {
     this.target = McpServerTarget.parse(options.target);
@@ -92,18 +124,29 @@ export class McpConnection {
   callTool(name: string, args: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
     const client = this.client;
     if (!client) return this.whenReady(options.signal).then(() => this.callTool(name, args, options));
-    const pending = client.callTool({ name, arguments: args }, undefined, {
-      signal: options.signal,
-      onprogress: options.onprogress,
-      timeout: options.timeoutMs,
-      resetTimeoutOnProgress: true,
+    // Progress goes through our own token and handler: the SDK's `onprogress` loses a notification
+    // that arrives together with the result (it dispatches notifications a microtask after responses).
+    const progressToken = `toolgate-${++this.calls}`;
+    const idle = new IdleTimeout(options.timeoutMs);
+    this.progress.set(progressToken, (p) => {
+      idle.reset();
+      options.onprogress(p);
+    });
+    const pending = client.callTool({ name, arguments: args, _meta: { progressToken } }, undefined, {
+      signal: AbortSignal.any([options.signal, idle.signal]),
+      timeout: NO_SDK_TIMEOUT,
     }) as Promise<CallToolResult>;
     options.onSent?.();
-    return pending.catch((err: unknown) => {
-      if (options.signal.aborted || !isConnectionFailure(err)) throw err;
-      this.lost(client, err);
-      throw new McpConnectionLost(`the MCP server went away during the call: ${errorText(err)}`);
-    });
+    return pending
+      .catch((err: unknown) => {
+        if (options.signal.aborted || !isConnectionFailure(err)) throw err;
+        this.lost(client, err);
+        throw new McpConnectionLost(`the MCP server went away during the call: ${errorText(err)}`);
+      })
+      .finally(() => {
+        this.progress.delete(progressToken);
+        idle.clear();
+      });
   }
 
   /** Resolves with the client once the server is there; `McpCallNotSent` when `signal` fires first. */
@@ -128,6 +171,7 @@ export class McpConnection {
     const client = new Client({ name: this.options.clientName ?? "toolgate-mcp-executor", version: "1" });
     if (transport instanceof StdioClientTransport) this.logServerStderr(transport);
     client.onclose = () => this.lost(client, new Error("the connection closed"));
+    client.setNotificationHandler(ProgressNotificationSchema, ({ params: { progressToken, ...progress } }) => this.progress.get(progressToken)?.(progress));
     client.onerror = (err) => this.options.logger.debug({ err: errorText(err) }, "MCP transport error");
     try {
       await client.connect(transport);

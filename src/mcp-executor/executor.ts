@@ -1,4 +1,4 @@
-import type { Progress } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, Progress } from "@modelcontextprotocol/sdk/types.js";
 import { defaultLogger, errorText, type Logger } from "../runner/logger.js";
 import { ToolRunner, type ToolRunnerOptions } from "../runner/runner.js";
 import type { ToolContext } from "../runner/tools.js";
@@ -82,12 +82,14 @@ async function callTool(connection: McpConnection, tool: MappedTool, ctx: ToolCo
   };
   for (let attempt = 0; ; attempt++) {
     const onSent = () => options.logger.debug({ assignment_id: ctx.grant.assignment_id, tool: tool.mcpName, kind: tool.kind, attempt }, "tools/call sent");
+    let result: CallToolResult;
     try {
-      return resultOutcome(await connection.callTool(tool.mcpName, args, { signal: ctx.signal, onprogress, timeoutMs: options.timeoutMs, onSent }));
+      result = await connection.callTool(tool.mcpName, args, { signal: ctx.signal, onprogress, timeoutMs: options.timeoutMs, onSent });
     } catch (err) {
       // A read has no side effects by contract: once the server is back, it simply runs again.
       if (err instanceof McpConnectionLost && tool.kind === "read" && attempt < options.readRetries) continue;
       throw errorOutcome(err, tool.kind, ctx.signal);
     }
+    return resultOutcome(result);
   }
 }
