@@ -224,7 +224,8 @@ export class ToolRunner {
     this.link.stopPulling();
     if (wasPulling) await this.heartbeat();
     const handlers = [...this.active.values()].flatMap((c) => (c.handler ? [c.handler.done] : []));
-    await Promise.race([Promise.all(handlers), sleep(deadlineMs)]);
+    // The wait ends with the loops (stopLoops below), so its timer does not hold the process open after close.
+    await Promise.race([Promise.all(handlers), sleep(deadlineMs, this.stopLoops.signal)]);
     for (const claim of this.active.values()) {
       if (!claim.handler) continue;
       claim.abort.abort(new CancelRequested("shutdown", "the executor is shutting down"));
