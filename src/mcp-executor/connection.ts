@@ -187,7 +187,7 @@ export class McpConnection {
     }
     this.client = client;
     const pid = transport instanceof StdioClientTransport ? transport.pid : undefined;
-    this.options.logger.info({ server: describeTarget(this.target), pid, tools: this.toolList.length }, "MCP server connected");
+    this.options.logger.info({ server: describeTarget(this.target), server_pid: pid, tools: this.toolList.length }, "MCP server connected");
     this.events.emit("ready");
   }
 

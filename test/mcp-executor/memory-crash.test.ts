@@ -63,7 +63,7 @@ describe("MCP executor CLI with @modelcontextprotocol/server-memory: a write too
     createInterface({ input: child.stderr! }).on("line", (line) => {
       const entry = JSON.parse(line) as ExecutorProcess["logs"][number];
       started.logs.push(entry);
-      if (entry.msg === "MCP server connected") serverPids.push(entry.pid as number);
+      if (entry.msg === "MCP server connected") serverPids.push(entry.server_pid as number);
     });
     await until("the executor to serve", () => (started.logs.some((l) => l.msg === "MCP executor serving") ? true : undefined), 30_000);
     return started;
