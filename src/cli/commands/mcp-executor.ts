@@ -1,6 +1,5 @@
 import { parseArgs } from "node:util";
 import { createLogger } from "../../log/logger.js";
-import { McpExecutor } from "../../mcp-executor/executor.js";
 import { natsServers } from "../../nats/servers.js";
 import { UsageError, type Command } from "../command.js";
 import { mcpServerOptions, mcpServerUsage, serverTarget, splitServerCommand, toolMapping } from "../mcp-server-args.js";
@@ -43,6 +42,8 @@ export const mcpExecutorCommand: Command = {
     if (!natsUrl) throw new UsageError("no NATS server: pass --server URL or set NATS_URL");
     const executorId = values["executor-id"] ?? `mcp-${mapping.binding}`;
     const logger = createLogger({ name: "toolgate-mcp-executor" });
+    // Loaded here, so that the other commands do not load the MCP SDK.
+    const { McpExecutor } = await import("../../mcp-executor/executor.js");
     const executor = await McpExecutor.start({
       ...mapping,
       server,

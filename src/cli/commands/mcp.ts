@@ -1,9 +1,5 @@
 import { parseArgs } from "node:util";
 import { createLogger } from "../../log/logger.js";
-import { McpConnection } from "../../mcp-executor/connection.js";
-import { publishToolset } from "../../mcp-executor/publish.js";
-import { mapTools } from "../../mcp-executor/tool-mapping.js";
-import { importedToolset } from "../../mcp-executor/toolset.js";
 import { UsageError, type Command } from "../command.js";
 import { mcpServerOptions, mcpServerUsage, serverTarget, splitServerCommand, toolMapping } from "../mcp-server-args.js";
 
@@ -44,6 +40,13 @@ export const mcpCommand: Command = {
     if (!values.toolset) throw new UsageError("--toolset is required");
     const gateway = values.publish ? gatewayTarget(values.gateway) : undefined;
     const logger = createLogger({ name: "toolgate-mcp-import", level: process.env.LOG_LEVEL ?? "warn" });
+    // Loaded here, so that the other commands do not load the MCP SDK.
+    const [{ McpConnection }, { publishToolset }, { mapTools }, { importedToolset }] = await Promise.all([
+      import("../../mcp-executor/connection.js"),
+      import("../../mcp-executor/publish.js"),
+      import("../../mcp-executor/tool-mapping.js"),
+      import("../../mcp-executor/toolset.js"),
+    ]);
     process.stderr.write("reading the MCP server's tools...\n");
     const connection = await McpConnection.open({ target: server, logger });
     try {
