@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import { NatsEnvError } from "../nats/connect.js";
 import { UsageError, type Command } from "./command.js";
 import { checkHistoryCommand } from "./commands/check-history.js";
+import { mcpExecutorCommand } from "./commands/mcp-executor.js";
+import { mcpCommand } from "./commands/mcp.js";
 import { measureCommand } from "./commands/measure.js";
 import { migrateCommand } from "./commands/migrate.js";
 import { natsConfigCommand } from "./commands/nats-config.js";
@@ -11,7 +13,7 @@ import { statusCommand } from "./commands/status.js";
 import { streamsCommand } from "./commands/streams.js";
 
 /** Every `toolgate` sub-command; a test checks each has usage text and answers `--help`. */
-export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand, checkHistoryCommand];
+export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand, checkHistoryCommand, mcpExecutorCommand, mcpCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);
@@ -51,7 +53,9 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  if (rest.includes("--help") || rest.includes("-h")) {
+  // After `--` come another program's arguments (`mcp-executor -- server --help`), not ours.
+  const own = rest.includes("--") ? rest.slice(0, rest.indexOf("--")) : rest;
+  if (own.includes("--help") || own.includes("-h")) {
     process.stdout.write(command.usage + "\n");
     return;
   }

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { contextPreviewSchema, parseExactJson, toJsonText } from "../budget/index.js";
-import { ApiError, ErrorBodySchema } from "../http/errors.js";
+import { contextPreviewSchema } from "../budget/index.js";
+import { requestGateway, type GatewayTarget } from "./gateway-request.js";
 
 /** A result sample to preview: what a handler of this tool really returns. */
 export interface DryRunSample {
@@ -31,20 +31,8 @@ export type DryRunResponse = z.infer<typeof DryRunResponse>;
  * It creates no run and executes nothing. `apiKey` needs the agent's scope and one of
  * `runtime:read`, `configuration:read` or `tools:execute`. A refusal throws `ApiError` (status, code).
  */
-export async function dryRun(target: { baseUrl: string; apiKey: string }, request: DryRunRequest): Promise<DryRunResponse> {
+export async function dryRun(target: GatewayTarget, request: DryRunRequest): Promise<DryRunResponse> {
   const samples = request.mock_receipts.map((s, i) => ({ receipt_id: s.receipt_id ?? `dry-run-${i + 1}`, kind: s.kind ?? "completed", ...("result" in s ? { result: s.result } : {}) }));
-  const response = await fetch(new URL("/v1/tools/dry-run", target.baseUrl), {
-    method: "POST",
-    headers: { authorization: `Bearer ${target.apiKey}`, "content-type": "application/json" },
-    body: toJsonText({ ...request, mock_receipts: samples }), // exact numbers both ways
-  });
-  const body: unknown = await response.text().then(parseExactJson).catch(() => null);
-  if (!response.ok) {
-    const error = ErrorBodySchema.safeParse(body);
-    // The gateway's own error shape, as the gateway threw it.
-    throw error.success
-      ? new ApiError(response.status, error.data.error.code, error.data.error.message, error.data.error.details)
-      : new ApiError(response.status, "http_error", `dry-run answered HTTP ${response.status}`);
-  }
+  const body = await requestGateway(target, "POST", "/v1/tools/dry-run", { ...request, mock_receipts: samples });
   return DryRunResponse.parse(body);
 }

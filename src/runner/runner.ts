@@ -98,6 +98,8 @@ export class ToolRunner {
   private state: RunnerState = "idle";
   private claiming = 0;
   private online = false;
+  /** The product's word that its tools can run now (`setReady`); while false nothing is claimed. */
+  private ready = true;
   private heartbeatIntervalMs = 1_000;
   private link!: NatsLink;
   private outbox!: Outbox;
@@ -170,6 +172,20 @@ export class ToolRunner {
     await this.outbox.append(local.grant, buildReceipt(local.grant, report, Date.now()), transition("awaiting_reconciliation", "reconcile"));
   }
 
+  /**
+   * Says whether this executor's tools can run now (say, the service behind them is down and being
+   * restarted). While not ready it claims nothing and its presence says `detaching`, so the gateway
+   * offers new work elsewhere and hands its unconfirmed claims back; confirmed work stays with it.
+   * Ready again: presence `online`, pulling resumes. A runner starts ready.
+   */
+  setReady(ready: boolean): void {
+    if (this.ready === ready) return;
+    this.ready = ready;
+    this.logger.info({ executor_id: this.executorId, ready }, ready ? "executor ready" : "executor not ready: claiming nothing until ready again");
+    this.changed.notify();
+    if (this.state === "running") void this.heartbeat();
+  }
+
   /** Assignments waiting for `reconcile`, oldest first. */
   async reconciliations(): Promise<ToolGrant[]> {
     const open = await this.store.listOpen();
@@ -214,7 +230,8 @@ export class ToolRunner {
     this.link.stopPulling();
     if (wasPulling) await this.heartbeat();
     const handlers = [...this.active.values()].flatMap((c) => (c.handler ? [c.handler.done] : []));
-    await Promise.race([Promise.all(handlers), sleep(deadlineMs)]);
+    // The wait ends with the loops (stopLoops below), so its timer does not hold the process open after close.
+    await Promise.race([Promise.all(handlers), sleep(deadlineMs, this.stopLoops.signal)]);
     for (const claim of this.active.values()) {
       if (!claim.handler) continue;
       claim.abort.abort(new CancelRequested("shutdown", "the executor is shutting down"));
@@ -292,7 +309,7 @@ export class ToolRunner {
         executor_id: this.executorId,
         scope: this.options.scope,
         bindings: [...new Set([...this.tools.values()].map((t) => t.bindingId))],
-        status: this.state === "running" ? "online" : "detaching",
+        status: this.state === "running" && this.ready ? "online" : "detaching",
         in_flight: this.active.size,
       });
       this.heartbeatIntervalMs = this.timing.heartbeatIntervalMs ?? Math.max(100, Math.floor(reply.ttl_ms / 3));
@@ -313,7 +330,7 @@ export class ToolRunner {
     const maxConcurrent = this.options.maxConcurrent ?? 16;
     while (this.state === "running") {
       const free = maxConcurrent - this.active.size - this.claiming;
-      if (!this.online || free <= 0) {
+      if (!this.online || !this.ready || free <= 0) {
         await this.changed.wait(this.heartbeatIntervalMs);
         continue;
       }
@@ -332,7 +349,7 @@ export class ToolRunner {
     const tool = this.tools.get(candidate.tool_name);
     // One durable consumer serves the whole scope: a candidate for a binding or tool another
     // executor of the scope serves goes back to it.
-    if (!tool || tool.bindingId !== candidate.binding_id || this.state !== "running" || this.active.has(candidate.assignment_id)) {
+    if (!tool || tool.bindingId !== candidate.binding_id || this.state !== "running" || !this.ready || this.active.has(candidate.assignment_id)) {
       delivery.release(this.timing.releaseDelayMs);
       return;
     }
@@ -373,8 +390,8 @@ export class ToolRunner {
     this.track(grant);
     try {
       const refusal = await this.vet(grant, tool);
-      if (this.state !== "running") {
-        // Detaching: the gateway hands this unconfirmed claim back to the candidates.
+      if (this.state !== "running" || !this.ready) {
+        // Detaching or not ready: the gateway hands this unconfirmed claim back to the candidates.
         this.untrack(grant.assignment_id);
         return;
       }
