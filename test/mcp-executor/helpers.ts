@@ -1,5 +1,4 @@
 import { createRequire } from "node:module";
-import { nkeys } from "@nats-io/transport-node";
 import { runCli } from "../helpers/serve.js";
 import { until } from "../helpers/until.js";
 import type { TestGateway } from "../runner/helpers/gateway.js";
@@ -31,9 +30,9 @@ export async function publishMcpServer(gw: TestGateway, args: { importArgs: stri
   return { sessionId: session.session_id, printed: JSON.parse(res.stdout) };
 }
 
-/** Registers an executor through the HTTP API, as an operator does (its own NATS nkey, its bindings). */
+/** Registers an executor through the HTTP API, as an operator does: its bindings, and no nkey (the test server has no NATS authorization to prove one). */
 export async function registerExecutor(gw: TestGateway, executorId: string, scope: string, bindings: string[]): Promise<void> {
-  await gw.api("POST", "/v1/executors", { executor_id: executorId, scope, nkeys: [nkeys.createUser().getPublicKey()], bindings });
+  await gw.api("POST", "/v1/executors", { executor_id: executorId, scope, bindings });
 }
 
 /** A run with one tool call; resolves to the run and assignment ids. */
