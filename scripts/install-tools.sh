@@ -40,7 +40,7 @@ go_tool() { # <folder> <binary> <module@version> <expected version text>
   need_go "$3"
   echo "tools: go install $3"
   mkdir -p "$dir"
-  GOBIN="$dir" GOFLAGS=-mod=mod go install "$3"
+  GOBIN="$dir" go install "$3"
 }
 
 go_tool "nats-$NATS_CURRENT" nats-server "github.com/nats-io/nats-server/v2@v$NATS_CURRENT" "v$NATS_CURRENT"
