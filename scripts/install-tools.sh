@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The matrix. Change a version here only: the CI, `npm run tools` and the docs' table follow these.
+# The matrix: the CI and `npm run tools` follow these (docs/operations.md names them in its table).
 NATS_CURRENT=2.15.3   # the newest line: the primary CI run
 NATS_PREVIOUS=2.12.15 # the previous line still in wide use
 NATSCLI=0.5.0
@@ -23,13 +23,12 @@ if [ "${1:-}" = "--print" ]; then
   echo "NATS_PREVIOUS=$NATS_PREVIOUS"
   echo "NATS_CURRENT_BIN=$TOOLS/nats-$NATS_CURRENT/nats-server"
   echo "NATS_PREVIOUS_BIN=$TOOLS/nats-$NATS_PREVIOUS/nats-server"
-  echo "NODE_PRIMARY=$NODE_PRIMARY"
   echo "NODE_PRIMARY_HOME=$node_home"
   exit 0
 fi
 
 need_go() {
-  command -v go >/dev/null 2>&1 || { echo "tools: 'go' is needed to build $1 (Debian: apt-get install --no-install-recommends golang-go)" >&2; exit 1; }
+  command -v go >/dev/null 2>&1 || { echo "tools: 'go' is needed to build $1 (a current Go toolchain: nats-server 2.15 needs a recent one)" >&2; exit 1; }
 }
 
 # go install into its own folder per version, so two lines of the same tool live side by side.
