@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { contextPreviewSchema } from "../budget/index.js";
-import { ApiError, ErrorBodySchema } from "../http/errors.js";
+import { GatewayError } from "../client/errors.js";
 
 /** A result sample to preview: what a handler of this tool really returns. */
 export interface DryRunSample {
@@ -29,7 +29,7 @@ export type DryRunResponse = z.infer<typeof DryRunResponse>;
  * Asks the gateway's `POST /v1/tools/dry-run` what the model would see of a result, for a product's
  * own tests: feed it real result samples and check that cursors, ids and statuses stay visible.
  * It creates no run and executes nothing. `apiKey` needs the agent's scope and one of
- * `runtime:read`, `configuration:read` or `tools:execute`. A refusal throws `ApiError` (status, code).
+ * `runtime:read`, `configuration:read` or `tools:execute`. A refusal throws `GatewayError` (status, code).
  */
 export async function dryRun(target: { baseUrl: string; apiKey: string }, request: DryRunRequest): Promise<DryRunResponse> {
   const samples = request.mock_receipts.map((s, i) => ({ receipt_id: s.receipt_id ?? `dry-run-${i + 1}`, kind: s.kind ?? "completed", ...("result" in s ? { result: s.result } : {}) }));
@@ -38,13 +38,7 @@ export async function dryRun(target: { baseUrl: string; apiKey: string }, reques
     headers: { authorization: `Bearer ${target.apiKey}`, "content-type": "application/json" },
     body: JSON.stringify({ ...request, mock_receipts: samples }),
   });
-  const body: unknown = await response.json().catch(() => null);
-  if (!response.ok) {
-    const error = ErrorBodySchema.safeParse(body);
-    // The gateway's own error shape, as the gateway threw it.
-    throw error.success
-      ? new ApiError(response.status, error.data.error.code, error.data.error.message, error.data.error.details)
-      : new ApiError(response.status, "http_error", `dry-run answered HTTP ${response.status}`);
-  }
+  if (!response.ok) throw await GatewayError.fromResponse(response, "dry-run");
+  const body: unknown = await response.json();
   return DryRunResponse.parse(body);
 }
