@@ -64,12 +64,14 @@ describe("the packed package", () => {
     }
   }, 120_000);
 
-  it("gives the gateway as a library and the error shape at the root, and nothing of the server in the runner", async () => {
+  it("gives the gateway as a library and the error shape at the root, the executor and agent SDKs, and nothing of the server in the runner", async () => {
     const root = await exportedNames(manifest.name);
     expect(root).toEqual(expect.arrayContaining(["createGateway", "gatewayConfigFromEnv", "defineRoute", "ApiError", "ErrorBodySchema"]));
     const runner = await exportedNames(`${manifest.name}/runner`);
     expect(runner).toEqual(expect.arrayContaining(["ToolRunner", "GatewayError", "dryRun"]));
     expect(runner).not.toContain("ApiError");
+    const client = await exportedNames(`${manifest.name}/client`);
+    expect(client).toEqual(expect.arrayContaining(["ToolgateClient", "GatewayError", "operations"]));
   }, 120_000);
 
   it("runs the toolgate bin", async () => {
