@@ -1,4 +1,8 @@
+import type { HttpErrorCode } from "../http/error-catalogue.js";
 import { ErrorBodySchema, type ErrorDetail } from "../http/errors.js";
+
+/** A catalogue code, or another string from a newer gateway (`http_error` when the body was not the gateway's). */
+export type GatewayErrorCode = HttpErrorCode | "http_error" | (string & {});
 
 /**
  * A non-2xx answer of the gateway, as a caller (agent client, runner) receives it: the HTTP status and
@@ -8,7 +12,7 @@ export class GatewayError extends Error {
   override readonly name = "GatewayError";
   constructor(
     readonly status: number,
-    readonly code: string,
+    readonly code: GatewayErrorCode,
     message: string,
     readonly details?: ErrorDetail[],
     /** Seconds the gateway asked to wait (`Retry-After`), on a 429 or 503. */

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { HttpErrorCode } from "../http/error-catalogue.js";
 import { ApiError } from "../http/errors.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import type { ConfigStore } from "./config-store.js";
@@ -17,7 +18,7 @@ import { checkToolsetTools } from "./toolset-checks.js";
 const READ = ["configuration:read"] as const;
 const WRITE = ["configuration:write"] as const;
 
-function found<T>(value: T | null, code: string, message: string): T {
+function found<T>(value: T | null, code: HttpErrorCode, message: string): T {
   if (value === null) throw ApiError.notFound(code, message);
   return value;
 }

@@ -22,4 +22,4 @@ export { PhaseConflictError, type AssignmentKey, type LocalAssignment, type Outb
 export { PHASES, type Phase } from "./phases.js";
 export type { Logger } from "./logger.js";
 export { dryRun, type DryRunRequest, type DryRunResponse, type DryRunSample } from "./dry-run.js";
-export { GatewayError } from "../client/errors.js";
+export { GatewayError, type GatewayErrorCode } from "../client/errors.js";
