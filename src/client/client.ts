@@ -41,11 +41,20 @@ export class ToolgateClient {
   createBinding(binding: RequestBody<"createBinding">, options?: CallOptions) {
     return this.#call("createBinding", {}, binding, options);
   }
+  listBindings(options?: CallOptions) {
+    return this.#call("listBindings", {}, undefined, options);
+  }
+  getBinding(bindingId: string, options?: CallOptions) {
+    return this.#call("getBinding", { binding_id: bindingId }, undefined, options);
+  }
   publishToolsetVersion(toolset: string, version: RequestBody<"publishToolsetVersion">, options?: CallOptions) {
     return this.#call("publishToolsetVersion", { toolset }, version, options);
   }
   getToolsetVersion(toolset: string, version: string, options?: CallOptions) {
     return this.#call("getToolsetVersion", { toolset, version }, undefined, options);
+  }
+  listToolsetVersions(toolset: string, options?: CallOptions) {
+    return this.#call("listToolsetVersions", { toolset }, undefined, options);
   }
   publishAgentVersion(agent: string, version: RequestBody<"publishAgentVersion">, options?: CallOptions) {
     return this.#call("publishAgentVersion", { agent }, version, options);
@@ -53,11 +62,18 @@ export class ToolgateClient {
   getAgentVersion(agentVersion: string, options?: CallOptions) {
     return this.#call("getAgentVersion", { agent_version: agentVersion }, undefined, options);
   }
+  listAgentVersions(agent: string, options?: CallOptions) {
+    return this.#call("listAgentVersions", { agent }, undefined, options);
+  }
   createSession(session: RequestBody<"createSession">, options?: CallOptions) {
     return this.#call("createSession", {}, session, options);
   }
   getSession(sessionId: string, options?: CallOptions) {
     return this.#call("getSession", { session_id: sessionId }, undefined, options);
+  }
+  /** The agent's sessions. */
+  listSessions(agent: string, options?: CallOptions) {
+    return this.#call("listSessions", {}, undefined, { ...options, query: { agent } });
   }
   createRun(sessionId: string, options?: CallOptions) {
     return this.#call("createRun", { session_id: sessionId }, undefined, options);
@@ -157,12 +173,12 @@ export class ToolgateClient {
     return this.getAssignment(assignmentId, signal ? { signal } : {});
   }
 
-  async #call<K extends OperationId>(id: K, params: Record<string, string>, body: unknown, options?: CallOptions): Promise<ResponseBody<K>> {
+  async #call<K extends OperationId>(id: K, params: Record<string, string>, body: unknown, options?: CallOptions & { query?: Record<string, string> }): Promise<ResponseBody<K>> {
     const signal = callSignal(options);
     const { method } = operations[id];
     const response = await sendWithRetry(
       () =>
-        fetch(this.#url(id, params), {
+        fetch(this.#url(id, params, options?.query), {
           method,
           headers: { ...this.#headers(), ...(body === undefined ? {} : { "content-type": "application/json" }) },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -175,13 +191,15 @@ export class ToolgateClient {
     return (await response.json()) as ResponseBody<K>;
   }
 
-  #url(id: OperationId, params: Record<string, string>): URL {
+  #url(id: OperationId, params: Record<string, string>, query: Record<string, string> = {}): URL {
     const path = operations[id].path.replace(/\{(\w+)\}/g, (_, name: string) => {
       const value = params[name];
       if (value === undefined) throw new Error(`${id}: path parameter '${name}' is missing`);
       return encodeURIComponent(value);
     });
-    return new URL(path, this.#baseUrl);
+    const url = new URL(path, this.#baseUrl);
+    for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
+    return url;
   }
 
   #headers(): Record<string, string> {

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { UsageReportSchema } from "../context/context-windows.js";
 import { ContextWindowSchema } from "../context/window.js";
+import { AgentVersionListSchema, BindingListSchema, SessionListSchema, ToolsetVersionListSchema } from "../config/routes.js";
 import { AgentVersionSchema, BindingSchema, CreateSessionSchema, PublishAgentVersionSchema, PublishToolsetVersionSchema, SessionSchema, ToolsetVersionSchema } from "../config/schemas.js";
 import { DryRunRequestSchema, DryRunResponseSchema } from "../dryrun/route.js";
 import { RunEvent } from "../execution/events/run-events.js";
@@ -22,12 +23,17 @@ export interface Operation {
  */
 export const operations = {
   createBinding: { method: "POST", path: "/v1/bindings", body: BindingSchema, response: BindingSchema },
+  listBindings: { method: "GET", path: "/v1/bindings", response: BindingListSchema },
+  getBinding: { method: "GET", path: "/v1/bindings/{binding_id}", response: BindingSchema },
   publishToolsetVersion: { method: "POST", path: "/v1/toolsets/{toolset}/versions", body: PublishToolsetVersionSchema, response: ToolsetVersionSchema },
   getToolsetVersion: { method: "GET", path: "/v1/toolsets/{toolset}/versions/{version}", response: ToolsetVersionSchema },
+  listToolsetVersions: { method: "GET", path: "/v1/toolsets/{toolset}/versions", response: ToolsetVersionListSchema },
   publishAgentVersion: { method: "POST", path: "/v1/agents/{agent}/versions", body: PublishAgentVersionSchema, response: AgentVersionSchema },
   getAgentVersion: { method: "GET", path: "/v1/agent-versions/{agent_version}", response: AgentVersionSchema },
+  listAgentVersions: { method: "GET", path: "/v1/agents/{agent}/versions", response: AgentVersionListSchema },
   createSession: { method: "POST", path: "/v1/sessions", body: CreateSessionSchema, response: SessionSchema },
   getSession: { method: "GET", path: "/v1/sessions/{session_id}", response: SessionSchema },
+  listSessions: { method: "GET", path: "/v1/sessions", response: SessionListSchema },
   createRun: { method: "POST", path: "/v1/sessions/{session_id}/runs", response: RunSchema },
   getRun: { method: "GET", path: "/v1/runs/{run_id}", response: RunSchema },
   createToolCall: { method: "POST", path: "/v1/runs/{run_id}/tool-calls", body: CreateToolCallSchema, response: CreateToolCallResultSchema },

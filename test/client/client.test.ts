@@ -29,6 +29,12 @@ describe("toolgate/client", () => {
     agentVersion = (await client.publishAgentVersion(AGENT, { toolset: "client-tools", toolset_version: "v1", max_context_tokens: 100_000 })).agent_version;
     expect((await client.getAgentVersion(agentVersion)).toolset_version).toBe("v1");
     sessionId = (await client.createSession({ agent_version: agentVersion, subject: "user-1" })).session_id;
+    expect((await client.listBindings()).bindings.map((b) => b.binding_id).sort()).toEqual(["notes-read", "notes-write"]);
+    expect((await client.getBinding("notes-write")).tool_kind).toBe("write");
+    expect((await client.listToolsetVersions("client-tools")).versions.map((v) => v.version)).toEqual(["v1"]);
+    expect((await client.listAgentVersions(AGENT)).versions.map((v) => v.agent_version)).toEqual([agentVersion]);
+    expect((await client.listSessions(AGENT)).sessions.map((s) => s.session_id)).toEqual([sessionId]);
+    expect((await client.getSession(sessionId)).agent_version).toBe(agentVersion);
     nc = await connect({ servers: nats.url });
     executor = new ProtocolExecutor(nc, SCOPE, "client-executor", ["notes-read", "notes-write"]);
     await executor.heartbeat();
