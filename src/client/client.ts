@@ -1,5 +1,6 @@
 import type { AssignmentState } from "../execution/model/assignment-states.js";
 import { TERMINAL_ASSIGNMENT_STATES } from "../execution/model/assignment-states.js";
+import { ModelTools } from "./model-tools.js";
 import { parseEventStream, toRunEvent, type RunEventWithId } from "./event-source.js";
 import { operations, type OperationId, type RequestBody, type ResponseBody } from "./operations.js";
 import { DEFAULT_RETRY, callSignal, sendWithRetry, sleep, type CallOptions, type RetryPolicy } from "./transport.js";
@@ -64,6 +65,11 @@ export class ToolgateClient {
   }
   listAgentVersions(agent: string, options?: CallOptions) {
     return this.#call("listAgentVersions", { agent }, undefined, options);
+  }
+  /** The tools an agent version pins (its toolset version's), ready to offer to a model. */
+  async agentTools(agentVersion: string, options?: CallOptions): Promise<ModelTools> {
+    const pinned = await this.getAgentVersion(agentVersion, options);
+    return new ModelTools((await this.getToolsetVersion(pinned.toolset, pinned.toolset_version, options)).tools);
   }
   createSession(session: RequestBody<"createSession">, options?: CallOptions) {
     return this.#call("createSession", {}, session, options);

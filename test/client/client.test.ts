@@ -67,8 +67,10 @@ describe("toolgate/client", () => {
   });
 
   it("callTool is idempotent by tool_call_id and result() waits over the event stream for the stored projection", async () => {
+    const offered = await client.agentTools(agentVersion);
+    expect(offered.anthropic().map((t) => t.name)).toEqual(["notes__read", "notes__write"]);
     const run = await client.createRun(sessionId);
-    const call = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: { q: "x" }, tool_call_id: "call-1" });
+    const call = await client.callTool(run.run_id, { tool_name: offered.toolName("notes__read"), arguments: { q: "x" }, tool_call_id: "call-1" });
     expect(call.created).toBe(true);
     const settled = call.result({ timeoutMs: 60_000 });
     await complete(call.assignmentId, { notes: ["a", "b"] });
