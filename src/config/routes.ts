@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { HttpErrorCode } from "../http/error-catalogue.js";
 import { ApiError } from "../http/errors.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import type { ConfigStore } from "./config-store.js";
@@ -14,10 +15,15 @@ import {
 } from "./schemas.js";
 import { checkToolsetTools } from "./toolset-checks.js";
 
+export const BindingListSchema = z.object({ bindings: z.array(BindingSchema) });
+export const ToolsetVersionListSchema = z.object({ versions: z.array(ToolsetVersionSchema) });
+export const AgentVersionListSchema = z.object({ versions: z.array(AgentVersionSchema) });
+export const SessionListSchema = z.object({ sessions: z.array(SessionSchema) });
+
 const READ = ["configuration:read"] as const;
 const WRITE = ["configuration:write"] as const;
 
-function found<T>(value: T | null, code: string, message: string): T {
+function found<T>(value: T | null, code: HttpErrorCode, message: string): T {
   if (value === null) throw ApiError.notFound(code, message);
   return value;
 }
@@ -45,7 +51,7 @@ export function configRoutes(store: ConfigStore): RouteDef[] {
       summary: "List registered bindings",
       tags: ["configuration"],
       permissions: READ,
-      response: z.object({ bindings: z.array(BindingSchema) }),
+      response: BindingListSchema,
       handler: async () => ({ bindings: await store.listBindings() }),
     }),
     defineRoute({
@@ -81,7 +87,7 @@ export function configRoutes(store: ConfigStore): RouteDef[] {
       tags: ["configuration"],
       permissions: READ,
       params: z.object({ toolset: ToolsetIdSchema }),
-      response: z.object({ versions: z.array(ToolsetVersionSchema) }),
+      response: ToolsetVersionListSchema,
       handler: async ({ params }) => ({ versions: await store.listToolsetVersions(params.toolset) }),
     }),
     defineRoute({
@@ -119,7 +125,7 @@ export function configRoutes(store: ConfigStore): RouteDef[] {
       permissions: READ,
       params: z.object({ agent: AgentIdSchema }),
       agentScope: ({ params }) => params.agent,
-      response: z.object({ versions: z.array(AgentVersionSchema) }),
+      response: AgentVersionListSchema,
       handler: async ({ params }) => ({ versions: await store.listAgentVersions(params.agent) }),
     }),
     defineRoute({
@@ -157,7 +163,7 @@ export function configRoutes(store: ConfigStore): RouteDef[] {
       permissions: ["runtime:read", "configuration:read"],
       query: z.object({ agent: AgentIdSchema }),
       agentScope: ({ query }) => query.agent,
-      response: z.object({ sessions: z.array(SessionSchema) }),
+      response: SessionListSchema,
       handler: async ({ query }) => ({ sessions: (await store.listSessions()).filter((s) => s.agent === query.agent) }),
     }),
     defineRoute({

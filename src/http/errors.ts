@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { HttpErrorCode } from "./error-catalogue.js";
 
 /**
  * The project-wide error shape, on every non-2xx response:
@@ -32,7 +33,8 @@ export class ApiError extends Error {
   override readonly name = "ApiError";
   constructor(
     readonly status: number,
-    readonly code: string,
+    /** Declared with this status in the catalogue (`error-catalogue.ts`). */
+    readonly code: HttpErrorCode,
     message: string,
     readonly details?: ErrorDetail[],
     /** Response headers that belong to the error, e.g. `Retry-After` on a 429. */
@@ -49,11 +51,11 @@ export class ApiError extends Error {
     return new ApiError(400, "validation_failed", message, details);
   }
 
-  static notFound(code: string, message: string): ApiError {
+  static notFound(code: HttpErrorCode, message: string): ApiError {
     return new ApiError(404, code, message);
   }
 
-  static conflict(code: string, message: string): ApiError {
+  static conflict(code: HttpErrorCode, message: string): ApiError {
     return new ApiError(409, code, message);
   }
 }

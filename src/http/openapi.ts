@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ErrorBodySchema } from "./errors.js";
 import type { RouteDef } from "./route.js";
+import { codesOfStatus } from "./error-catalogue.js";
 
 type JsonSchema = Record<string, unknown>;
 
@@ -14,15 +15,10 @@ function jsonSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
   return rest;
 }
 
-const ERROR_STATUSES: Record<string, string> = {
-  "400": "Invalid request (validation_failed, invalid_json)",
-  "401": "No or unknown API key (unauthenticated)",
-  "403": "permission_denied or agent_out_of_scope",
-  "404": "Not found",
-  "409": "Conflict (e.g. already_published)",
-  "413": "Body too large (payload_too_large)",
-  "429": "rate_limited: the identity's request rate is exceeded; see Retry-After",
-};
+/** The error answers every operation may give, each described by the catalogue codes of its status. */
+const ERROR_STATUSES: Record<string, string> = Object.fromEntries(
+  [400, 401, 403, 404, 409, 413, 429].map((status) => [String(status), `code: ${codesOfStatus(status).join(" | ")}`]),
+);
 
 function parameters(schema: z.ZodObject | undefined, where: "path" | "query"): unknown[] {
   if (!schema) return [];

@@ -29,7 +29,7 @@ export type DryRunResponse = z.infer<typeof DryRunResponse>;
  * Asks the gateway's `POST /v1/tools/dry-run` what the model would see of a result, for a product's
  * own tests: feed it real result samples and check that cursors, ids and statuses stay visible.
  * It creates no run and executes nothing. `apiKey` needs the agent's scope and one of
- * `runtime:read`, `configuration:read` or `tools:execute`. A refusal throws `ApiError` (status, code).
+ * `runtime:read`, `configuration:read` or `tools:execute`. A refusal throws `GatewayError` (status, code).
  */
 export async function dryRun(target: GatewayTarget, request: DryRunRequest): Promise<DryRunResponse> {
   const samples = request.mock_receipts.map((s, i) => ({ receipt_id: s.receipt_id ?? `dry-run-${i + 1}`, kind: s.kind ?? "completed", ...("result" in s ? { result: s.result } : {}) }));

@@ -1,5 +1,5 @@
 import { parseExactJson, toJsonText } from "../budget/index.js";
-import { ApiError, ErrorBodySchema } from "../http/errors.js";
+import { GatewayError } from "../client/errors.js";
 
 /** Where the gateway's HTTP API is, and the API key to call it with. */
 export interface GatewayTarget {
@@ -9,7 +9,7 @@ export interface GatewayTarget {
 
 /**
  * One JSON request to the gateway's HTTP API; resolves to the parsed body of a 2xx answer. Any other
- * answer throws `ApiError` with the gateway's own status, code, message and details.
+ * answer throws `GatewayError` with the gateway's own status, code, message and details.
  */
 export async function requestGateway(target: GatewayTarget, method: "GET" | "POST", path: string, body?: unknown): Promise<unknown> {
   const response = await fetch(new URL(path, target.baseUrl), {
@@ -17,12 +17,6 @@ export async function requestGateway(target: GatewayTarget, method: "GET" | "POS
     headers: { authorization: `Bearer ${target.apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
     ...(body === undefined ? {} : { body: toJsonText(body) }), // exact numbers both ways
   });
-  const parsed: unknown = await response.text().then(parseExactJson).catch(() => null);
-  if (!response.ok) {
-    const error = ErrorBodySchema.safeParse(parsed);
-    throw error.success
-      ? new ApiError(response.status, error.data.error.code, error.data.error.message, error.data.error.details)
-      : new ApiError(response.status, "http_error", `${method} ${path} answered HTTP ${response.status}`);
-  }
-  return parsed;
+  if (!response.ok) throw await GatewayError.fromResponse(response, `${method} ${path}`);
+  return parseExactJson(await response.text());
 }

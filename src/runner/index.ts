@@ -23,4 +23,4 @@ export { PhaseConflictError, type AssignmentKey, type LocalAssignment, type Outb
 export { PHASES, type Phase } from "./phases.js";
 export type { Logger } from "./logger.js";
 export { dryRun, type DryRunRequest, type DryRunResponse, type DryRunSample } from "./dry-run.js";
-export { ApiError } from "../http/errors.js";
+export { GatewayError, type GatewayErrorCode } from "../client/errors.js";

@@ -12,7 +12,7 @@ const AssignmentParams = z.object({ assignment_id: Id });
 /** An event id as it travels in a query or a header: decimal digits. */
 const Sequence = z.string().regex(/^[0-9]{1,16}$/, "an event id of this stream (a non-negative integer)").transform(Number);
 
-const ReconcileSchema = z
+export const ReconcileSchema = z
   .discriminatedUnion("outcome", [
     z.strictObject({ outcome: z.literal("completed"), result: jsonValueSchema.describe("The result the operation did produce") }),
     z.strictObject({ outcome: z.literal("failed"), error: z.strictObject({ code: z.string().min(1).max(128), message: z.string().max(4096) }) }),
@@ -20,7 +20,7 @@ const ReconcileSchema = z
   ])
   .meta({ title: "Reconcile" });
 
-const DetachResultSchema = z
+export const DetachResultSchema = z
   .object({
     executor_id: Id,
     scope: Id,
@@ -29,6 +29,10 @@ const DetachResultSchema = z
     retried: z.array(Id).describe("Confirmed reads offered again (binding retry_reads_safe)"),
   })
   .meta({ title: "DetachResult" });
+
+export const CancelTaskSchema = z.strictObject({ reason: z.string().min(1).max(4096).optional() }).default({}).meta({ title: "CancelTask" });
+export const CompensationResultSchema = z.object({ created: z.boolean().describe("false when this write was compensated before"), compensation: AssignmentSchema });
+export const DetachExecutorSchema = z.strictObject({ scope: Id.describe("The executor scope it belongs to") }).meta({ title: "DetachExecutor" });
 
 /**
  * The section-4 operations besides run cancel (which lives with the runs), and the run's event
@@ -67,7 +71,7 @@ export function operationRoutes(execution: Execution): RouteDef[] {
       tags: ["runtime"],
       permissions: ["runtime:write"],
       params: AssignmentParams,
-      body: z.strictObject({ reason: z.string().min(1).max(4096).optional() }).default({}).meta({ title: "CancelTask" }),
+      body: CancelTaskSchema,
       response: AssignmentSchema,
       agentScope: ({ params }) => assignmentAgent(params.assignment_id),
       handler: async ({ params, body }) => {
@@ -83,7 +87,7 @@ export function operationRoutes(execution: Execution): RouteDef[] {
       tags: ["runtime"],
       permissions: ["runtime:write"],
       params: AssignmentParams,
-      response: z.object({ created: z.boolean().describe("false when this write was compensated before"), compensation: AssignmentSchema }),
+      response: CompensationResultSchema,
       agentScope: ({ params }) => assignmentAgent(params.assignment_id),
       handler: async ({ params }) => {
         const { created, compensation } = await execution.compensation.compensate(params.assignment_id);
@@ -115,7 +119,7 @@ export function operationRoutes(execution: Execution): RouteDef[] {
       tags: ["operations"],
       permissions: ["tools:execute"],
       params: z.object({ executor_id: Id }),
-      body: z.strictObject({ scope: Id.describe("The executor scope it belongs to") }).meta({ title: "DetachExecutor" }),
+      body: DetachExecutorSchema,
       response: DetachResultSchema,
       handler: async ({ params, body }) => ({ executor_id: params.executor_id, scope: body.scope, ...(await execution.detach.detach(body.scope, params.executor_id)) }),
     }),

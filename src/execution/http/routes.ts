@@ -61,7 +61,10 @@ const CreateToolCallSchema = z
   })
   .meta({ id: "CreateToolCall" });
 
-export { AssignmentSchema, RunSchema };
+const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
+const RunHistorySchema = z.object({ run_id: Id, state: z.enum(RUN_STATES), tool_calls: z.array(HistoryEntrySchema) });
+
+export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, HistoryEntrySchema, RunHistorySchema, RunSchema };
 export const RunParams = z.object({ run_id: Id });
 
 /** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
@@ -118,7 +121,7 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       params: RunParams,
       body: CreateToolCallSchema,
       exactNumbers: true,
-      response: z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema }),
+      response: CreateToolCallResultSchema,
       status: 201,
       agentScope: ({ params }) => runAgent(params.run_id),
       handler: async ({ params, body }) => {
@@ -146,7 +149,7 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       tags: ["runtime"],
       permissions: ["runtime:read"],
       params: RunParams,
-      response: z.object({ run_id: Id, state: z.enum(RUN_STATES), tool_calls: z.array(HistoryEntrySchema) }),
+      response: RunHistorySchema,
       agentScope: ({ params }) => runAgent(params.run_id),
       handler: async ({ params }) => {
         const run = await execution.runs.get(params.run_id);

@@ -1,0 +1,238 @@
+import type { AssignmentState } from "../execution/model/assignment-states.js";
+import { TERMINAL_ASSIGNMENT_STATES } from "../execution/model/assignment-states.js";
+import { ModelTools } from "./model-tools.js";
+import { parseEventStream, toRunEvent, type RunEventWithId } from "./event-source.js";
+import { operations, type OperationId, type RequestBody, type ResponseBody } from "./operations.js";
+import { DEFAULT_RETRY, callSignal, sendWithRetry, sleep, type CallOptions, type RetryPolicy } from "./transport.js";
+
+export interface ToolgateClientOptions {
+  /** The gateway's API, e.g. `http://127.0.0.1:8080`. */
+  baseUrl: string;
+  /** An identity's API key (docs/configuration.md); sent as `Authorization: Bearer`. */
+  apiKey: string;
+  /** Retrying of 429 and 503 answers; the defaults are {@link DEFAULT_RETRY}. */
+  retry?: Partial<RetryPolicy>;
+}
+
+export type Assignment = ResponseBody<"getAssignment">;
+export type Run = ResponseBody<"getRun">;
+/** A tool call as the agent sends it; `tool_call_id` (the model's id of the call) makes a repeated call return the same assignment. */
+export type ToolCallRequest = RequestBody<"createToolCall"> & { tool_call_id: string };
+
+/** The states after which an assignment's answer to the model no longer changes by itself (reconciliation waits for an operator). */
+const SETTLED: ReadonlySet<AssignmentState> = new Set([...TERMINAL_ASSIGNMENT_STATES, "reconciliation_required"]);
+
+/**
+ * The agent-side SDK over toolgate's HTTP API: configuration (bindings, toolset and agent versions,
+ * sessions), runs and tool calls, the run's event stream, history, the section-4 operations, the
+ * context window and the dry-run. Every method takes an optional `signal` and `timeoutMs`; a refusal
+ * throws `GatewayError` with the gateway's catalogue code.
+ */
+export class ToolgateClient {
+  readonly #baseUrl: string;
+  readonly #apiKey: string;
+  readonly #retry: RetryPolicy;
+
+  constructor(options: ToolgateClientOptions) {
+    this.#baseUrl = options.baseUrl;
+    this.#apiKey = options.apiKey;
+    this.#retry = { ...DEFAULT_RETRY, ...options.retry };
+  }
+
+  createBinding(binding: RequestBody<"createBinding">, options?: CallOptions) {
+    return this.#call("createBinding", {}, binding, options);
+  }
+  listBindings(options?: CallOptions) {
+    return this.#call("listBindings", {}, undefined, options);
+  }
+  getBinding(bindingId: string, options?: CallOptions) {
+    return this.#call("getBinding", { binding_id: bindingId }, undefined, options);
+  }
+  publishToolsetVersion(toolset: string, version: RequestBody<"publishToolsetVersion">, options?: CallOptions) {
+    return this.#call("publishToolsetVersion", { toolset }, version, options);
+  }
+  getToolsetVersion(toolset: string, version: string, options?: CallOptions) {
+    return this.#call("getToolsetVersion", { toolset, version }, undefined, options);
+  }
+  listToolsetVersions(toolset: string, options?: CallOptions) {
+    return this.#call("listToolsetVersions", { toolset }, undefined, options);
+  }
+  publishAgentVersion(agent: string, version: RequestBody<"publishAgentVersion">, options?: CallOptions) {
+    return this.#call("publishAgentVersion", { agent }, version, options);
+  }
+  getAgentVersion(agentVersion: string, options?: CallOptions) {
+    return this.#call("getAgentVersion", { agent_version: agentVersion }, undefined, options);
+  }
+  listAgentVersions(agent: string, options?: CallOptions) {
+    return this.#call("listAgentVersions", { agent }, undefined, options);
+  }
+  /** The tools an agent version pins (its toolset version's), ready to offer to a model. */
+  async agentTools(agentVersion: string, options?: CallOptions): Promise<ModelTools> {
+    const pinned = await this.getAgentVersion(agentVersion, options);
+    return new ModelTools((await this.getToolsetVersion(pinned.toolset, pinned.toolset_version, options)).tools);
+  }
+  createSession(session: RequestBody<"createSession">, options?: CallOptions) {
+    return this.#call("createSession", {}, session, options);
+  }
+  getSession(sessionId: string, options?: CallOptions) {
+    return this.#call("getSession", { session_id: sessionId }, undefined, options);
+  }
+  /** The agent's sessions. */
+  listSessions(agent: string, options?: CallOptions) {
+    return this.#call("listSessions", {}, undefined, { ...options, query: { agent } });
+  }
+  createRun(sessionId: string, options?: CallOptions) {
+    return this.#call("createRun", { session_id: sessionId }, undefined, options);
+  }
+  getRun(runId: string, options?: CallOptions) {
+    return this.#call("getRun", { run_id: runId }, undefined, options);
+  }
+  completeRun(runId: string, options?: CallOptions) {
+    return this.#call("completeRun", { run_id: runId }, undefined, options);
+  }
+  cancelRun(runId: string, options?: CallOptions) {
+    return this.#call("cancelRun", { run_id: runId }, undefined, options);
+  }
+
+  /** Creates the tool call (or finds it again by its `tool_call_id`); `result()` waits for its answer. */
+  async callTool(runId: string, call: ToolCallRequest, options?: CallOptions): Promise<ToolCall> {
+    const { created, assignment } = await this.#call("createToolCall", { run_id: runId }, call, options);
+    return new ToolCall(this, created, assignment);
+  }
+  getAssignment(assignmentId: string, options?: CallOptions) {
+    return this.#call("getAssignment", { assignment_id: assignmentId }, undefined, options);
+  }
+  /** What the model sees: each tool call of the run with its stored projection. */
+  history(runId: string, options?: CallOptions) {
+    return this.#call("getRunHistory", { run_id: runId }, undefined, options);
+  }
+
+  /** Ask the executor to stop a running business task (not the run). */
+  cancelTask(assignmentId: string, reason?: string, options?: CallOptions) {
+    return this.#call("cancelTask", { assignment_id: assignmentId }, reason === undefined ? {} : { reason }, options);
+  }
+  /** Undo a completed write by a compensation assignment. */
+  compensate(assignmentId: string, options?: CallOptions) {
+    return this.#call("compensate", { assignment_id: assignmentId }, undefined, options);
+  }
+  /** Settle a reconciliation_required assignment as an operator. */
+  reconcile(assignmentId: string, settlement: RequestBody<"reconcileAssignment">, options?: CallOptions) {
+    return this.#call("reconcileAssignment", { assignment_id: assignmentId }, settlement, options);
+  }
+  /** Detach an executor: its claims return to the candidates; the runs go on. */
+  detachExecutor(executorId: string, scope: string, options?: CallOptions) {
+    return this.#call("detachExecutor", { executor_id: executorId }, { scope }, options);
+  }
+
+  /** Report a model call's billed input tokens; answers the context window. */
+  reportUsage(runId: string, usage: RequestBody<"reportUsage">, options?: CallOptions) {
+    return this.#call("reportUsage", { run_id: runId }, usage, options);
+  }
+  /** The run's context size and whether the next model request must be compacted (`must_compact`). */
+  contextWindow(runId: string, options?: CallOptions) {
+    return this.#call("getRunContext", { run_id: runId }, undefined, options);
+  }
+  /** What the model would see of result samples; executes nothing. */
+  dryRun(request: RequestBody<"dryRunTool">, options?: CallOptions) {
+    return this.#call("dryRunTool", {}, request, options);
+  }
+
+  /**
+   * The run's events, from after `after` (0: from the start). A dropped connection is resumed with
+   * `Last-Event-ID`, so no event is missed or repeated; ends only by the signal (or an error answer).
+   */
+  async *runEvents(runId: string, options: CallOptions & { after?: number } = {}): AsyncGenerator<RunEventWithId> {
+    const signal = callSignal(options);
+    let last = options.after ?? 0;
+    for (;;) {
+      const response = await sendWithRetry(
+        () => fetch(this.#url("getRunEvents", { run_id: runId }), { headers: { ...this.#headers(), accept: "text/event-stream", "last-event-id": String(last) }, signal }),
+        "getRunEvents",
+        this.#retry,
+        signal,
+      );
+      try {
+        for await (const raw of parseEventStream(response.body!)) {
+          const event = toRunEvent(raw);
+          last = event.id;
+          yield event;
+        }
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        if (!(err instanceof TypeError)) throw err; // a network failure is resumed; anything else is a bug to surface
+      }
+      await sleep(this.#retry.initialDelayMs, signal); // the connection ended: resume after the last event
+    }
+  }
+
+  /** Waits over the run's event stream until the assignment is settled, then reads it with its stored projection. */
+  async settled(runId: string, assignmentId: string, options: CallOptions = {}): Promise<Assignment> {
+    const signal = callSignal(options);
+    const events = this.runEvents(runId, { ...(signal ? { signal } : {}) });
+    try {
+      for await (const { event } of events) {
+        if (event.type === "assignment" && event.assignment_id === assignmentId && SETTLED.has(event.to)) break;
+      }
+    } finally {
+      await events.return(undefined);
+    }
+    return this.getAssignment(assignmentId, signal ? { signal } : {});
+  }
+
+  async #call<K extends OperationId>(id: K, params: Record<string, string>, body: unknown, options?: CallOptions & { query?: Record<string, string> }): Promise<ResponseBody<K>> {
+    const signal = callSignal(options);
+    const { method } = operations[id];
+    const response = await sendWithRetry(
+      () =>
+        fetch(this.#url(id, params, options?.query), {
+          method,
+          headers: { ...this.#headers(), ...(body === undefined ? {} : { "content-type": "application/json" }) },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          ...(signal ? { signal } : {}),
+        }),
+      id,
+      this.#retry,
+      signal,
+    );
+    return (await response.json()) as ResponseBody<K>;
+  }
+
+  #url(id: OperationId, params: Record<string, string>, query: Record<string, string> = {}): URL {
+    const path = operations[id].path.replace(/\{(\w+)\}/g, (_, name: string) => {
+      const value = params[name];
+      if (value === undefined) throw new Error(`${id}: path parameter '${name}' is missing`);
+      return encodeURIComponent(value);
+    });
+    const url = new URL(path, this.#baseUrl);
+    for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
+    return url;
+  }
+
+  #headers(): Record<string, string> {
+    return { authorization: `Bearer ${this.#apiKey}` };
+  }
+}
+
+/** A created (or found again) tool call. */
+export class ToolCall {
+  constructor(
+    readonly client: ToolgateClient,
+    /** false when the same `tool_call_id` was created before. */
+    readonly created: boolean,
+    /** The assignment as it was when the call was answered. */
+    readonly assignment: Assignment,
+  ) {}
+
+  get assignmentId(): string {
+    return this.assignment.assignment_id;
+  }
+
+  /**
+   * Waits (over the run's event stream, no polling) until the tool call is settled and answers its
+   * assignment: `context_preview` is the stored projection the model sees; `outcome` says why not, when
+   * it did not complete.
+   */
+  result(options?: CallOptions): Promise<Assignment> {
+    return this.client.settled(this.assignment.run_id, this.assignment.assignment_id, options);
+  }
+}

@@ -1,0 +1,36 @@
+import { RunEvent } from "../execution/events/run-events.js";
+
+/** One event of a run's stream with its id (the stream sequence, what `Last-Event-ID` resumes after). */
+export interface RunEventWithId {
+  id: number;
+  event: RunEvent;
+}
+
+/**
+ * Reads `text/event-stream` bytes into events: `id:` and `data:` lines, a blank line ends an event;
+ * comments (`: heartbeat`) and `retry:` are skipped.
+ */
+export async function* parseEventStream(body: ReadableStream<Uint8Array>): AsyncGenerator<{ id?: string; data: string }> {
+  let buffer = "";
+  let id: string | undefined;
+  let data: string[] = [];
+  for await (const chunk of body.pipeThrough(new TextDecoderStream())) {
+    buffer += chunk;
+    let newline: number;
+    while ((newline = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, newline).replace(/\r$/, "");
+      buffer = buffer.slice(newline + 1);
+      if (line === "") {
+        if (data.length > 0) yield { ...(id === undefined ? {} : { id }), data: data.join("\n") };
+        id = undefined;
+        data = [];
+      } else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      else if (line.startsWith("id:")) id = line.slice(3).trim();
+    }
+  }
+}
+
+/** Parses one event's data with the route's own event schema. */
+export function toRunEvent(raw: { id?: string; data: string }): RunEventWithId {
+  return { id: Number(raw.id), event: RunEvent.parse(JSON.parse(raw.data)) };
+}

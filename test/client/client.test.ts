@@ -1,0 +1,190 @@
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GatewayError, ToolgateClient, operations, type OperationId } from "../../src/client/index.js";
+import { ADMIN_KEY, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+
+const SCOPE = "client-scope";
+const AGENT = "client-agent";
+
+/** The agent-side SDK against a real gateway, a real nats-server and a wire-protocol executor. */
+describe("toolgate/client", () => {
+  let nats: TestNats;
+  let gw: TestGateway;
+  let nc: NatsConnection;
+  let executor: ProtocolExecutor;
+  let client: ToolgateClient;
+  let sessionId: string;
+  let agentVersion: string;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startExecutionGateway(nats.url);
+    client = new ToolgateClient({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY });
+    await client.createBinding({ binding_id: "notes-read", executor_scope: SCOPE, tool_kind: "read" });
+    await client.createBinding({ binding_id: "notes-write", executor_scope: SCOPE, tool_kind: "write" });
+    const tool = (name: string, binding_id: string) => ({ name, description: `the ${name} tool`, binding_id, input_schema: { type: "object" }, output_schema: { type: "object" } });
+    await client.publishToolsetVersion("client-tools", { version: "v1", tools: [tool("notes.read", "notes-read"), tool("notes.write", "notes-write")] });
+    agentVersion = (await client.publishAgentVersion(AGENT, { toolset: "client-tools", toolset_version: "v1", max_context_tokens: 100_000 })).agent_version;
+    expect((await client.getAgentVersion(agentVersion)).toolset_version).toBe("v1");
+    sessionId = (await client.createSession({ agent_version: agentVersion, subject: "user-1" })).session_id;
+    expect((await client.listBindings()).bindings.map((b) => b.binding_id).sort()).toEqual(["notes-read", "notes-write"]);
+    expect((await client.getBinding("notes-write")).tool_kind).toBe("write");
+    expect((await client.listToolsetVersions("client-tools")).versions.map((v) => v.version)).toEqual(["v1"]);
+    expect((await client.listAgentVersions(AGENT)).versions.map((v) => v.agent_version)).toEqual([agentVersion]);
+    expect((await client.listSessions(AGENT)).sessions.map((s) => s.session_id)).toEqual([sessionId]);
+    expect((await client.getSession(sessionId)).agent_version).toBe(agentVersion);
+    nc = await connect({ servers: nats.url });
+    executor = new ProtocolExecutor(nc, SCOPE, "client-executor", ["notes-read", "notes-write"]);
+    await executor.heartbeat();
+  });
+  afterAll(async () => {
+    executor?.close();
+    await nc?.close();
+    await gw?.close();
+    await nats?.stop();
+  });
+
+  /** Claims, accepts and completes an assignment the way an executor does. */
+  async function complete(assignmentId: string, result: unknown): Promise<void> {
+    await executor.heartbeat();
+    const candidate = await executor.pullFor(assignmentId);
+    const reply = await executor.claim(assignmentId, candidate.generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    expect((await executor.send(executor.accepted(reply.grant))).status).toBe("recorded");
+    expect((await executor.send(executor.receipt(reply.grant, { kind: "completed", result }))).status).toBe("recorded");
+  }
+
+  it("calls every route with the server's own declaration: same method, path and schema objects", () => {
+    for (const [id, op] of Object.entries(operations) as [OperationId, (typeof operations)[OperationId]][]) {
+      const route = gw.gateway.routes.find((r) => r.id === id);
+      expect(route, id).toBeDefined();
+      expect({ id, method: route!.method, path: route!.path }).toEqual({ id, method: op.method, path: op.path });
+      expect(route!.response, `${id} response`).toBe(op.response);
+      expect(route!.body, `${id} body`).toBe("body" in op ? op.body : undefined);
+    }
+  });
+
+  it("callTool is idempotent by tool_call_id and result() waits over the event stream for the stored projection", async () => {
+    const offered = await client.agentTools(agentVersion);
+    expect(offered.anthropic().map((t) => t.name)).toEqual(["notes__read", "notes__write"]);
+    const run = await client.createRun(sessionId);
+    const call = await client.callTool(run.run_id, { tool_name: offered.toolName("notes__read"), arguments: { q: "x" }, tool_call_id: "call-1" });
+    expect(call.created).toBe(true);
+    const settled = call.result({ timeoutMs: 60_000 });
+    await complete(call.assignmentId, { notes: ["a", "b"] });
+    const answer = await settled;
+    expect(answer.state).toBe("completed");
+    expect(answer.context_preview).not.toBeNull();
+    expect(JSON.stringify(answer.context_preview)).toContain("notes");
+
+    const again = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: { q: "x" }, tool_call_id: "call-1" });
+    expect(again.created).toBe(false);
+    expect(again.assignmentId).toBe(call.assignmentId);
+    expect((await again.result()).context_preview).toEqual(answer.context_preview); // settled before: answered from the replayed events
+
+    const history = await client.history(run.run_id);
+    expect(history.tool_calls.map((t) => [t.tool_call_id, t.state])).toEqual([["call-1", "completed"]]);
+    expect(history.tool_calls[0]!.context_preview).toEqual(answer.context_preview);
+
+    const window = await client.reportUsage(run.run_id, { input_tokens: 1_000, prompt_text_bytes: 3_000 });
+    expect(window.run_id).toBe(run.run_id);
+    expect(await client.contextWindow(run.run_id)).toMatchObject({ must_compact: false, prompt_text_bytes: 3_000 });
+    expect((await client.completeRun(run.run_id)).state).toBe("completed");
+  });
+
+  it("resumes the event stream after a given event id", async () => {
+    const run = await client.createRun(sessionId);
+    await client.callTool(run.run_id, { tool_name: "notes.read", arguments: {}, tool_call_id: "call-events" });
+    const controller = new AbortController();
+    const firstTwo: number[] = [];
+    for await (const { id } of client.runEvents(run.run_id, { signal: controller.signal })) {
+      firstTwo.push(id);
+      if (firstTwo.length === 2) break;
+    }
+    const [first, second] = firstTwo;
+    for await (const { id } of client.runEvents(run.run_id, { after: first! })) {
+      expect(id).toBe(second);
+      break;
+    }
+    await client.cancelRun(run.run_id);
+  });
+
+  it("a result() wait ends by its timeout or its signal", async () => {
+    const run = await client.createRun(sessionId);
+    const call = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: {}, tool_call_id: "never-claimed" });
+    await expect(call.result({ timeoutMs: 200 })).rejects.toMatchObject({ name: "TimeoutError" });
+    const controller = new AbortController();
+    const waiting = call.result({ signal: controller.signal });
+    controller.abort(new Error("the user went away"));
+    await expect(waiting).rejects.toThrow("the user went away");
+    const cancelled = await client.cancelRun(run.run_id);
+    expect(cancelled.state).toBe("cancelled");
+    expect((await call.result()).state).toBe("withdrawn");
+  });
+
+  it("the operations: task cancel, compensation, detach; and the dry-run", async () => {
+    const run = await client.createRun(sessionId);
+    const write = await client.callTool(run.run_id, { tool_name: "notes.write", arguments: {}, tool_call_id: "write-1" });
+    await complete(write.assignmentId, { written: true });
+    expect((await write.result()).state).toBe("completed");
+    const { created, compensation } = await client.compensate(write.assignmentId);
+    expect(created).toBe(true);
+    expect(compensation.compensates).toBe(write.assignmentId);
+
+    const task = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: {}, tool_call_id: "task-1" });
+    const candidate = await executor.pullFor(task.assignmentId);
+    const reply = await executor.claim(task.assignmentId, candidate.generation);
+    if (reply.status !== "granted") throw new Error(reply.code);
+    await executor.send(executor.accepted(reply.grant));
+    const asked = await client.cancelTask(task.assignmentId, "no longer needed");
+    expect(asked.task_cancel?.reason).toBe("no longer needed");
+
+    const detached = await client.detachExecutor("client-executor", SCOPE);
+    expect(detached).toMatchObject({ executor_id: "client-executor", scope: SCOPE });
+    expect([...detached.reconciliation_required, ...detached.released, ...detached.retried]).toContain(task.assignmentId);
+
+    const preview = await client.dryRun({ agent_version: agentVersion, tool_name: "notes.read", mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { n: 1 } }] });
+    expect(preview.execution_verified).toBe(false);
+    expect(preview.context_preview).not.toBeNull();
+    await client.cancelRun(run.run_id);
+  });
+
+  it("a refusal is a GatewayError with the catalogue code, not retried", async () => {
+    const error = await client.getRun("no-such-run").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GatewayError);
+    expect(error).toMatchObject({ status: 404, code: "run_not_found" });
+    const invalid = await client.createBinding({ binding_id: "bad binding", executor_scope: SCOPE, tool_kind: "read" }).catch((e: unknown) => e);
+    expect(invalid).toMatchObject({ status: 400, code: "validation_failed" });
+    expect((invalid as GatewayError).details?.[0]?.path).toContain("binding_id");
+  });
+});
+
+describe("toolgate/client retries a 429 honouring Retry-After", () => {
+  let nats: TestNats;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startExecutionGateway(nats.url, {}, { TOOLGATE_RATE_LIMIT_RPS: "5", TOOLGATE_RATE_LIMIT_BURST: "1" });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await nats?.stop();
+  });
+
+  it("without retries the 429 surfaces as rate_limited with the wait; with them the same calls succeed", async () => {
+    const once = new ToolgateClient({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY, retry: { retries: 0 } });
+    const answers = await Promise.allSettled([1, 2, 3].map(() => once.getSession("ses-none")));
+    const limited = answers.flatMap((a) => (a.status === "rejected" && a.reason instanceof GatewayError && a.reason.status === 429 ? [a.reason] : []));
+    expect(limited.length).toBeGreaterThan(0);
+    expect(limited[0]).toMatchObject({ code: "rate_limited" });
+    expect(limited[0]!.retryAfterSeconds).toBeGreaterThan(0);
+
+    const patient = new ToolgateClient({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY, retry: { retries: 10 } });
+    const retried = await Promise.allSettled([1, 2, 3].map(() => patient.getSession("ses-none")));
+    // Every call got past the rate limit to the gateway's real answer: no such session.
+    expect(retried.map((a) => (a.status === "rejected" ? (a.reason as GatewayError).code : "answered"))).toEqual(["session_not_found", "session_not_found", "session_not_found"]);
+  });
+});
