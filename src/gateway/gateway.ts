@@ -21,7 +21,7 @@ import type { RouteDef } from "../http/route.js";
 import { createHttpApp } from "../http/server.js";
 import { systemRoutes, type Readiness } from "../http/system-routes.js";
 import { createLogger, type Logger } from "../log/logger.js";
-import { MCP_SERVER_VERSION, registerMcpEndpoint } from "../mcp/endpoint.js";
+import { MCP_SERVER_VERSION, registerMcpEndpoint } from "../mcp-server/endpoint.js";
 import { GatewayMetrics } from "../metrics/metrics.js";
 import { startMetricsServer, type MetricsServer } from "../metrics/server.js";
 import { natsConnectionOptions } from "../nats/connect.js";

@@ -7,7 +7,7 @@ import { ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson } from "../../src/budget/canonical-json.js";
-import { TOOL_CALL_ID_META } from "../../src/mcp/session-server.js";
+import { TOOL_CALL_ID_META } from "../../src/mcp-server/session-server.js";
 import { BusinessCancelled, BusinessFailure, ToolRunner } from "../../src/runner/index.js";
 import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -271,10 +271,10 @@ describe("toolgate as an MCP server", () => {
       fetch(endpoint(), { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(init) });
     const anonymous = await post();
     expect(anonymous.status).toBe(401);
-    expect((await anonymous.json()).error.code).toBe("unauthenticated");
+    expect(((await anonymous.json()) as { error: { code: string } }).error.code).toBe("unauthenticated");
     const outOfScope = await post(SCOPED_KEY);
     expect(outOfScope.status).toBe(403);
-    expect((await outOfScope.json()).error.code).toBe("agent_out_of_scope");
+    expect(((await outOfScope.json()) as { error: { code: string } }).error.code).toBe("agent_out_of_scope");
     await expect(connectClient(SCOPED_KEY)).rejects.toThrow();
     const missing = await fetch(`${gw.baseUrl}/v1/sessions/no-such-session/mcp`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` }, body: JSON.stringify(init) });
     expect(missing.status).toBe(404);
