@@ -1,5 +1,5 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type CreateTaskResult } from "@modelcontextprotocol/sdk/types.js";
 import type { ConfigStore } from "../config/config-store.js";
 import type { Execution } from "../execution/execution.js";
 import { sessionMcpRunId } from "../execution/model/ids.js";
@@ -8,6 +8,7 @@ import type { Logger } from "../log/logger.js";
 import { Id } from "../wire/messages.js";
 import { callResult, toolError } from "./call-result.js";
 import { settledView } from "./settled-view.js";
+import { RunTaskStore, taskOf } from "./task-store.js";
 import { mcpTool } from "./tool-listing.js";
 
 /** The `_meta` key of a `tools/call` that names the tool call: it becomes its `tool_call_id` (the idempotency key). */
@@ -24,12 +25,20 @@ export interface SessionServerDeps {
  * The MCP server of one connection, bound to one toolgate session. `tools/list` is the toolset
  * version the session's agent version pins; `tools/call` is a tool call on the session's MCP run
  * (one per session, made on first use) answered with its stored projection once settled.
- * `isClosed` tells a closing connection (a client disconnect: the call goes on) from a client's
- * `notifications/cancelled` (the business-task cancel); both abort the handler's signal.
+ * A `tools/call` with `task` is an MCP task (see `RunTaskStore`). `isClosed` tells a closing
+ * connection (a client disconnect: the call goes on) from a client's `notifications/cancelled` (the
+ * business-task cancel); both abort the handler's signal.
  */
 export function sessionServer(deps: SessionServerDeps, sessionId: string, isClosed: () => boolean): Server {
   const { store, execution, log } = deps;
-  const server = new Server({ name: "toolgate", version: deps.version }, { capabilities: { tools: { listChanged: false } } });
+  const runId = sessionMcpRunId(sessionId);
+  const server = new Server(
+    { name: "toolgate", version: deps.version },
+    {
+      capabilities: { tools: { listChanged: false }, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+      taskStore: new RunTaskStore(execution, runId),
+    },
+  );
 
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     const session = await store.getSession(sessionId);
@@ -47,14 +56,14 @@ export function sessionServer(deps: SessionServerDeps, sessionId: string, isClos
     return { tools };
   });
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult | CreateTaskResult> => {
     const { name, arguments: args = {}, _meta } = request.params;
     const key = _meta?.[TOOL_CALL_ID_META];
     if (key !== undefined && !Id.safeParse(key).success)
       return toolError("invalid_tool_call_id", `_meta["${TOOL_CALL_ID_META}"] must be 1-128 characters of A-Z a-z 0-9 _ -`);
     let assignmentId: string;
     try {
-      const run = await execution.runs.open(sessionId, sessionMcpRunId(sessionId));
+      const run = await execution.runs.open(sessionId, runId);
       const created = await execution.toolCalls.create(run.run_id, { tool_name: name, arguments: args, ...(typeof key === "string" ? { tool_call_id: key } : {}) });
       assignmentId = created.assignment.assignment_id;
     } catch (err) {
@@ -63,6 +72,9 @@ export function sessionServer(deps: SessionServerDeps, sessionId: string, isClos
       if (err instanceof ApiError && err.status < 500) return toolError(err.code, err.message, err.details);
       throw err;
     }
+
+    // A task-augmented call answers at once with its task: the assignment, stored before this answer.
+    if (request.params.task) return { task: taskOf(await execution.history.assignment(assignmentId)) };
 
     extra.signal.addEventListener(
       "abort",

@@ -26,6 +26,7 @@ export function mcpTool(tool: ToolDefinition, binding: Binding): Tool {
     description: tool.description,
     inputSchema: tool.input_schema as Tool["inputSchema"],
     ...(objects ? { outputSchema: { type: "object", anyOf: [tool.output_schema, CUT_RESULT_SCHEMA] } as Tool["outputSchema"] } : {}),
+    execution: { taskSupport: "optional" },
     annotations: read ? { readOnlyHint: true, destructiveHint: false, idempotentHint: true } : { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
   };
 }

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, CreateTaskResultSchema, ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson } from "../../src/budget/canonical-json.js";
@@ -263,6 +263,35 @@ describe("toolgate as an MCP server", () => {
     expect(seen[0]).toMatchObject({ progress: 1, message: JSON.stringify({ step: "started" }) });
     gates.get("prog-1")!();
     expect((await pending).structuredContent).toEqual({ written: "prog-1" });
+  });
+
+  it("runs a call as an MCP task: its id is the assignment, tasks/get and tasks/result give the stored projection, tasks/cancel is the business-task cancel", async () => {
+    const { client } = await connectClient();
+    const asTask = (key: string) =>
+      client.request({ method: "tools/call", params: { name: "notes.write", arguments: { key, mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: key } } }, CreateTaskResultSchema);
+    const { task } = await asTask("task-1");
+    expect(task.status).toBe("working");
+    expect((await getAssignment(task.taskId)).tool_call_id).toBe("task-1");
+    await until("task-1 to start", () => (gates.has("task-1") ? true : undefined));
+    expect((await client.experimental.tasks.getTask(task.taskId)).status).toBe("working");
+    expect((await asTask("task-1")).task.taskId).toBe(task.taskId); // re-issued with its key: the same task
+    gates.get("task-1")!();
+    await until("task-1 to complete", async () => ((await client.experimental.tasks.getTask(task.taskId)).status === "completed" ? true : undefined));
+    const result = (await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)) as CallToolResult;
+    expect(result.structuredContent).toEqual({ written: "task-1" });
+    expect(textOf(result)).toBe(canonicalJson((await getAssignment(task.taskId)).context_preview.result));
+    expect(executions.get("task-1")).toBe(1);
+
+    const { task: stopped } = await asTask("task-2");
+    await until("task-2 to start", () => (gates.has("task-2") ? true : undefined));
+    await client.experimental.tasks.cancelTask(stopped.taskId);
+    await until("task-2 to be cancelled", async () => ((await client.experimental.tasks.getTask(stopped.taskId)).status === "cancelled" ? true : undefined));
+    const settled = await getAssignment(stopped.taskId);
+    expect(settled.task_cancel.reason).toBe("the MCP client cancelled the task");
+    expect((await gw.http("GET", `/v1/runs/${settled.run_id}`)).body.state).toBe("active");
+    expect(errorOf((await client.experimental.tasks.getTaskResult(stopped.taskId, CallToolResultSchema)) as CallToolResult).code).toBe("cancelled");
+    const listed = (await client.experimental.tasks.listTasks()).tasks.map((t) => t.taskId);
+    expect(listed).toEqual(expect.arrayContaining([task.taskId, stopped.taskId]));
   });
 
   it("keeps the runtime API's keys and scopes: 401 without a key, 403 out of the agent's scope", async () => {
