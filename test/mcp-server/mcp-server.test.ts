@@ -20,7 +20,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
  * against a real gateway on a real nats-server, with a real executor (the ToolRunner SDK on SQLite)
  * whose handlers keep their own ledger of executions.
  */
-type WriteArgs = { key: string; mode: "ok" | "fail" | "wait" };
+type WriteArgs = { key: string; mode: "ok" | "fail" | "wait" | "explode" };
 
 const BIG_BYTES = 200 * 1024;
 const BUDGET = 16_384;
@@ -80,6 +80,8 @@ describe("toolgate as an MCP server", () => {
         const { key, mode } = ctx.arguments;
         executions.set(key, (executions.get(key) ?? 0) + 1);
         if (mode === "fail") throw new BusinessFailure("no_room", "the notebook is full");
+        // Anything else thrown leaves the outcome unknown: the runner reports reconciliation_required.
+        if (mode === "explode") throw new Error("connection lost after the write");
         if (mode === "wait") {
           await ctx.progress({ step: "started" });
           await new Promise<void>((resolve, reject) => {
@@ -116,7 +118,7 @@ describe("toolgate as an MCP server", () => {
   const assignmentOf = (result: CallToolResult) => result._meta?.["io.toolgate/assignment_id"] as string;
   const getAssignment = async (id: string) => (await gw.http("GET", `/v1/assignments/${id}`)).body;
   const textOf = (result: CallToolResult) => (result.content[0] as { type: "text"; text: string }).text;
-  const errorOf = (result: CallToolResult) => JSON.parse(textOf(result)).error as { code: string; message: string };
+  const errorOf = (result: CallToolResult) => JSON.parse(textOf(result)).error as { code: string; message: string; details?: unknown };
   /** The assignment of the session's MCP run made for tool call `key`, once it is running (its business started). */
   const runningCall = async (key: string) => {
     await until(`${key} to start`, () => (gates.has(key) ? true : undefined));
@@ -187,6 +189,16 @@ describe("toolgate as an MCP server", () => {
     expect(result.isError).toBe(true);
     expect(errorOf(result)).toMatchObject({ code: "no_room", message: "the notebook is full" });
     expect((await getAssignment(JSON.parse(textOf(result)).error.details.assignment_id)).state).toBe("failed");
+  });
+
+  it("never reports an unknown outcome (reconciliation_required) as a success", async () => {
+    const { client } = await connectClient();
+    const result = await call(client, "notes.write", { key: "boom-1", mode: "explode" }, "boom-1");
+    expect(result.isError).toBe(true);
+    const error = errorOf(result) as { code: string; details: { state: string; assignment_id: string } };
+    expect(error.details.state).toBe("reconciliation_required");
+    expect((await getAssignment(error.details.assignment_id)).outcome.error.code).toBe(error.code);
+    expect(result.structuredContent).toBeUndefined();
   });
 
   it("reports invalid arguments as a tool error the model can correct, executing nothing", async () => {
@@ -292,6 +304,20 @@ describe("toolgate as an MCP server", () => {
     expect(errorOf((await client.experimental.tasks.getTaskResult(stopped.taskId, CallToolResultSchema)) as CallToolResult).code).toBe("cancelled");
     const listed = (await client.experimental.tasks.listTasks()).tasks.map((t) => t.taskId);
     expect(listed).toEqual(expect.arrayContaining([task.taskId, stopped.taskId]));
+  });
+
+  it("answers a call on an ended MCP run with run_terminated, a tool error; the HTTP API is what ends it", async () => {
+    const ended = await seedSession(gw.gateway.store, { scope: "mcp", agent: "mcp-agent", tools: [{ name: "notes.find", binding_id: "mcp-find" }] });
+    const transport = new StreamableHTTPClientTransport(new URL(`${gw.baseUrl}/v1/sessions/${ended}/mcp`), { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } });
+    const client = new Client({ name: "toolgate-test", version: "1.0.0" });
+    await client.connect(transport);
+    clients.push(client);
+    const first = await call(client, "notes.find", { q: "a" });
+    const run = (await getAssignment(assignmentOf(first))).run_id;
+    expect((await gw.http("POST", `/v1/runs/${run}:complete`)).status).toBe(200);
+    const late = await call(client, "notes.find", { q: "b" });
+    expect(late.isError).toBe(true);
+    expect(errorOf(late).code).toBe("run_terminated");
   });
 
   it("keeps the runtime API's keys and scopes: 401 without a key, 403 out of the agent's scope", async () => {
