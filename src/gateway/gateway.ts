@@ -147,7 +147,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     metrics.instrumentHttp(app);
     const limits = new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST);
     registerRoutes(app, routes, identities, limits);
-    registerMcpEndpoint(app, { store, execution, log: logger, version: MCP_SERVER_VERSION }, identities, limits);
+    registerMcpEndpoint(app, { store, execution, log: logger, version: MCP_SERVER_VERSION }, config.TOOLGATE_MCP_MAX_SESSIONS, identities, limits);
     registerConsole(app);
     // Prometheus text, not a JSON API route: registered beside the declared routes, absent from OpenAPI.
     if (config.TOOLGATE_METRICS_PORT === undefined) app.get("/metrics", async (_req, reply) => {

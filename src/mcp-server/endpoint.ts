@@ -29,7 +29,8 @@ interface Connection {
  * runtime API. An MCP session (`Mcp-Session-Id`) lives in this process, bound to the toolgate session
  * of its URL and the identity that opened it; the run it calls tools on does not (see `sessionMcpRunId`).
  */
-export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDeps, identities: IdentityRegistry, limits?: TokenBuckets): void {
+export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDeps, maxSessions: number, identities: IdentityRegistry, limits?: TokenBuckets): void {
+  // In order of last use: the first is the one closed when a new session would pass `maxSessions`.
   const connections = new Map<string, Connection>();
   const route = { method: "POST" as const, path: MCP_PATH, permissions: ["runtime:write" as const] };
   const onRequest = authorize(route, identities, limits);
@@ -50,6 +51,8 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDep
       // Another session's or another identity's MCP session is as unknown here as an ended one.
       if (!connection || connection.sessionId !== session.session_id || connection.identity !== identity.name)
         throw ApiError.notFound("mcp_session_not_found", `MCP session '${mcpSession}' is not open on session '${session.session_id}': initialize a new one`);
+      connections.delete(mcpSession);
+      connections.set(mcpSession, connection);
     } else if (request.method === "POST" && isInitializeRequest(request.body)) {
       connection = open(session.session_id, identity.name);
     } else {
@@ -61,7 +64,7 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDep
 
   function open(sessionId: string, identity: string): Connection {
     const connection: Connection = {
-      transport: new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, onsessioninitialized: (id) => void connections.set(id, connection) }),
+      transport: new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, onsessioninitialized: (id) => admit(id, connection) }),
       sessionId,
       identity,
       closed: false,
@@ -73,6 +76,13 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDep
     };
     void server.connect(connection.transport);
     return connection;
+  }
+
+  function admit(id: string, connection: Connection): void {
+    connections.set(id, connection);
+    if (connections.size <= maxSessions) return;
+    const [, oldest] = connections.entries().next().value!;
+    void oldest.transport.close(); // its onclose forgets it
   }
 
   for (const method of ["POST", "GET", "DELETE"] as const) app.route({ method, url: "/v1/sessions/:session_id/mcp", onRequest, handler });

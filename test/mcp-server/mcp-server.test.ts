@@ -320,6 +320,26 @@ describe("toolgate as an MCP server", () => {
     expect(errorOf(late).code).toBe("run_terminated");
   });
 
+  it("keeps at most TOOLGATE_MCP_MAX_SESSIONS open: the least recently used is closed, and its client can initialize again", async () => {
+    const small = await startExecutionGateway(nats.url, {}, { TOOLGATE_MCP_MAX_SESSIONS: "1" });
+    try {
+      const open = async () => {
+        const client = new Client({ name: "toolgate-test", version: "1.0.0" });
+        await client.connect(new StreamableHTTPClientTransport(new URL(`${small.baseUrl}/v1/sessions/${sessionId}/mcp`), { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } }));
+        clients.push(client);
+        return client;
+      };
+      const first = await open();
+      expect((await first.listTools()).tools.length).toBe(4);
+      const second = await open();
+      await expect(first.listTools()).rejects.toThrow(/404|not open/);
+      expect((await second.listTools()).tools.length).toBe(4);
+      expect((await (await open()).listTools()).tools.length).toBe(4);
+    } finally {
+      await small.close();
+    }
+  });
+
   it("keeps the runtime API's keys and scopes: 401 without a key, 403 out of the agent's scope", async () => {
     const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } } };
     const post = (key?: string) =>
