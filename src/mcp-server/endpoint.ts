@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -7,11 +8,12 @@ import { ApiError } from "../http/errors.js";
 import type { IdentityRegistry } from "../http/identities.js";
 import type { TokenBuckets } from "../http/rate-limit.js";
 import { authorize } from "../http/register.js";
+import { fastifyPath } from "../http/route.js";
 import { zodDetails } from "../validation/details.js";
 import { sessionServer, type SessionServerDeps } from "./session-server.js";
 
-/** The version toolgate's MCP server announces (the package's). */
-export const MCP_SERVER_VERSION = "0.1.0";
+/** The version toolgate's MCP server announces: the package's (the same path from `src/` and `dist/`). */
+export const MCP_SERVER_VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 /** The MCP endpoint of a toolgate session (Streamable HTTP: POST messages, GET its stream, DELETE ends it). */
 export const MCP_PATH = "/v1/sessions/{session_id}/mcp";
@@ -32,8 +34,6 @@ interface Connection {
 export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDeps, maxSessions: number, identities: IdentityRegistry, limits?: TokenBuckets): void {
   // In order of last use: the first is the one closed when a new session would pass `maxSessions`.
   const connections = new Map<string, Connection>();
-  const route = { method: "POST" as const, path: MCP_PATH, permissions: ["runtime:write" as const] };
-  const onRequest = authorize(route, identities, limits);
 
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const raw = (request.params as { session_id?: unknown }).session_id;
@@ -85,7 +85,8 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDep
     void oldest.transport.close(); // its onclose forgets it
   }
 
-  for (const method of ["POST", "GET", "DELETE"] as const) app.route({ method, url: "/v1/sessions/:session_id/mcp", onRequest, handler });
+  for (const method of ["POST", "GET", "DELETE"] as const)
+    app.route({ method, url: fastifyPath(MCP_PATH), onRequest: authorize({ method, path: MCP_PATH, permissions: ["runtime:write"] }, identities, limits), handler });
   // Open MCP streams would hold the server's close: end them first (their calls go on, as after any disconnect).
   app.addHook("preClose", async () => {
     await Promise.all([...connections.values()].map((c) => c.transport.close()));
