@@ -20,7 +20,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
  * against a real gateway on a real nats-server, with a real executor (the ToolRunner SDK on SQLite)
  * whose handlers keep their own ledger of executions.
  */
-type WriteArgs = { key: string; mode: "ok" | "fail" | "wait" | "explode" };
+type WriteArgs = { key: string; mode: "ok" | "fail" | "wait" | "explode" | "forbidden" };
 
 const BIG_BYTES = 200 * 1024;
 const BUDGET = 16_384;
@@ -59,7 +59,8 @@ describe("toolgate as an MCP server", () => {
       scope: "mcp",
       store: join(dir, "runner.db"),
       logger: pino({ level: "silent" }),
-      authorize: () => true,
+      // The product refuses a grant it does not allow: a `refused` receipt, nothing executed.
+      authorize: (grant) => ((grant.arguments as Partial<WriteArgs>).mode === "forbidden" ? { allowed: false, reason: "not your notebook" } : true),
       answerTimeoutMs: 500,
       maxResendIntervalMs: 1_000,
       requestTimeoutMs: 1_000,
@@ -189,6 +190,14 @@ describe("toolgate as an MCP server", () => {
     expect(result.isError).toBe(true);
     expect(errorOf(result)).toMatchObject({ code: "no_room", message: "the notebook is full" });
     expect((await getAssignment(JSON.parse(textOf(result)).error.details.assignment_id)).state).toBe("failed");
+  });
+
+  it("reports a product refusal as a tool error with its code, executing nothing", async () => {
+    const { client } = await connectClient();
+    const result = await call(client, "notes.write", { key: "refuse-1", mode: "forbidden" }, "refuse-1");
+    expect(result.isError).toBe(true);
+    expect(errorOf(result)).toMatchObject({ code: "authorization_refused", message: "not your notebook" });
+    expect(executions.has("refuse-1")).toBe(false);
   });
 
   it("never reports an unknown outcome (reconciliation_required) as a success", async () => {
@@ -353,5 +362,8 @@ describe("toolgate as an MCP server", () => {
     await expect(connectClient(SCOPED_KEY)).rejects.toThrow();
     const missing = await fetch(`${gw.baseUrl}/v1/sessions/no-such-session/mcp`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` }, body: JSON.stringify(init) });
     expect(missing.status).toBe(404);
+    const noSession = await fetch(endpoint(), { method: "GET", headers: { accept: "text/event-stream", authorization: `Bearer ${ADMIN_KEY}` } });
+    expect(noSession.status).toBe(400);
+    expect(((await noSession.json()) as { error: { code: string } }).error.code).toBe("mcp_session_required");
   });
 });
