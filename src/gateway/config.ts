@@ -41,6 +41,10 @@ const GatewayEnvShape = {
     meaning: "claims one executor may hold at once (claimed or running); beyond it a claim is refused `too_many_claims` (the ToolRunner retries later; keep its `maxConcurrent` below this)",
     allowed: "integer 1..1024",
   }),
+  TOOLGATE_MCP_MAX_SESSIONS: envVar(z.coerce.number().int().min(1).max(1_000_000).default(10_000), {
+    meaning: "MCP sessions one replica keeps open; beyond it the least recently used is closed (a client disconnect: its tool calls go on; the client initializes again)",
+    allowed: "integer 1..1000000",
+  }),
   TOOLGATE_RECEIPT_CONCURRENCY: envVar(z.coerce.number().int().min(1).max(4096).default(64), {
     meaning: "receipts one replica processes at once; it pulls up to twice as many from the shared `gateway` consumer. Total throughput scales with replicas × this, up to the consumer's `max_ack_pending`",
     allowed: "integer 1..4096",

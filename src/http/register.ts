@@ -27,7 +27,7 @@ function parsePart(schema: z.ZodType | undefined, raw: unknown, where: string, d
  * identity (401) and permission (403) before the body is even parsed; then the identity's rate limit
  * (429); then request validation (400); then the agent scope (403 `agent_out_of_scope`); then the handler.
  */
-function authorize(route: RouteDef, identities: IdentityRegistry, limits: TokenBuckets | undefined) {
+export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions">, identities: IdentityRegistry, limits: TokenBuckets | undefined) {
   return async (request: FastifyRequest): Promise<void> => {
     if (route.permissions === "public") return;
     const identity = identities.authenticate(request.headers.authorization);

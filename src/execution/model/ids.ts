@@ -9,6 +9,11 @@ export function newRunId(): string {
   return `run_${randomBytes(16).toString("base64url")}`;
 }
 
+/** The run a session's MCP clients share: derived from the session, so every connection and gateway process finds the same one. */
+export function sessionMcpRunId(sessionId: string): string {
+  return `run_mcp_${createHash("sha256").update(sessionId, "utf8").digest("base64url").slice(0, 32)}`;
+}
+
 export function assignmentIdFor(runId: string, toolCallId: string | undefined): string {
   if (toolCallId === undefined) return `asg_${randomBytes(16).toString("base64url")}`;
   return `asg_${createHash("sha256").update(`${runId}\n${toolCallId}`, "utf8").digest("base64url").slice(0, 32)}`;

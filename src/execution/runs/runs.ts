@@ -44,12 +44,26 @@ export class RunService {
   ) {}
 
   async create(sessionId: string): Promise<RunRecord> {
+    const res = await this.write(sessionId, newRunId());
+    if (!res.created) throw new ApiError(500, "run_id_collision", "run id collision; retry");
+    return res.run;
+  }
+
+  /** The run of `sessionId` named `runId`: created on first use, the stored one after (whichever process made it). */
+  async open(sessionId: string, runId: string): Promise<RunRecord> {
+    const known = await this.runs.get(runId);
+    const run = known ? known.value : (await this.write(sessionId, runId)).run;
+    if (run.session_id !== sessionId) throw new ApiError(500, "run_id_collision", `run '${runId}' belongs to another session`);
+    return run;
+  }
+
+  private async write(sessionId: string, runId: string): Promise<{ created: boolean; run: RunRecord }> {
     const session = await this.sessions.getSession(sessionId);
     if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
     const pinned = await this.sessions.getAgentVersion(session.agent_version);
     if (!pinned) throw new ApiError(500, "agent_version_missing", `agent version '${session.agent_version}' of session '${sessionId}' is missing from the store`);
     const run: RunRecord = {
-      run_id: newRunId(),
+      run_id: runId,
       session_id: session.session_id,
       agent: session.agent,
       agent_version: session.agent_version,
@@ -62,9 +76,9 @@ export class RunService {
       ended_at: null,
     };
     const res = await this.runs.create(run.run_id, run);
-    if (!res.created) throw new ApiError(500, "run_id_collision", "run id collision; retry");
-    this.agentOfRun.remember(run.run_id, run.agent);
-    return run;
+    const stored = res.created ? run : res.existing.value;
+    this.agentOfRun.remember(stored.run_id, stored.agent);
+    return { created: res.created, run: stored };
   }
 
   async get(runId: string): Promise<RunRecord> {

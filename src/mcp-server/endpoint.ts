@@ -1,0 +1,94 @@
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { SessionIdSchema } from "../config/ids.js";
+import { ApiError } from "../http/errors.js";
+import type { IdentityRegistry } from "../http/identities.js";
+import type { TokenBuckets } from "../http/rate-limit.js";
+import { authorize } from "../http/register.js";
+import { fastifyPath } from "../http/route.js";
+import { zodDetails } from "../validation/details.js";
+import { sessionServer, type SessionServerDeps } from "./session-server.js";
+
+/** The version toolgate's MCP server announces: the package's (the same path from `src/` and `dist/`). */
+export const MCP_SERVER_VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+
+/** The MCP endpoint of a toolgate session (Streamable HTTP: POST messages, GET its stream, DELETE ends it). */
+export const MCP_PATH = "/v1/sessions/{session_id}/mcp";
+
+interface Connection {
+  transport: StreamableHTTPServerTransport;
+  sessionId: string;
+  identity: string;
+  closed: boolean;
+}
+
+/**
+ * Serves MCP over Streamable HTTP on the gateway's own server, behind the same bearer keys,
+ * permission (`runtime:write`: the endpoint executes tools), rate limit and agent scope as the
+ * runtime API. An MCP session (`Mcp-Session-Id`) lives in this process, bound to the toolgate session
+ * of its URL and the identity that opened it; the run it calls tools on does not (see `sessionMcpRunId`).
+ */
+export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDeps, maxSessions: number, identities: IdentityRegistry, limits?: TokenBuckets): void {
+  // In order of last use: the first is the one closed when a new session would pass `maxSessions`.
+  const connections = new Map<string, Connection>();
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const raw = (request.params as { session_id?: unknown }).session_id;
+    const sessionId = SessionIdSchema.safeParse(raw);
+    if (!sessionId.success) throw ApiError.validation(zodDetails(sessionId.error, SessionIdSchema, raw, ["params", "session_id"]));
+    const session = await deps.store.getSession(sessionId.data);
+    if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId.data}' does not exist: create one with POST /v1/sessions`);
+    const identity = request.identity!;
+    if (!identity.inScope(session.agent)) throw new ApiError(403, "agent_out_of_scope", `identity '${identity.name}' is not scoped to agent '${session.agent}'`);
+
+    const mcpSession = request.headers["mcp-session-id"];
+    let connection: Connection | undefined;
+    if (typeof mcpSession === "string") {
+      connection = connections.get(mcpSession);
+      // Another session's or another identity's MCP session is as unknown here as an ended one.
+      if (!connection || connection.sessionId !== session.session_id || connection.identity !== identity.name)
+        throw ApiError.notFound("mcp_session_not_found", `MCP session '${mcpSession}' is not open on session '${session.session_id}': initialize a new one`);
+      connections.delete(mcpSession);
+      connections.set(mcpSession, connection);
+    } else if (request.method === "POST" && isInitializeRequest(request.body)) {
+      connection = open(session.session_id, identity.name);
+    } else {
+      throw new ApiError(400, "mcp_session_required", "send the Mcp-Session-Id header of an initialized MCP session, or POST an initialize request");
+    }
+    reply.hijack(); // the SDK's transport writes the response
+    await connection.transport.handleRequest(request.raw, reply.raw, request.body);
+  };
+
+  function open(sessionId: string, identity: string): Connection {
+    const connection: Connection = {
+      transport: new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, onsessioninitialized: (id) => admit(id, connection) }),
+      sessionId,
+      identity,
+      closed: false,
+    };
+    const server = sessionServer(deps, sessionId, () => connection.closed);
+    connection.transport.onclose = () => {
+      connection.closed = true;
+      if (connection.transport.sessionId) connections.delete(connection.transport.sessionId);
+    };
+    void server.connect(connection.transport);
+    return connection;
+  }
+
+  function admit(id: string, connection: Connection): void {
+    connections.set(id, connection);
+    if (connections.size <= maxSessions) return;
+    const [, oldest] = connections.entries().next().value!;
+    void oldest.transport.close(); // its onclose forgets it
+  }
+
+  for (const method of ["POST", "GET", "DELETE"] as const)
+    app.route({ method, url: fastifyPath(MCP_PATH), onRequest: authorize({ method, path: MCP_PATH, permissions: ["runtime:write"] }, identities, limits), handler });
+  // Open MCP streams would hold the server's close: end them first (their calls go on, as after any disconnect).
+  app.addHook("preClose", async () => {
+    await Promise.all([...connections.values()].map((c) => c.transport.close()));
+  });
+}

@@ -1,0 +1,98 @@
+import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
+import { ErrorCode, McpError, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
+import type { Execution } from "../execution/execution.js";
+import type { AssignmentView } from "../execution/runs/history.js";
+import { ApiError } from "../http/errors.js";
+import { callResult } from "./call-result.js";
+
+/** How often a client is told to poll a working task. */
+const POLL_INTERVAL_MS = 500;
+/** Tasks listed per page. */
+const PAGE = 100;
+
+/** An assignment's MCP task status: working until settled; an unknown outcome is never `completed`. */
+function taskStatus(state: AssignmentView["state"]): Task["status"] {
+  switch (state) {
+    case "pending":
+    case "claimed":
+    case "running":
+      return "working";
+    case "completed":
+      return "completed";
+    case "cancelled":
+      return "cancelled";
+    default:
+      return "failed";
+  }
+}
+
+export function taskOf(view: AssignmentView): Task {
+  return {
+    taskId: view.assignment_id,
+    status: taskStatus(view.state),
+    ttl: null, // the history keeps every result as long as the run
+    createdAt: new Date(view.created_at).toISOString(),
+    lastUpdatedAt: new Date(view.updated_at).toISOString(),
+    pollInterval: POLL_INTERVAL_MS,
+    ...(view.task_cancel && view.state === "running" ? { statusMessage: "business-task cancel requested" } : {}),
+  };
+}
+
+/**
+ * MCP tasks (2025-11-25) over the session's MCP run: a task is a tool call, its id the assignment id,
+ * durable before `tools/call` returns it. `tasks/get` reads the assignment, `tasks/result` is the
+ * stored projection (the `tools/call` answer), `tasks/cancel` asks for the business-task cancel.
+ * Nothing is kept here: the SDK's own task writes (`storeTaskResult`) have nothing to add.
+ */
+export class RunTaskStore implements TaskStore {
+  constructor(
+    private readonly execution: Execution,
+    private readonly runId: string,
+  ) {}
+
+  createTask(): Promise<Task> {
+    return Promise.reject(new Error("toolgate's tasks are its tool calls: they are created by tools/call"));
+  }
+
+  /** The assignment when it belongs to this session's MCP run; null otherwise (another session's task is unknown here). */
+  private async view(taskId: string): Promise<AssignmentView | null> {
+    const view = await this.execution.history.assignment(taskId).catch((err: unknown) => {
+      if (err instanceof ApiError && err.status === 404) return null;
+      throw err;
+    });
+    return view?.run_id === this.runId ? view : null;
+  }
+
+  async getTask(taskId: string): Promise<Task | null> {
+    const view = await this.view(taskId);
+    return view && taskOf(view);
+  }
+
+  async storeTaskResult(): Promise<void> {}
+
+  async getTaskResult(taskId: string): Promise<Result> {
+    const view = await this.view(taskId);
+    if (!view) throw new McpError(ErrorCode.InvalidParams, `task '${taskId}' is not a tool call of this session`);
+    return callResult(view);
+  }
+
+  async updateTaskStatus(taskId: string, status: Task["status"]): Promise<void> {
+    if (status !== "cancelled") throw new Error(`toolgate's tasks change status only by their executor (asked: ${status})`);
+    try {
+      await this.execution.taskCancel.request(taskId, "the MCP client cancelled the task");
+    } catch (err) {
+      if (err instanceof ApiError && err.status < 500) throw new McpError(ErrorCode.InvalidParams, err.message);
+      throw err;
+    }
+  }
+
+  async listTasks(cursor?: string): Promise<{ tasks: Task[]; nextCursor?: string }> {
+    const run = await this.execution.runs.get(this.runId).catch(() => null);
+    const ids = run?.assignment_ids ?? [];
+    const start = cursor === undefined ? 0 : Number.parseInt(cursor, 10);
+    if (!Number.isInteger(start) || start < 0) throw new McpError(ErrorCode.InvalidParams, `cursor '${cursor}' is not one tasks/list gave`);
+    const page = ids.slice(start, start + PAGE);
+    const tasks = await Promise.all(page.map(async (id) => taskOf(await this.execution.history.assignment(id))));
+    return { tasks, ...(start + PAGE < ids.length ? { nextCursor: String(start + PAGE) } : {}) };
+  }
+}
