@@ -2,6 +2,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, StorageType, RetentionPolicy } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startNatsServer } from "../../src/nats/nats-server-process.js";
+import { benchNatsBinary } from "./bench-nats.js";
 import { runConcurrently } from "./stats.js";
 
 /** The raw engine limits on this machine, in operations per second. */
@@ -36,7 +37,7 @@ export async function measureJetStreamCeiling(options: CeilingOptions = {}): Pro
   const batchedCount = options.batchedCount ?? 30_000;
   const inFlight = options.inFlight ?? 256;
   const log = options.log ?? (() => {});
-  const server = await startNatsServer();
+  const server = await startNatsServer({ binary: benchNatsBinary() });
   const nc = await connect({ servers: server.url });
   try {
     const jsm = await jetstreamManager(nc);
