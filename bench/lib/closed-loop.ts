@@ -49,14 +49,18 @@ export async function closedLoop(command: LevelCommand, call: (caller: number) =
 
 /**
  * The producer's side of the channel: prints `ready`, then answers each command line on stdin with
- * `result <LevelOutcome>` (or `result {"error": ...}`), one level at a time. SIGTERM runs `close`.
+ * `result <LevelOutcome>` (or `result {"error": ...}`), one level at a time. A command with
+ * `prepare: true` only runs `prepare` (work a level needs that is no part of its calls, done before the
+ * driver takes its counters) and answers `result {}`. SIGTERM runs `close`.
  */
-export function serveLevels(runLevel: (command: LevelCommand) => Promise<LevelOutcome>, close: () => Promise<void>): void {
+export function serveLevels(runLevel: (command: LevelCommand) => Promise<LevelOutcome>, close: () => Promise<void>, prepare?: (command: LevelCommand) => Promise<void>): void {
   let queue = Promise.resolve();
   createInterface({ input: process.stdin }).on("line", (line) => {
     queue = queue.then(async () => {
       try {
-        process.stdout.write(`result ${JSON.stringify(await runLevel(JSON.parse(line) as LevelCommand))}\n`);
+        const command = JSON.parse(line) as LevelCommand & { prepare?: boolean };
+        const answer = command.prepare ? await prepare?.(command) : await runLevel(command);
+        process.stdout.write(`result ${JSON.stringify(answer ?? {})}\n`);
       } catch (err) {
         process.stdout.write(`result ${JSON.stringify({ error: err instanceof Error ? err.message : String(err) })}\n`);
       }

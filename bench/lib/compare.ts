@@ -78,7 +78,9 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
     for (const system of [...systems]) {
       log(`warm-up ${system.id}: ${options.warmupSeconds} s, 10 in flight`);
       try {
-        await system.level({ concurrency: 10, seconds: options.warmupSeconds });
+        const warmUp = { concurrency: 10, seconds: options.warmupSeconds };
+        await system.prepare(warmUp);
+        await system.level(warmUp);
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
         log(`  SKIPPED ${system.id}, its warm-up failed: ${reason}`);
@@ -117,6 +119,7 @@ async function measureLevel(system: BenchSystem, command: LevelCommand, others: 
   });
   const base = { id: system.id, name: system.name, concurrency: command.concurrency, seconds: command.seconds, messageUnit: system.messageUnit };
   try {
+    await system.prepare(command);
     const before = await system.snapshot();
     const usageBefore = usage();
     const outcome = await system.level(command);

@@ -2,8 +2,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { spawnBenchChild, waitForLine, type BenchChild } from "../child.js";
-import type { LevelOutcome } from "../closed-loop.js";
-import type { BenchSystem } from "./system.js";
+import { producerLevels, type BenchSystem } from "./system.js";
 
 export interface PeerOptions extends Pick<BenchSystem, "id" | "name" | "messageUnit" | "snapshot"> {
   /** The peer's process module, run as `<entry> workers` and `<entry> producer`. */
@@ -45,7 +44,7 @@ export async function startPeer(options: PeerOptions): Promise<BenchSystem> {
       ["workers", workers.child.pid!],
       options.server,
     ]),
-    level: (command) => producer.request<LevelOutcome>(command),
+    ...producerLevels(producer),
     snapshot: options.snapshot,
     stop,
   };

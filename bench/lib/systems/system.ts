@@ -1,3 +1,4 @@
+import type { BenchChild } from "../child.js";
 import type { LevelCommand, LevelOutcome } from "../closed-loop.js";
 
 /** Counters of a system's store and transport so far; a level's cost is the difference of two. */
@@ -18,11 +19,21 @@ export interface BenchSystem {
   readonly messageUnit: "NATS messages" | "Redis commands";
   /** The pid of each of its processes by role (producer, workers, gateway, nats-server, ...). */
   readonly pids: ReadonlyMap<string, number>;
+  /** What the level needs beforehand that is no part of a call (toolgate: the runs the calls go into). */
+  prepare(command: LevelCommand): Promise<void>;
   /** One closed-loop level in its producer process. */
   level(command: LevelCommand): Promise<LevelOutcome>;
   /** Its counters, once the last call's writes have landed. */
   snapshot(): Promise<Snapshot>;
   stop(): Promise<void>;
+}
+
+/** A system's `prepare` and `level`, through the channel to its producer process (bench/lib/closed-loop.ts). */
+export function producerLevels(producer: BenchChild): Pick<BenchSystem, "prepare" | "level"> {
+  return {
+    prepare: async (command) => void (await producer.request({ ...command, prepare: true })),
+    level: (command) => producer.request<LevelOutcome>(command),
+  };
 }
 
 /** `after - before` per key, keys that did not move left out. */

@@ -144,7 +144,6 @@ async function toolCall(state: { run: string; used: number }): Promise<void> {
 
 serveLevels(
   async (command) => {
-    await stockRuns(command);
     const callers = Array.from({ length: command.concurrency }, () => ({ run: "", used: CALLS_PER_RUN }));
     const outcome = await closedLoop(command, (caller) => toolCall(callers[caller]!));
     bestRate = Math.max(bestRate, (outcome.calls / outcome.elapsedMs) * 1000);
@@ -155,4 +154,5 @@ serveLevels(
     await nc.close();
     agent.destroy();
   },
+  stockRuns,
 );

@@ -8,10 +8,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBenchNats } from "../bench-nats.js";
 import { freePort, spawnBenchChild, waitForLine, type BenchChild } from "../child.js";
-import type { LevelOutcome } from "../closed-loop.js";
 import { importFromTree, type ToolgateTree } from "../toolgate-tree.js";
 import { CONCURRENCY_EACH, WORKERS } from "../workload.js";
-import type { BenchSystem } from "./system.js";
+import { producerLevels, type BenchSystem } from "./system.js";
 
 export type ExecutorKind = "protocol" | "runner";
 
@@ -78,7 +77,7 @@ export async function startToolgate(tree: ToolgateTree, executor: ExecutorKind, 
         ["nats-server", nats.server.child.pid!],
         ["producer", producer.child.pid!],
       ]),
-      level: (command) => producer.request<LevelOutcome>(command),
+      ...producerLevels(producer),
       snapshot: () => nats.snapshot(),
       async stop() {
         // Executors first (they hold claims), the gateway last: as a deployment drains.
