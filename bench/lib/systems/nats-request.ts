@@ -2,21 +2,16 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBenchNats } from "../bench-nats.js";
-import { startPeer } from "./peer.js";
+import { startNatsPeer } from "./peer.js";
 import type { BenchSystem } from "./system.js";
 
 export async function startNatsRequest(dir: string, log: (line: string) => void): Promise<BenchSystem> {
   const nats = await startBenchNats(join(dir, "nats"));
   log(`nats: request/reply on ${nats.server.url}`);
-  return startPeer({
+  return startNatsPeer(nats, {
     id: "nats",
     name: "core NATS request/reply (not persisted)",
-    messageUnit: "NATS messages",
     entry: fileURLToPath(new URL("./nats-request-process.ts", import.meta.url)),
-    env: { NATS_URL: nats.server.url },
     dir,
-    server: ["nats-server", nats.server.child.pid!],
-    snapshot: () => nats.snapshot(),
-    stopServer: () => nats.stop(),
   });
 }

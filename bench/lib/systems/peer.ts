@@ -1,6 +1,7 @@
 /** A peer of toolgate: its workers and its producer, each in its own process, beside the server they use. */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import type { BenchNats } from "../bench-nats.js";
 import { spawnBenchChild, waitForLine, type BenchChild } from "../child.js";
 import { producerLevels, type BenchSystem } from "./system.js";
 
@@ -48,4 +49,16 @@ export async function startPeer(options: PeerOptions): Promise<BenchSystem> {
     snapshot: options.snapshot,
     stop,
   };
+}
+
+/** A peer on a bench-owned nats-server of its own. */
+export function startNatsPeer(nats: BenchNats, options: Pick<PeerOptions, "id" | "name" | "entry" | "dir">): Promise<BenchSystem> {
+  return startPeer({
+    ...options,
+    messageUnit: "NATS messages",
+    env: { NATS_URL: nats.server.url },
+    server: ["nats-server", nats.server.child.pid!],
+    snapshot: () => nats.snapshot(),
+    stopServer: () => nats.stop(),
+  });
 }
