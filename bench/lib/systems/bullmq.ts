@@ -13,7 +13,7 @@ import type { BenchSystem } from "./system.js";
 
 export const BULLMQ_QUEUE = "tool-calls";
 /** What this driver itself sends between levels: no part of any call. */
-const DRIVER_COMMANDS = new Set(["info", "command", "command|info", "scan", "client|setname", "client", "select"]);
+const DRIVER_COMMANDS = new Set(["info", "command", "command|info", "config", "config|get", "scan", "client|setname", "client", "select"]);
 
 export function redisPort(): number {
   return Number(process.env.BENCH_REDIS_PORT ?? 6379);
@@ -51,7 +51,10 @@ export async function startBullmq(dir: string, log: (line: string) => void): Pro
   const persistence = infoFields(await redis.info("persistence"));
   const prefix = `toolgate-bench-${randomUUID().slice(0, 8)}`;
   const { version } = (await import("bullmq/package.json", { with: { type: "json" } })).default as { version: string };
-  log(`bullmq ${version}: Redis ${server.get("redis_version")} on 127.0.0.1:${redisPort()} (aof ${persistence.get("aof_enabled") === "1" ? "on" : "off"}), prefix ${prefix}`);
+  // What a write costs depends on it: the machine's Redis may keep everything in memory only.
+  const [, save] = (await redis.call("CONFIG", "GET", "save")) as [string, string];
+  const durability = persistence.get("aof_enabled") === "1" ? `AOF, appendfsync ${((await redis.call("CONFIG", "GET", "appendfsync")) as string[])[1]}` : save ? `RDB snapshots "${save}", no AOF` : "in memory only: no AOF, no snapshots";
+  log(`bullmq ${version}: Redis ${server.get("redis_version")} on 127.0.0.1:${redisPort()} (${durability}), prefix ${prefix}`);
 
   const writeFlag = new Map<string, boolean>();
   const isWrite = async (command: string): Promise<boolean> => {
@@ -86,7 +89,7 @@ export async function startBullmq(dir: string, log: (line: string) => void): Pro
   };
   return startPeer({
     id: "bullmq",
-    name: `BullMQ ${version}, Redis ${server.get("redis_version")}`,
+    name: `BullMQ ${version}, Redis ${server.get("redis_version")} (${durability})`,
     messageUnit: "Redis commands",
     entry: fileURLToPath(new URL("./bullmq-process.ts", import.meta.url)),
     env: { BENCH_BULLMQ_PREFIX: prefix, BENCH_REDIS_PORT: String(redisPort()) },
