@@ -4,7 +4,8 @@
  * stdout and writes the JSON results to bench/results/ (git-ignored).
  *
  * Environment: BENCH_SYSTEMS (ids, see bench/lib/systems/registry.ts); BENCH_LEVELS=1,10,100 (calls
- * in flight); BENCH_SECONDS=5 (each level); BENCH_WARMUP_SECONDS=2; BENCH_BASELINE_REF=<git ref>
+ * in flight); BENCH_SECONDS=5 (each level); BENCH_ROUNDS=1 (passes over the levels, the report
+ * shows medians); BENCH_WARMUP_SECONDS=2; BENCH_BASELINE_REF=<git ref>
  * (toolgate from that ref too, alternated with this tree); BENCH_SKIP_BUILD=1 (this tree's dist/ is
  * current); BENCH_GATEWAY_LOG (the gateway's LOG_LEVEL, default info); BENCH_PROFILE=<dir> (children
  * under --cpu-prof); BENCH_KEEP=1 (keep logs, stores and the baseline worktree); TOOLGATE_NATS_SERVER
@@ -41,6 +42,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
   const levels = positiveNumbers("BENCH_LEVELS", "1,10,100");
   const [seconds] = positiveNumbers("BENCH_SECONDS", "5");
   const [warmupSeconds] = positiveNumbers("BENCH_WARMUP_SECONDS", "2");
+  const [rounds] = positiveNumbers("BENCH_ROUNDS", "1");
   const startedAt = new Date();
   const loadBefore = loadavg();
 
@@ -53,13 +55,13 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
     if (usesToolgate) for (const tree of trees) if (tree.label !== "" || !process.env.BENCH_SKIP_BUILD) buildTree(tree, log);
     const context = options.context ? await options.context(log) : [];
     log(`systems: ${ids.join(", ")}; levels ${levels.join(", ")} in flight, ${seconds} s each; logs in ${dir}`);
-    const comparison = await compareSystems({ factories: systemFactories(ids, trees, dir, log), levels, seconds: seconds!, warmupSeconds: warmupSeconds!, log });
+    const comparison = await compareSystems({ factories: systemFactories(ids, trees, dir, log), levels, seconds: seconds!, rounds: Math.round(rounds!), warmupSeconds: warmupSeconds!, log });
     const loadAfter = loadavg();
 
     const natsVersion = execFileSync(benchNatsBinary(), ["--version"], { encoding: "utf8" }).trim();
     const header = [
       `bench:${options.bench}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC: ${availableParallelism()} cores (${cpus()[0]?.model ?? "cpu"}), node ${process.version}, ${natsVersion}, file storage R1`,
-      `toolgate trees: ${trees.map((t) => `${t.label || "this tree"} ${t.commit}`).join(", ")}; closed loop, ${levels.join(" / ")} in flight, ${seconds} s a level, levels alternated across systems`,
+      `toolgate trees: ${trees.map((t) => `${t.label || "this tree"} ${t.commit}`).join(", ")}; closed loop, ${levels.join(" / ")} in flight, ${seconds} s a level${rounds! > 1 ? `, ${rounds} rounds` : ""}, levels alternated across systems`,
       `load average (1 min) before / after: ${loadBefore[0]!.toFixed(2)} / ${loadAfter[0]!.toFixed(2)}`,
     ];
     console.log([...header, "", ...context, ...(context.length > 0 ? [""] : []), markdownReport(comparison)].join("\n"));
@@ -67,7 +69,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
     const resultsDir = join(root, "bench/results");
     mkdirSync(resultsDir, { recursive: true });
     const file = join(resultsDir, `${options.bench}-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
-    const meta = { bench: options.bench, startedAt, cores: availableParallelism(), cpu: cpus()[0]?.model, node: process.version, natsServer: natsVersion, trees: trees.map((t) => ({ label: t.label, commit: t.commit })), levels, seconds, loadBefore, loadAfter, context };
+    const meta = { bench: options.bench, startedAt, cores: availableParallelism(), cpu: cpus()[0]?.model, node: process.version, natsServer: natsVersion, trees: trees.map((t) => ({ label: t.label, commit: t.commit })), levels, seconds, rounds, loadBefore, loadAfter, context };
     writeFileSync(file, `${JSON.stringify({ meta, ...comparison }, null, 2)}\n`);
     log(`results: ${file}`);
     if (comparison.skipped.length > 0 || comparison.results.some((r) => r.error)) process.exitCode = 1;

@@ -1,5 +1,5 @@
 /** The markdown tables of a comparison (stdout) and the targets of the hot-path issue, checked against them. */
-import type { Comparison, LevelResult } from "./compare.js";
+import { medianOfRounds, type Comparison, type LevelResult } from "./compare.js";
 
 const fixed = (v: number, digits = 2) => (Number.isFinite(v) ? v.toFixed(digits) : "–");
 const rate = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "–");
@@ -14,13 +14,17 @@ function table(header: string[], rows: string[][]): string {
 }
 
 export function markdownReport(comparison: Comparison): string {
-  const { results, skipped } = comparison;
+  const { skipped } = comparison;
+  const results = medianOfRounds(comparison.results);
   const ids = [...new Set(results.map((r) => r.id))];
   const levels = [...new Set(results.map((r) => r.concurrency))];
   const at = (id: string, level: number) => results.find((r) => r.id === id && r.concurrency === level);
   const name = (id: string) => results.find((r) => r.id === id)!.name;
-  const cell = (r: LevelResult | undefined) => (!r ? "" : r.error ? "failed" : `${rate(r.callsPerSec)} · ${fixed(r.p50)} / ${fixed(r.p99)} ms`);
+  const spread = (r: LevelResult) => (r.callsPerSecRange ? ` (${rate(r.callsPerSecRange[0])}–${rate(r.callsPerSecRange[1])})` : "");
+  const cell = (r: LevelResult | undefined) => (!r ? "" : r.error && !r.callsPerSecRange ? "failed" : `${rate(r.callsPerSec)}${spread(r)} · ${fixed(r.p50)} / ${fixed(r.p99)} ms`);
   const out: string[] = [];
+  const rounds = Math.max(...results.map((r) => r.round));
+  if (rounds > 1) out.push(`Each figure is the median of ${rounds} rounds (calls/s: median, then lowest–highest in brackets).`, "");
 
   out.push("Calls/s · p50 / p99 latency, and CPU ms per call of all the system's processes (a call's cost wherever it is spent):");
   out.push("");
@@ -49,7 +53,7 @@ export function markdownReport(comparison: Comparison): string {
         r.name,
         String(r.concurrency),
         String(r.calls),
-        rate(r.callsPerSec),
+        `${rate(r.callsPerSec)}${spread(r)}`,
         fixed(r.p50),
         fixed(r.p95),
         fixed(r.p99),

@@ -6,6 +6,7 @@
  */
 import { processCpuMs, processSyscalls } from "./child.js";
 import type { LevelCommand } from "./closed-loop.js";
+import { median } from "./stats.js";
 import { countersBetween, type BenchSystem } from "./systems/system.js";
 
 /** A system not started yet: `start` brings up its processes. */
@@ -16,6 +17,8 @@ export interface SystemFactory {
 
 export interface LevelResult {
   id: string;
+  /** Which pass over the levels (`BENCH_ROUNDS`); in a median of rounds, how many it took. */
+  round: number;
   name: string;
   concurrency: number;
   calls: number;
@@ -39,6 +42,8 @@ export interface LevelResult {
   messages: Record<string, number>;
   /** CPU ms the other (idle) systems' processes used during this level: background the figures carry. */
   idleOthersCpuMs: number;
+  /** The lowest and highest calls/s of the rounds a median was taken over. */
+  callsPerSecRange?: [number, number];
   error?: string;
 }
 
@@ -46,6 +51,8 @@ export interface CompareOptions {
   factories: SystemFactory[];
   levels: number[];
   seconds: number;
+  /** Passes over all the levels; the report shows the median of each figure. */
+  rounds: number;
   warmupSeconds: number;
   log: (line: string) => void;
 }
@@ -89,17 +96,19 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
         await system.stop();
       }
     }
-    for (const concurrency of options.levels) {
-      for (const system of systems) {
-        const others = systems.filter((s) => s !== system).flatMap((s) => [...s.pids.values()]);
-        log(`${system.id}: ${concurrency} in flight, ${options.seconds} s`);
-        const r = await measureLevel(system, { concurrency, seconds: options.seconds }, others);
-        log(
-          r.error
-            ? `  FAILED: ${r.error.split("\n")[0]}`
-            : `  ${Math.round(r.callsPerSec)}/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, CPU ${r.cpuMsTotal.toFixed(2)} ms/call, ${r.writesPerCall.toFixed(2)} writes/call, ${r.messagesPerCall.toFixed(1)} ${r.messageUnit}/call`,
-        );
-        results.push(r);
+    for (let round = 1; round <= options.rounds; round++) {
+      for (const concurrency of options.levels) {
+        for (const system of systems) {
+          const others = systems.filter((s) => s !== system).flatMap((s) => [...s.pids.values()]);
+          log(`${system.id}: ${concurrency} in flight, ${options.seconds} s${options.rounds > 1 ? `, round ${round}/${options.rounds}` : ""}`);
+          const r = { ...(await measureLevel(system, { concurrency, seconds: options.seconds }, others)), round };
+          log(
+            r.error
+              ? `  FAILED: ${r.error.split("\n")[0]}`
+              : `  ${Math.round(r.callsPerSec)}/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, CPU ${r.cpuMsTotal.toFixed(2)} ms/call, ${r.writesPerCall.toFixed(2)} writes/call, ${r.messagesPerCall.toFixed(1)} ${r.messageUnit}/call`,
+          );
+          results.push(r);
+        }
       }
     }
   } finally {
@@ -117,7 +126,7 @@ async function measureLevel(system: BenchSystem, command: LevelCommand, others: 
     syscalls: new Map([...system.pids].map(([role, pid]) => [role, processSyscalls(pid)])),
     others: sum(others.map(processCpuMs)),
   });
-  const base = { id: system.id, name: system.name, concurrency: command.concurrency, seconds: command.seconds, messageUnit: system.messageUnit };
+  const base = { round: 0, id: system.id, name: system.name, concurrency: command.concurrency, seconds: command.seconds, messageUnit: system.messageUnit };
   try {
     await system.prepare(command);
     const before = await system.snapshot();
@@ -170,4 +179,41 @@ async function measureLevel(system: BenchSystem, command: LevelCommand, others: 
       error: err instanceof Error ? err.message : String(err),
     };
   }
+}
+
+/**
+ * One result per system and level: each figure the median of its rounds (a failed round left out),
+ * calls summed, the spread of calls/s kept. A single round is returned as it is.
+ */
+export function medianOfRounds(results: readonly LevelResult[]): LevelResult[] {
+  const groups = new Map<string, LevelResult[]>();
+  for (const r of results) groups.set(`${r.id} ${r.concurrency}`, [...(groups.get(`${r.id} ${r.concurrency}`) ?? []), r]);
+  return [...groups.values()].map((all) => {
+    const ok = all.filter((r) => !r.error);
+    if (all.length === 1 || ok.length === 0) return all[0]!;
+    const med = (pick: (r: LevelResult) => number) => median(ok.map(pick));
+    const medMap = (pick: (r: LevelResult) => Record<string, number>) =>
+      Object.fromEntries([...new Set(ok.flatMap((r) => Object.keys(pick(r))))].map((k) => [k, med((r) => pick(r)[k] ?? 0)]));
+    const rates = ok.map((r) => r.callsPerSec);
+    return {
+      ...ok[0]!,
+      round: ok.length,
+      calls: sum(ok.map((r) => r.calls)),
+      callsPerSec: med((r) => r.callsPerSec),
+      p50: med((r) => r.p50),
+      p95: med((r) => r.p95),
+      p99: med((r) => r.p99),
+      mean: med((r) => r.mean),
+      cpuMs: medMap((r) => r.cpuMs),
+      cpuMsTotal: med((r) => r.cpuMsTotal),
+      syscalls: medMap((r) => r.syscalls),
+      writesPerCall: med((r) => r.writesPerCall),
+      writes: medMap((r) => r.writes),
+      messagesPerCall: med((r) => r.messagesPerCall),
+      messages: medMap((r) => r.messages),
+      idleOthersCpuMs: med((r) => r.idleOthersCpuMs),
+      callsPerSecRange: [Math.min(...rates), Math.max(...rates)],
+      ...(ok.length < all.length ? { error: `${all.length - ok.length} of ${all.length} rounds failed: ${all.find((r) => r.error)!.error}` } : {}),
+    };
+  });
 }
