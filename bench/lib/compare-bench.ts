@@ -64,7 +64,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
       `toolgate trees: ${trees.map((t) => `${t.label || "this tree"} ${t.commit}`).join(", ")}; closed loop, ${levels.join(" / ")} in flight, ${seconds} s a level${rounds! > 1 ? `, ${rounds} rounds` : ""}, levels alternated across systems`,
       `load average (1 min) before / after: ${loadBefore[0]!.toFixed(2)} / ${loadAfter[0]!.toFixed(2)}`,
     ];
-    console.log([...header, "", ...context, ...(context.length > 0 ? [""] : []), markdownReport(comparison)].join("\n"));
+    console.log([...header, "", ...context, ...(context.length > 0 ? [""] : []), markdownReport(comparison, availableParallelism())].join("\n"));
 
     const resultsDir = join(root, "bench/results");
     mkdirSync(resultsDir, { recursive: true });

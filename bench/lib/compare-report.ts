@@ -13,7 +13,8 @@ function table(header: string[], rows: string[][]): string {
   return [`| ${header.join(" | ")} |`, `| ${header.map(() => "---").join(" | ")} |`, ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n");
 }
 
-export function markdownReport(comparison: Comparison): string {
+/** `cores`: the machine's, for the CPU bound (the calls/s its CPU allows). */
+export function markdownReport(comparison: Comparison, cores: number): string {
   const { skipped } = comparison;
   const results = medianOfRounds(comparison.results);
   const ids = [...new Set(results.map((r) => r.id))];
@@ -26,17 +27,20 @@ export function markdownReport(comparison: Comparison): string {
   const rounds = Math.max(...results.map((r) => r.round));
   if (rounds > 1) out.push(`Each figure is the median of ${rounds} rounds (calls/s: median, then lowest–highest in brackets).`, "");
 
-  out.push("Calls/s · p50 / p99 latency, and CPU ms per call of all the system's processes (a call's cost wherever it is spent):");
+  out.push(
+    `Calls/s · p50 / p99 latency; CPU ms per call of all the system's processes (a call's cost wherever it is spent); CPU bound = ${cores} cores ÷ that CPU: the calls/s this machine could carry with nothing else on it, steadier than calls/s while others load the machine:`,
+  );
   out.push("");
   out.push(
     table(
-      ["system", ...levels.map((l) => `${l} in flight: calls/s · p50 / p99`), ...levels.map((l) => `CPU ms/call at ${l}`), "writes/call", "messages/call"],
+      ["system", ...levels.map((l) => `${l} in flight: calls/s · p50 / p99`), ...levels.map((l) => `CPU ms/call at ${l}`), `CPU bound at ${levels[levels.length - 1]}`, "writes/call", "messages/call"],
       ids.map((id) => {
         const last = at(id, levels[levels.length - 1]!);
         return [
           name(id),
           ...levels.map((l) => cell(at(id, l))),
           ...levels.map((l) => fixed(at(id, l)?.cpuMsTotal ?? Number.NaN)),
+          `${rate((cores * 1000) / (last?.cpuMsTotal ?? Number.NaN))}/s`,
           fixed(last?.writesPerCall ?? Number.NaN, 1),
           last ? `${fixed(last.messagesPerCall, 1)} ${last.messageUnit === "Redis commands" ? "Redis cmds" : "NATS msgs"}` : "",
         ];
