@@ -57,6 +57,7 @@ export interface CompareOptions {
   log: (line: string) => void;
 }
 
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
 const perCall = (counts: ReadonlyMap<string, number>, calls: number) => Object.fromEntries([...counts].map(([k, v]) => [k, v / calls]));
 
@@ -77,7 +78,7 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
       try {
         systems.push(await factory.start());
       } catch (err) {
-        const reason = err instanceof Error ? err.message : String(err);
+        const reason = messageOf(err);
         log(`  SKIPPED ${factory.id}: ${reason}`);
         skipped.push({ id: factory.id, reason });
       }
@@ -89,7 +90,7 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
         await system.prepare(warmUp);
         await system.level(warmUp);
       } catch (err) {
-        const reason = err instanceof Error ? err.message : String(err);
+        const reason = messageOf(err);
         log(`  SKIPPED ${system.id}, its warm-up failed: ${reason}`);
         skipped.push({ id: system.id, reason: `warm-up failed: ${reason}` });
         systems.splice(systems.indexOf(system), 1);
@@ -176,7 +177,7 @@ async function measureLevel(system: BenchSystem, command: LevelCommand, others: 
       messagesPerCall: nan,
       messages: {},
       idleOthersCpuMs: nan,
-      error: err instanceof Error ? err.message : String(err),
+      error: messageOf(err),
     };
   }
 }
