@@ -39,7 +39,7 @@ function area(url: string): string {
   if (!url) return "(vm: gc, idle, program)";
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (pkg) return pkg[1]!;
-  const own = /\/(src|bench|test)\/([^/]+)\/?[^/]*$/.exec(url);
+  const own = /\/(src|dist|bench|test)\/([^/]+)\/?[^/]*$/.exec(url);
   if (own) return `${own[1]}/${own[2]}`;
   return url.startsWith("node:") ? "node internals" : url;
 }

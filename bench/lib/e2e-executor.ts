@@ -18,6 +18,7 @@ import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer } from "../../src/wi
 import { registerExecutor } from "../../test/helpers/registry.js";
 import { ProtocolExecutor } from "../../test/helpers/protocol-executor.js";
 import { BENCH_PROGRESS, BENCH_RESULT, BENCH_TOOL } from "./protocol-messages.js";
+import { forEachBounded } from "./workload.js";
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -65,21 +66,18 @@ async function startProtocolExecutors(): Promise<() => Promise<void>> {
       // The executors' JetStream prefix, as the runner uses it (on this unsecured server the gateway forwards it).
       const consumer = await jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).consumers.get(STREAMS.candidates, candidateConsumer(BENCH_TOOL.scope));
       const messages = await consumer.consume({ max_messages: maxConcurrent });
-      const work = (async () => {
-        // At most `maxConcurrent` calls at once, as a runner holds at most that many claims: acknowledging
-        // every candidate at once would let one executor outgrow the gateway's claim bound (too_many_claims).
-        const calls = new Set<Promise<void>>();
-        for await (const m of messages) {
-          while (calls.size >= maxConcurrent) await Promise.race(calls);
+      // At most `maxConcurrent` calls at once, as a runner holds at most that many claims: acknowledging
+      // every candidate at once would let one executor outgrow the gateway's claim bound (too_many_claims).
+      const work = forEachBounded(
+        messages,
+        maxConcurrent,
+        async (m) => {
           const candidate = decode(Candidate, m.data);
           m.ack();
-          const call = run(exec, candidate)
-            .catch((err: unknown) => logger.error({ err, assignment_id: candidate.assignment_id }, "bench call failed"))
-            .finally(() => calls.delete(call));
-          calls.add(call);
-        }
-        await Promise.all(calls);
-      })();
+          await run(exec, candidate);
+        },
+        (err: unknown) => logger.error({ err }, "bench call failed"),
+      );
       return async () => {
         clearInterval(beat);
         await messages.close();

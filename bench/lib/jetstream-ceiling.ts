@@ -3,6 +3,7 @@ import { jetstream, jetstreamManager, StorageType, RetentionPolicy } from "@nats
 import { Kvm } from "@nats-io/kv";
 import { startNatsServer } from "../../src/nats/nats-server-process.js";
 import { natsBenchPublish, type NatsBenchResult } from "./nats-bench.js";
+import { benchNatsBinary } from "./bench-nats.js";
 import { runConcurrently } from "./stats.js";
 
 /** The raw engine limits on this machine, in operations per second. */
@@ -40,7 +41,7 @@ export async function measureJetStreamCeiling(options: CeilingOptions = {}): Pro
   const batchedCount = options.batchedCount ?? 30_000;
   const inFlight = options.inFlight ?? 256;
   const log = options.log ?? (() => {});
-  const server = await startNatsServer();
+  const server = await startNatsServer({ binary: benchNatsBinary() });
   const nc = await connect({ servers: server.url });
   try {
     const jsm = await jetstreamManager(nc);

@@ -4,14 +4,6 @@
  * messages (each one a read or a write somewhere) are what a call's CPU follows.
  */
 
-/** Messages in (published by the client) and out (delivered to it), summed over the connections of one role. */
-export interface Traffic {
-  readonly in: number;
-  readonly out: number;
-}
-
-export type TrafficByRole = ReadonlyMap<string, Traffic>;
-
 interface ConnzEntry {
   cid: number;
   name?: string;
@@ -21,41 +13,41 @@ interface ConnzEntry {
 
 /**
  * The role of a connection, from the name its client gave it: the gateway (`toolgate-gateway@host`),
- * the executors (`toolgate-runner:…`, `bench-executor-…`), the driver (`bench-…`), else `other`.
+ * toolgate's executors (`toolgate-runner:…`, `bench-executor-…`), a peer's workers (`bench-worker-…`),
+ * the process making the calls (`bench-producer…`, `bench-completion-watch`), else `other`.
  */
 export function roleOf(name: string | undefined): string {
   if (!name) return "other";
   if (name.startsWith("toolgate-gateway")) return "gateway";
   if (name.startsWith("toolgate-runner") || name.startsWith("bench-executor")) return "executors";
-  if (name.startsWith("bench-")) return "driver";
+  if (name.startsWith("bench-worker")) return "workers";
+  if (name.startsWith("bench-producer") || name.startsWith("bench-completion-watch")) return "producer";
   return "other";
 }
 
+/** The name of the connection the bench driver reads stream counts on. */
+export const BENCH_DRIVER_CONNECTION = "bench-driver";
+
 /**
- * Per-connection counters, closed connections included (the server keeps the last ones it closed),
- * so that a client that reconnected is not lost from the sum.
+ * Messages so far, `<role> in` (published by the role's clients) and `<role> out` (delivered to them),
+ * summed over open and closed connections (the server keeps the last ones it closed), so that a client
+ * that reconnected is not lost from the sum.
  */
-export async function trafficSnapshot(monitorUrl: string): Promise<Map<number, ConnzEntry>> {
-  const out = new Map<number, ConnzEntry>();
+export async function trafficTotals(monitorUrl: string): Promise<Map<string, number>> {
+  const connections = new Map<number, ConnzEntry>();
   for (const state of ["open", "closed"]) {
     const res = await fetch(`${monitorUrl}/connz?state=${state}&limit=4096`);
     if (!res.ok) throw new Error(`nats-server monitoring ${res.status}: start it with -m <port>`);
     const body = (await res.json()) as { connections?: ConnzEntry[] };
-    for (const c of body.connections ?? []) out.set(c.cid, c);
+    for (const c of body.connections ?? []) connections.set(c.cid, c);
   }
-  return out;
-}
-
-/** Messages per role between two snapshots. */
-export function trafficBetween(before: Map<number, ConnzEntry>, after: Map<number, ConnzEntry>): TrafficByRole {
-  const out = new Map<string, { in: number; out: number }>();
-  for (const [cid, c] of after) {
-    const was = before.get(cid);
+  const out = new Map<string, number>();
+  for (const c of connections.values()) {
+    // The bench driver's own connection (stream counts between levels) is no part of any call.
+    if (c.name === BENCH_DRIVER_CONNECTION) continue;
     const role = roleOf(c.name);
-    const sum = out.get(role) ?? { in: 0, out: 0 };
-    sum.in += c.in_msgs - (was?.in_msgs ?? 0);
-    sum.out += c.out_msgs - (was?.out_msgs ?? 0);
-    out.set(role, sum);
+    out.set(`${role} in`, (out.get(`${role} in`) ?? 0) + c.in_msgs);
+    out.set(`${role} out`, (out.get(`${role} out`) ?? 0) + c.out_msgs);
   }
   return out;
 }

@@ -1,0 +1,47 @@
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { natsServerBinary, startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
+import { freePort } from "./child.js";
+import { BENCH_DRIVER_CONNECTION, trafficTotals } from "./nats-traffic.js";
+import { settledSeqs } from "./stream-writes.js";
+import type { Snapshot } from "./systems/system.js";
+
+/** The nats-server the benches run: `TOOLGATE_NATS_SERVER`, else `NATS_SERVER_BIN`, else `nats-server` on PATH. */
+export function benchNatsBinary(): string {
+  return process.env.TOOLGATE_NATS_SERVER ?? natsServerBinary();
+}
+
+/** A bench-owned nats-server: random client port on 127.0.0.1 (never :4222), monitoring on another, its own store. */
+export interface BenchNats {
+  readonly server: NatsServerProcess;
+  readonly monitorUrl: string;
+  /** The bench driver's connection, for stream counts (its messages are left out of the counts). */
+  readonly nc: NatsConnection;
+  readonly jsm: JetStreamManager;
+  /** Persisted messages per stream (KV buckets are streams) once no stream moves, and messages per role. */
+  snapshot(): Promise<Snapshot>;
+  stop(): Promise<void>;
+}
+
+export async function startBenchNats(storeDir: string): Promise<BenchNats> {
+  const monitorPort = await freePort();
+  const server = await startNatsServer({ storeDir: join(storeDir), binary: benchNatsBinary(), args: ["-m", String(monitorPort)] });
+  const monitorUrl = `http://127.0.0.1:${monitorPort}`;
+  const nc = await connect({ servers: server.url, name: BENCH_DRIVER_CONNECTION });
+  const jsm = await jetstreamManager(nc);
+  return {
+    server,
+    monitorUrl,
+    nc,
+    jsm,
+    async snapshot() {
+      const writes = new Map(await settledSeqs(jsm));
+      return { writes, messages: await trafficTotals(monitorUrl) };
+    },
+    async stop() {
+      await nc.close();
+      await server.stop({ removeStore: true });
+    },
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * The load of every system the benches compare: a closed loop of N callers, each making one call after
+ * the other until the level's time is up. It runs inside each system's producer process; the bench
+ * driver sends it one command line per level on stdin and reads one `result {...}` line back.
+ */
+import { createInterface } from "node:readline";
+import { percentile } from "./stats.js";
+
+/** One level: how many calls in flight, for how long. */
+export interface LevelCommand {
+  concurrency: number;
+  seconds: number;
+}
+
+/** What a level did: calls completed, the wall time until the last one completed, latency percentiles (ms). */
+export interface LevelOutcome {
+  calls: number;
+  elapsedMs: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  mean: number;
+}
+
+/** `concurrency` callers (0, 1, ...) each await `call(caller)` in turn; no caller starts a call after `seconds`. */
+export async function closedLoop(command: LevelCommand, call: (caller: number) => Promise<void>): Promise<LevelOutcome> {
+  const latencies: number[] = [];
+  const started = performance.now();
+  const deadline = started + command.seconds * 1000;
+  const caller = async (_: unknown, index: number) => {
+    while (performance.now() < deadline) {
+      const start = performance.now();
+      await call(index);
+      latencies.push(performance.now() - start);
+    }
+  };
+  await Promise.all(Array.from({ length: command.concurrency }, caller));
+  const elapsedMs = performance.now() - started;
+  latencies.sort((a, b) => a - b);
+  return {
+    calls: latencies.length,
+    elapsedMs,
+    p50: percentile(latencies, 50),
+    p95: percentile(latencies, 95),
+    p99: percentile(latencies, 99),
+    mean: latencies.reduce((a, b) => a + b, 0) / latencies.length,
+  };
+}
+
+/**
+ * The producer's side of the channel: prints `ready`, then answers each command line on stdin with
+ * `result <LevelOutcome>` (or `result {"error": ...}`), one level at a time. A command with
+ * `prepare: true` only runs `prepare` (work a level needs that is no part of its calls, done before the
+ * driver takes its counters) and answers `result {}`. SIGTERM runs `close`.
+ */
+export function serveLevels(runLevel: (command: LevelCommand) => Promise<LevelOutcome>, close: () => Promise<void>, prepare?: (command: LevelCommand) => Promise<void>): void {
+  let queue = Promise.resolve();
+  createInterface({ input: process.stdin }).on("line", (line) => {
+    queue = queue.then(async () => {
+      try {
+        const command = JSON.parse(line) as LevelCommand & { prepare?: boolean };
+        const answer = command.prepare ? await prepare?.(command) : await runLevel(command);
+        process.stdout.write(`result ${JSON.stringify(answer ?? {})}\n`);
+      } catch (err) {
+        process.stdout.write(`result ${JSON.stringify({ error: err instanceof Error ? err.message : String(err) })}\n`);
+      }
+    });
+  });
+  process.once("SIGTERM", () => void close().finally(() => process.exit(0)));
+  process.stdout.write("ready\n");
+}

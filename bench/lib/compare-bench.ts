@@ -1,0 +1,80 @@
+/**
+ * The entry of a comparison bench (`bench:e2e`, `bench:peers`): reads the environment, builds the
+ * toolgate trees, runs the systems side by side, prints progress on stderr, the markdown report on
+ * stdout and writes the JSON results to bench/results/ (git-ignored).
+ *
+ * Environment: BENCH_SYSTEMS (ids, see bench/lib/systems/registry.ts); BENCH_LEVELS=1,10,100 (calls
+ * in flight); BENCH_SECONDS=5 (each level); BENCH_ROUNDS=1 (passes over the levels, the report
+ * shows medians); BENCH_WARMUP_SECONDS=2; BENCH_BASELINE_REF=<git ref>
+ * (toolgate from that ref too, alternated with this tree); BENCH_SKIP_BUILD=1 (this tree's dist/ is
+ * current); BENCH_GATEWAY_LOG (the gateway's LOG_LEVEL, default info); BENCH_PROFILE=<dir> (children
+ * under --cpu-prof); BENCH_KEEP=1 (keep logs, stores and the baseline worktree); TOOLGATE_NATS_SERVER
+ * (the nats-server binary, else NATS_SERVER_BIN, else PATH); BENCH_REDIS_PORT (default 6379).
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { benchNatsBinary } from "./bench-nats.js";
+import { compareSystems } from "./compare.js";
+import { markdownReport } from "./compare-report.js";
+import { systemFactories, systemIdsFromEnv, type SystemId } from "./systems/registry.js";
+import { buildTree, checkoutBaseline, currentTree, type ToolgateTree } from "./toolgate-tree.js";
+
+const positiveNumbers = (name: string, fallback: string): number[] => {
+  const values = (process.env[name] ?? fallback).split(",").map(Number);
+  if (values.some((v) => !(v > 0))) throw new Error(`${name}=${process.env[name]}: positive numbers, comma-separated (e.g. ${fallback})`);
+  return values;
+};
+
+export interface CompareBenchOptions {
+  bench: string;
+  defaults: readonly SystemId[];
+  /** Lines printed before the tables (e.g. the JetStream ceiling as context), measured before the systems start. */
+  context?: (log: (line: string) => void) => Promise<string[]>;
+}
+
+export async function runCompareBench(options: CompareBenchOptions): Promise<void> {
+  const log = (line: string) => process.stderr.write(`bench:${options.bench}: ${line}\n`);
+  const root = fileURLToPath(new URL("../..", import.meta.url));
+  const ids = systemIdsFromEnv(options.defaults);
+  const levels = positiveNumbers("BENCH_LEVELS", "1,10,100");
+  const [seconds] = positiveNumbers("BENCH_SECONDS", "5");
+  const [warmupSeconds] = positiveNumbers("BENCH_WARMUP_SECONDS", "2");
+  const [rounds] = positiveNumbers("BENCH_ROUNDS", "1");
+  const startedAt = new Date();
+  const loadBefore = loadavg();
+
+  const trees: ToolgateTree[] = [];
+  const dir = mkdtempSync(join(tmpdir(), `toolgate-bench-${options.bench}-`));
+  try {
+    const usesToolgate = ids.some((id) => id.startsWith("toolgate-"));
+    if (usesToolgate && process.env.BENCH_BASELINE_REF) trees.push(checkoutBaseline(root, process.env.BENCH_BASELINE_REF, log));
+    trees.push(currentTree(root));
+    if (usesToolgate) for (const tree of trees) if (tree.label !== "" || !process.env.BENCH_SKIP_BUILD) buildTree(tree, log);
+    const context = options.context ? await options.context(log) : [];
+    log(`systems: ${ids.join(", ")}; levels ${levels.join(", ")} in flight, ${seconds} s each; logs in ${dir}`);
+    const comparison = await compareSystems({ factories: systemFactories(ids, trees, dir, log), levels, seconds: seconds!, rounds: Math.round(rounds!), warmupSeconds: warmupSeconds!, log });
+    const loadAfter = loadavg();
+
+    const natsVersion = execFileSync(benchNatsBinary(), ["--version"], { encoding: "utf8" }).trim();
+    const header = [
+      `bench:${options.bench}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC: ${availableParallelism()} cores (${cpus()[0]?.model ?? "cpu"}), node ${process.version}, ${natsVersion}, file storage R1`,
+      `toolgate trees: ${trees.map((t) => `${t.label || "this tree"} ${t.commit}`).join(", ")}; closed loop, ${levels.join(" / ")} in flight, ${seconds} s a level${rounds! > 1 ? `, ${rounds} rounds` : ""}, levels alternated across systems`,
+      `load average (1 min) before / after: ${loadBefore[0]!.toFixed(2)} / ${loadAfter[0]!.toFixed(2)}`,
+    ];
+    console.log([...header, "", ...context, ...(context.length > 0 ? [""] : []), markdownReport(comparison, availableParallelism())].join("\n"));
+
+    const resultsDir = join(root, "bench/results");
+    mkdirSync(resultsDir, { recursive: true });
+    const file = join(resultsDir, `${options.bench}-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
+    const meta = { bench: options.bench, startedAt, cores: availableParallelism(), cpu: cpus()[0]?.model, node: process.version, natsServer: natsVersion, trees: trees.map((t) => ({ label: t.label, commit: t.commit })), levels, seconds, rounds, loadBefore, loadAfter, context };
+    writeFileSync(file, `${JSON.stringify({ meta, ...comparison }, null, 2)}\n`);
+    log(`results: ${file}`);
+    if (comparison.skipped.length > 0 || comparison.results.some((r) => r.error)) process.exitCode = 1;
+  } finally {
+    for (const tree of trees) tree.remove();
+    if (!process.env.BENCH_KEEP) rmSync(dir, { recursive: true, force: true });
+  }
+}
