@@ -44,6 +44,8 @@ describe("NATS in operator/JWT mode with .creds files", () => {
       account: toolgate.getPublicKey(),
       type: e.kind,
       ...(e.importAs ? { local_subject: e.importAs } : {}),
+      // The requester's nkey reaches the gateway (Nats-Request-Info), where the registry checks it.
+      ...(e.share ? { share: true } : {}),
     }));
     const accounts = {
       [system.getPublicKey()]: await encodeAccount("SYS", system, { limits: unlimited }, signer),
@@ -109,6 +111,11 @@ describe("NATS in operator/JWT mode with .creds files", () => {
 
   it("a ToolRunner in the executors' account completes a tool call through the imports", async () => {
     const sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "bot", tools: [{ name: "tasks.read", binding_id: "tasks-read" }] });
+    // The registry decides claims: the executor registered with its binding. No nkey: the gateway
+    // trusts Nats-Request-Info only from the account named EXECUTORS, and under operator/JWT accounts
+    // the server names the account by its public key, so a registered nkey would be identity_mismatch.
+    const registered = await gw.http("POST", "/v1/executors", { executor_id: EXECUTOR, scope: SCOPE, bindings: ["tasks-read"], nkeys: [] });
+    expect(registered.status, JSON.stringify(registered.body)).toBeLessThan(300);
     runner = new ToolRunner({
       natsUrl: server.url,
       credentials: { NATS_CREDS_FILE: executorCreds },
