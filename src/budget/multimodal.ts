@@ -83,11 +83,16 @@ function cutText(text: string, allowance: number, budget: number): { text: strin
 }
 
 /** Budgeted bytes of a multimodal result: its compact JSON with the exempt binary contents emptied. */
-const budgetedBytes = (result: MultimodalResult): number => compactByteLength({ ...result, content: result.content.map(budgetedBlock) });
+function budgetedBytes(result: MultimodalResult, originalBytes: number): number {
+  const content = result.content.map(budgetedBlock);
+  // Nothing exempt (all text, the common case): the budgeted form is the result, already measured.
+  if (content.every((b, i) => b === result.content[i])) return originalBytes;
+  return compactByteLength({ ...result, content });
+}
 
 export function projectMultimodal(result: MultimodalResult, originalBytes: number, budget: number): Omit<Projection, "unpreserved"> | undefined {
   const blocks = result.content;
-  const budgeted = budgetedBytes(result);
+  const budgeted = budgetedBytes(result, originalBytes);
   if (budgeted <= budget) return { result, truncated: false, originalBytes, retainedBytes: originalBytes };
   const texts = blocks.flatMap((b, index) => {
     const text = textOf(b);
