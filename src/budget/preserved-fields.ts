@@ -79,6 +79,9 @@ const SMALLEST_ENTRY = 6;
 
 const entryBytes = (path: string, value: unknown): number => compactByteLength(path) + 1 + compactByteLength(value) + 1;
 
+/** A lower bound of entryBytes without writing anything: a UTF-16 unit takes at least one byte, a value at least one. */
+const leastEntryBytes = (path: string, value: unknown): number => path.length + 3 + (typeof value === "string" ? value.length + 2 : 1) + 1;
+
 /** The value at a dotted path, or undefined; only own members of plain containers are followed. */
 function valueAt(root: unknown, path: string): unknown {
   let v = root;
@@ -156,6 +159,7 @@ export function preservedFields(result: unknown, maxBytes: number, requested: re
   const candidates = foundCandidates(result).sort((a, b) => a.rank - b.rank || a.length - b.length || a.depth - b.depth || a.order - b.order);
   for (const c of candidates) {
     if (size + SMALLEST_ENTRY > maxBytes) break; // full: measuring the rest would change nothing
+    if (size + leastEntryBytes(c.path, c.value) > maxBytes) continue; // cannot fit: not worth measuring
     take(c.path, c.value, entryBytes(c.path, c.value));
   }
   const fields: Record<string, PreservedValue> = {};
