@@ -8,7 +8,7 @@ import { parse } from "lossless-json";
 import { z } from "zod";
 import { MAX_NESTING_DEPTH } from "./canonical-json.js";
 import { jsonTextTooDeep } from "../validation/json-depth.js";
-import { parseJsonNumber } from "./json-numbers.js";
+import { JsonNumberError, parseJsonNumber } from "./json-numbers.js";
 
 // A float token has a digit followed by `.`, `e` or `E`; an integer JSON.parse may round has 16+ digits.
 // Matches inside strings only send the text to the slower exact parser, which is still right.
@@ -23,7 +23,34 @@ export function parseExactJson(text: string): unknown {
   if (!INEXACT_FOR_JSON_PARSE.test(text)) return JSON.parse(text);
   // The exact parser recurses: refuse what canonical JSON could not write anyway.
   if (jsonTextTooDeep(text, MAX_NESTING_DEPTH)) throw new RangeError(`nesting deeper than ${MAX_NESTING_DEPTH} levels`);
-  return parse(text, null, { parseNumber: parseJsonNumber, onDuplicateKey: ({ newValue }) => newValue });
+  // A float beyond the double range is refused only if it survives: Python reads it as inf and fails
+  // only on writing, and a duplicate key's later value replaces it (`{"a":1e400,"a":1}` is fine).
+  let unwritable = 0;
+  const parseNumber = (token: string) => {
+    try {
+      return parseJsonNumber(token);
+    } catch (err) {
+      // Python refuses an over-long integer while reading (its digit limit), so only floats wait.
+      if (!(err instanceof JsonNumberError) || !/[.eE]/.test(token)) throw err;
+      unwritable++;
+      return new Unwritable(err);
+    }
+  };
+  const value: unknown = parse(text, null, { parseNumber, onDuplicateKey: ({ newValue }) => newValue });
+  if (unwritable > 0) refuseUnwritable(value);
+  return value;
+}
+
+/** A float token beyond the double range, kept until duplicate keys are resolved. */
+class Unwritable {
+  constructor(readonly error: JsonNumberError) {}
+}
+
+function refuseUnwritable(value: unknown): void {
+  if (value instanceof Unwritable) throw value.error;
+  if (Array.isArray(value)) for (const item of value) refuseUnwritable(item);
+  else if (value !== null && typeof value === "object" && Object.getPrototypeOf(value) === Object.prototype)
+    for (const item of Object.values(value)) refuseUnwritable(item);
 }
 
 /**
