@@ -50,7 +50,8 @@ suite("claims: exactly one winner", 30_000, (ctx) => {
       const replies = await Promise.all(ctx().executors.map((e) => e.claim(id, 0)));
       const granted = replies.filter((r) => r.status === "granted");
       expect(granted, `round ${round}`).toHaveLength(1);
-      expect(replies.filter((r) => r.status === "refused" && r.code === "already_claimed")).toHaveLength(9);
+      const refusals = replies.filter((r) => r.status === "refused").map((r) => `${r.code}: ${r.reason}`);
+      expect(refusals.filter((r) => r.startsWith("already_claimed:")), `round ${round}: ${refusals.join("; ")}`).toHaveLength(9);
     }
   });
 });
