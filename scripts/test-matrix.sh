@@ -43,7 +43,7 @@ run "nats $NATS_CURRENT" "$NATS_CURRENT_BIN"
 run "nats $NATS_PREVIOUS" "$NATS_PREVIOUS_BIN" test/execution test/runner test/gateway/scaling.test.ts test/operations test/faults \
   test/security/nats-auth.test.ts test/cli/server-version.test.ts
 run "nats debian" "$debian_server" test/execution test/security/nats-auth.test.ts test/cli/server-version.test.ts \
-  --exclude test/execution/bucket-reads.test.ts --exclude test/execution/replicated-writes.test.ts
+  --exclude test/execution/replicated-writes.test.ts
 
 echo
 echo "tests: $passed passed, $failed failed, $skipped skipped"
