@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { toNodeHandler, toWebRequest } from "@modelcontextprotocol/node";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { createMcpHandler, isLegacyRequest, type AuthInfo } from "@modelcontextprotocol/server";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { SessionIdSchema } from "../config/ids.js";
 import { ApiError } from "../http/errors.js";
@@ -10,7 +12,9 @@ import type { TokenBuckets } from "../http/rate-limit.js";
 import { authorize } from "../http/register.js";
 import { fastifyPath } from "../http/route.js";
 import { zodDetails } from "../validation/details.js";
-import { sessionServer, type SessionServerDeps } from "./session-server.js";
+import { modernSessionServer } from "./modern-server.js";
+import { sessionServer } from "./session-server.js";
+import type { SessionToolsDeps } from "./session-tools.js";
 
 /** The version toolgate's MCP server announces: the package's (the same path from `src/` and `dist/`). */
 export const MCP_SERVER_VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -22,18 +26,28 @@ interface Connection {
   transport: StreamableHTTPServerTransport;
   sessionId: string;
   identity: string;
-  closed: boolean;
+  /** Aborts when the connection closes (a client disconnect, never a cancel). */
+  closed: AbortController;
 }
 
 /**
  * Serves MCP over Streamable HTTP on the gateway's own server, behind the same bearer keys,
  * permission (`runtime:write`: the endpoint executes tools), rate limit and agent scope as the
- * runtime API. An MCP session (`Mcp-Session-Id`) lives in this process, bound to the toolgate session
- * of its URL and the identity that opened it; the run it calls tools on does not (see `sessionMcpRunId`).
+ * runtime API, in both revisions clients speak. A request of the 2026-07-28 revision (SDK 2.x tells
+ * it by its per-request `_meta` envelope) is served by a fresh stateless server. Any other is
+ * 2025-11-25 (SDK 1.x): an MCP session (`Mcp-Session-Id`) lives in this process, bound to the
+ * toolgate session of its URL and the identity that opened it. The run tools are called on is
+ * neither's (see `sessionMcpRunId`).
  */
-export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDeps, maxSessions: number, identities: IdentityRegistry, limits?: TokenBuckets): void {
+export function registerMcpEndpoint(app: FastifyInstance, deps: SessionToolsDeps, maxSessions: number, identities: IdentityRegistry, limits?: TokenBuckets): void {
   // In order of last use: the first is the one closed when a new session would pass `maxSessions`.
   const connections = new Map<string, Connection>();
+  // The toolgate session a 2026-07-28 request is bound to reaches its server as the request's auth info.
+  const modern = createMcpHandler((ctx) => modernSessionServer(deps, (ctx.authInfo?.extra as { sessionId: string }).sessionId), {
+    legacy: "reject",
+    onerror: (err) => deps.log.info({ err }, "MCP 2026-07-28 request refused or failed"),
+  });
+  const serveModern = toNodeHandler(modern, { onerror: (err) => deps.log.warn({ err }, "MCP 2026-07-28 request failed") });
 
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const raw = (request.params as { session_id?: unknown }).session_id;
@@ -43,6 +57,13 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDep
     if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId.data}' does not exist: create one with POST /v1/sessions`);
     const identity = request.identity!;
     if (!identity.inScope(session.agent)) throw new ApiError(403, "agent_out_of_scope", `identity '${identity.name}' is not scoped to agent '${session.agent}'`);
+
+    if (request.method === "POST" && !(await isLegacyRequest(await toWebRequest(request.raw, request.body), request.body))) {
+      const auth: AuthInfo = { token: "", clientId: identity.name, scopes: [], extra: { sessionId: session.session_id } };
+      reply.hijack(); // the SDK's handler writes the response
+      await serveModern(Object.assign(request.raw, { auth }), reply.raw, request.body);
+      return;
+    }
 
     const mcpSession = request.headers["mcp-session-id"];
     let connection: Connection | undefined;
@@ -67,11 +88,11 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDep
       transport: new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, onsessioninitialized: (id) => admit(id, connection) }),
       sessionId,
       identity,
-      closed: false,
+      closed: new AbortController(),
     };
-    const server = sessionServer(deps, sessionId, () => connection.closed);
+    const server = sessionServer(deps, sessionId, connection.closed.signal);
     connection.transport.onclose = () => {
-      connection.closed = true;
+      connection.closed.abort();
       if (connection.transport.sessionId) connections.delete(connection.transport.sessionId);
     };
     void server.connect(connection.transport);
@@ -90,5 +111,6 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionServerDep
   // Open MCP streams would hold the server's close: end them first (their calls go on, as after any disconnect).
   app.addHook("preClose", async () => {
     await Promise.all([...connections.values()].map((c) => c.transport.close()));
+    await modern.close();
   });
 }

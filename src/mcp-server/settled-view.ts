@@ -1,38 +1,60 @@
+import type { JetStreamManager } from "@nats-io/jetstream";
+import type { RunEventLog } from "../execution/events/event-log.js";
 import type { AssignmentView, HistoryReader } from "../execution/runs/history.js";
+import { STREAMS, subjects } from "../wire/subjects.js";
 
 /** States a tool call's MCP answer waits for: it has an outcome, or needs an operator (never reported as success). */
 const ANSWERED = new Set<AssignmentView["state"]>(["completed", "failed", "cancelled", "reconciliation_required", "withdrawn", "revoked", "abandoned"]);
 
-const FIRST_POLL_MS = 20;
-const MAX_POLL_MS = 500;
+/** Where a tool call's answer is read (the assignment record, the truth) and waited for (the run's events). */
+export interface AnswerSources {
+  history: HistoryReader;
+  events: RunEventLog;
+  /** The sequence of the run's newest event, 0 if it has none. */
+  lastEventSeq(runId: string): Promise<number>;
+}
+
+/** `lastEventSeq` from the event stream: one read of the run subject's last message, however long the run is. */
+export function lastRunEventSeq(jsm: JetStreamManager): (runId: string) => Promise<number> {
+  return async (runId) => (await jsm.streams.getMessage(STREAMS.events, { last_by_subj: subjects.runEvents(runId) }))?.seq ?? 0;
+}
 
 /**
- * Reads the assignment until it is settled and resolves with it; resolves undefined once `signal`
- * aborts. Each new progress entry is handed to `onProgress` in order. Polling the record (not the
- * run's event stream) keeps the wait independent of how long the run's history already is.
+ * Waits for the assignment to be settled and resolves with it; resolves undefined once `signal`
+ * aborts. New progress entries are handed to `onProgress` in order. The wait follows the run's
+ * events from the newest one taken before the record is read, so no write after that read goes
+ * unseen; an event of this assignment reaching a settled state is confirmed by reading the record
+ * (events are notifications, the record is the truth). If the event stream fails, the record is
+ * read once more before the failure is reported: a settled call is still answered.
  */
 export async function settledView(
-  history: HistoryReader,
-  assignmentId: string,
+  sources: AnswerSources,
+  call: { run_id: string; assignment_id: string },
   signal: AbortSignal,
   onProgress: (entry: AssignmentView["progress"][number]) => void,
 ): Promise<AssignmentView | undefined> {
+  const after = await sources.lastEventSeq(call.run_id);
+  let current = await sources.history.assignment(call.assignment_id);
   let seen = 0;
-  let wait = FIRST_POLL_MS;
-  while (!signal.aborted) {
-    const view = await history.assignment(assignmentId);
-    for (const entry of view.progress) if (entry.seq > seen) (seen = entry.seq), onProgress(entry);
-    if (ANSWERED.has(view.state)) return view;
-    await new Promise<void>((done) => {
-      const timer = setTimeout(finish, wait);
-      signal.addEventListener("abort", finish, { once: true });
-      function finish() {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", finish);
-        done();
+  const report = (entry: AssignmentView["progress"][number]) => {
+    if (entry.seq > seen) (seen = entry.seq), onProgress(entry);
+  };
+  current.progress.forEach(report);
+  if (ANSWERED.has(current.state)) return current;
+  try {
+    for await (const { event } of sources.events.follow(call.run_id, after, signal)) {
+      if (!("assignment_id" in event) || event.assignment_id !== call.assignment_id) continue;
+      if (event.type === "progress") report({ seq: event.seq, progress: event.progress, at: event.at });
+      if (event.type === "assignment" && ANSWERED.has(event.to)) {
+        current = await sources.history.assignment(call.assignment_id);
+        if (ANSWERED.has(current.state)) return current;
       }
-    });
-    wait = Math.min(wait * 2, MAX_POLL_MS);
+    }
+  } catch (err) {
+    if (signal.aborted) return undefined;
+    current = await sources.history.assignment(call.assignment_id);
+    if (ANSWERED.has(current.state)) return current;
+    throw err;
   }
   return undefined;
 }

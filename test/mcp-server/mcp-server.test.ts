@@ -1,13 +1,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema, ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson } from "../../src/budget/canonical-json.js";
-import { TOOL_CALL_ID_META } from "../../src/mcp-server/session-server.js";
+import { TOOL_CALL_ID_META } from "../../src/mcp-server/session-tools.js";
 import { BusinessCancelled, BusinessFailure, ToolRunner } from "../../src/runner/index.js";
 import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -286,6 +287,21 @@ describe("toolgate as an MCP server", () => {
     expect((await pending).structuredContent).toEqual({ written: "prog-1" });
   });
 
+  it("forwards a task's progress receipts as notifications/progress after its tools/call was answered", async () => {
+    const { client } = await connectClient();
+    const seen: Array<{ progress: number; message?: string }> = [];
+    const { task } = await client.request(
+      { method: "tools/call", params: { name: "notes.write", arguments: { key: "task-prog", mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: "task-prog" } } },
+      CreateTaskResultSchema,
+      { onprogress: (p) => void seen.push(p) },
+    );
+    expect(task.status).toBe("working");
+    await until("the task's progress to arrive", () => (seen.length > 0 ? true : undefined));
+    expect(seen[0]).toMatchObject({ progress: 1, message: JSON.stringify({ step: "started" }) });
+    gates.get("task-prog")!();
+    await until("task-prog to complete", async () => ((await client.experimental.tasks.getTask(task.taskId)).status === "completed" ? true : undefined));
+  });
+
   it("runs a call as an MCP task: its id is the assignment, tasks/get and tasks/result give the stored projection, tasks/cancel is the business-task cancel", async () => {
     const { client } = await connectClient();
     const asTask = (key: string) =>
@@ -365,5 +381,60 @@ describe("toolgate as an MCP server", () => {
     const noSession = await fetch(endpoint(), { method: "GET", headers: { accept: "text/event-stream", authorization: `Bearer ${ADMIN_KEY}` } });
     expect(noSession.status).toBe(400);
     expect(((await noSession.json()) as { error: { code: string } }).error.code).toBe("mcp_session_required");
+  });
+
+  describe("the 2026-07-28 revision, through the official 2.x client", () => {
+    const modernClients: ModernClient[] = [];
+    afterAll(async () => {
+      for (const c of modernClients) await c.close().catch(() => undefined);
+    });
+    const connectModern = async (): Promise<ModernClient> => {
+      const client = new ModernClient({ name: "toolgate-test", version: "2.0.0" }, { versionNegotiation: { mode: "auto" } });
+      await client.connect(new ModernTransport(endpoint(), { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } }));
+      modernClients.push(client);
+      return client;
+    };
+
+    it("negotiates 2026-07-28 (server/discover, no MCP session) and lists the same tools, without task support", async () => {
+      const client = await connectModern();
+      expect(client.getNegotiatedProtocolVersion()).toBe("2026-07-28");
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.write"]);
+      const write = tools.find((t) => t.name === "notes.write")!;
+      expect(write.annotations).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false });
+      expect(write.execution).toBeUndefined();
+    });
+
+    it("answers a call with the stored projection; re-issued with its key, it is answered from history, executed once", async () => {
+      const client = await connectModern();
+      const args = { name: "notes.write", arguments: { key: "modern-1", mode: "ok" }, _meta: { [TOOL_CALL_ID_META]: "modern-1" } };
+      const first = (await client.callTool(args)) as CallToolResult;
+      expect(first.isError).toBeFalsy();
+      expect(first.structuredContent).toEqual({ written: "modern-1" });
+      const stored = await getAssignment(assignmentOf(first));
+      expect(textOf(first)).toBe(canonicalJson(stored.context_preview.result));
+      expect(stored.tool_call_id).toBe("modern-1");
+      const again = (await client.callTool(args)) as CallToolResult;
+      expect(assignmentOf(again)).toBe(assignmentOf(first));
+      expect(executions.get("modern-1")).toBe(1);
+    });
+
+    it("forwards progress receipts as notifications/progress on the request's stream; a failure is a tool error", async () => {
+      const client = await connectModern();
+      const seen: Array<{ progress: number; message?: string }> = [];
+      const pending = client.callTool({ name: "notes.write", arguments: { key: "modern-prog", mode: "wait" }, _meta: { [TOOL_CALL_ID_META]: "modern-prog" } }, { onprogress: (p) => void seen.push(p) });
+      await until("progress to arrive", () => (seen.length > 0 ? true : undefined));
+      expect(seen[0]).toMatchObject({ progress: 1, message: JSON.stringify({ step: "started" }) });
+      gates.get("modern-prog")!();
+      expect(((await pending) as CallToolResult).structuredContent).toEqual({ written: "modern-prog" });
+      const failed = (await client.callTool({ name: "notes.write", arguments: { key: "modern-fail", mode: "fail" } })) as CallToolResult;
+      expect(failed.isError).toBe(true);
+      expect(errorOf(failed).code).toBe("no_room");
+    });
+
+    it("keeps the runtime API's keys and scopes on 2026-07-28 requests", async () => {
+      const client = new ModernClient({ name: "toolgate-test", version: "2.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+      await expect(client.connect(new ModernTransport(endpoint(), { requestInit: { headers: { authorization: `Bearer ${SCOPED_KEY}` } } }))).rejects.toThrow(/403|[Ff]orbidden/);
+    });
   });
 });
