@@ -1,4 +1,7 @@
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { promisify } from "node:util";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
@@ -381,6 +384,21 @@ describe("toolgate as an MCP server", () => {
     const noSession = await fetch(endpoint(), { method: "GET", headers: { accept: "text/event-stream", authorization: `Bearer ${ADMIN_KEY}` } });
     expect(noSession.status).toBe(400);
     expect(((await noSession.json()) as { error: { code: string } }).error.code).toBe("mcp_session_required");
+  });
+
+  it("answers the MCP Inspector's CLI mode, an independent client: tools/list and tools/call", async () => {
+    const launcher = createRequire(import.meta.url).resolve("@modelcontextprotocol/inspector/package.json").replace(/package\.json$/, "clients/launcher/build/index.js");
+    // A home of its own: whatever the Inspector keeps there stays out of the user's.
+    const inspect = async (...args: string[]) => {
+      const cli = [launcher, "--cli", endpoint().href, "--transport", "http", "--header", `Authorization: Bearer ${ADMIN_KEY}`, ...args];
+      const { stdout } = await promisify(execFile)(process.execPath, cli, { env: { ...process.env, HOME: dir } });
+      return JSON.parse(stdout) as Record<string, unknown>;
+    };
+    const listed = (await inspect("--method", "tools/list")) as { tools: Array<{ name: string }> };
+    expect(listed.tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.write"]);
+    const called = (await inspect("--method", "tools/call", "--tool-name", "notes.find", "--tool-arg", "q=inspector")) as CallToolResult;
+    expect(called.structuredContent).toEqual({ found: ["note about inspector"] });
+    expect(textOf(called)).toBe(canonicalJson((await getAssignment(assignmentOf(called))).context_preview.result));
   });
 
   describe("the 2026-07-28 revision, through the official 2.x client", () => {
