@@ -4,8 +4,7 @@ import { ContextWindowSchema } from "../context/window.js";
 import { AgentVersionListSchema, BindingListSchema, SessionListSchema, ToolsetVersionListSchema } from "../config/routes.js";
 import { AgentVersionSchema, BindingSchema, CreateSessionSchema, PublishAgentVersionSchema, PublishToolsetVersionSchema, SessionSchema, ToolsetVersionSchema } from "../config/schemas.js";
 import { DryRunRequestSchema, DryRunResponseSchema } from "../dryrun/route.js";
-import { RunEvent } from "../execution/events/run-events.js";
-import { CancelTaskSchema, CompensationResultSchema, DetachExecutorSchema, DetachResultSchema, ReconcileSchema } from "../execution/http/operation-routes.js";
+import { CancelTaskSchema, CompensationResultSchema, DetachExecutorSchema, DetachResultSchema, ReconcileSchema, RunEventSchema } from "../execution/http/operation-routes.js";
 import { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema } from "../execution/http/routes.js";
 
 /** One HTTP operation as the client calls it: the server's own route declaration's method, path and schemas. */
@@ -39,7 +38,7 @@ export const operations = {
   createToolCall: { method: "POST", path: "/v1/runs/{run_id}/tool-calls", body: CreateToolCallSchema, response: CreateToolCallResultSchema },
   getAssignment: { method: "GET", path: "/v1/assignments/{assignment_id}", response: AssignmentSchema },
   getRunHistory: { method: "GET", path: "/v1/runs/{run_id}/history", response: RunHistorySchema },
-  getRunEvents: { method: "GET", path: "/v1/runs/{run_id}/events", response: RunEvent },
+  getRunEvents: { method: "GET", path: "/v1/runs/{run_id}/events", response: RunEventSchema },
   completeRun: { method: "POST", path: "/v1/runs/{run_id}:complete", response: RunSchema },
   cancelRun: { method: "POST", path: "/v1/runs/{run_id}:cancel", response: RunSchema },
   cancelTask: { method: "POST", path: "/v1/assignments/{assignment_id}:cancel-task", body: CancelTaskSchema, response: AssignmentSchema },

@@ -18,6 +18,7 @@ import type { ConfigStore } from "../../src/config/config-store.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { admin, ADMIN_KEY, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
+import { parseEventStream } from "../../src/client/event-source.js";
 
 /**
  * Table-driven over the route declarations: every route needs a valid sample request here, so a new
@@ -85,6 +86,26 @@ const declared: RouteDef[] = [
   ...operationRoutes({} as Execution),
   ...contextRoutes({} as ContextWindows, async () => undefined),
 ];
+/** A time field of an HTTP answer: named `*_at`, or `at`. */
+const isTimeField = (name: string) => name === "at" || name.endsWith("_at");
+const RFC3339_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+
+/** Every time field in `value` (at any depth), as `path: value`. */
+function timeFields(value: unknown, path = "$"): Array<[string, unknown]> {
+  if (Array.isArray(value)) return value.flatMap((v, i) => timeFields(v, `${path}[${i}]`));
+  if (typeof value !== "object" || value === null) return [];
+  return Object.entries(value).flatMap(([k, v]) => [...(isTimeField(k) && v !== null ? [[`${path}.${k}`, v] as [string, unknown]] : []), ...timeFields(v, `${path}.${k}`)]);
+}
+
+/** Every property schema named as a time field in a JSON Schema (at any depth), as `path: schema`. */
+function timeSchemas(schema: unknown, path = "#"): Array<[string, unknown]> {
+  if (Array.isArray(schema)) return schema.flatMap((s, i) => timeSchemas(s, `${path}/${i}`));
+  if (typeof schema !== "object" || schema === null) return [];
+  const properties = (schema as { properties?: Record<string, unknown> }).properties ?? {};
+  const own = Object.entries(properties).filter(([k]) => isTimeField(k)).map(([k, v]) => [`${path}/properties/${k}`, v] as [string, unknown]);
+  return [...own, ...Object.entries(schema).flatMap(([k, v]) => timeSchemas(v, `${path}/${k}`))];
+}
+
 const lacking = (route: RouteDef): IdentityConfig => ({
   name: `lacks-${route.id}`,
   key: `lacks-key-${route.id}-0123456789`,
@@ -189,12 +210,42 @@ describe("route contract: auth matrix and OpenAPI", () => {
     }
   });
 
-  it("an identity in scope with the permission passes auth on every route; a route that takes no body accepts an empty JSON one", async () => {
+  it("an identity in scope with the permission passes auth on every route; a route that takes no body accepts an empty JSON one; every time answered is RFC 3339", async () => {
+    const timed = new Set<string>();
     for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
       // What `curl -H 'content-type: application/json' -X POST` sends: the header, no body.
       const emptyJson = route.method !== "GET" && samples[route.id]!().body === undefined ? { "content-type": "application/json" } : ({} as Record<string, string>);
       const res = await send(route, { ...bearer(scoped.key!), ...emptyJson });
       expect(res.statusCode, `${route.id}: ${res.body}`).toBeLessThan(300);
+      if (route.stream === "sse" || res.body === "") continue;
+      for (const [path, value] of timeFields(res.json())) {
+        expect(value, `${route.id} ${path}`).toMatch(RFC3339_UTC);
+        timed.add(route.id);
+      }
+    }
+    // Runs and assignments kept epoch milliseconds before; sessions and executors were strings already.
+    expect([...timed]).toEqual(expect.arrayContaining(["createRun", "getRun", "createToolCall", "getAssignment", "getRunHistory", "cancelTask", "getSession", "getExecutor"]));
+  });
+
+  it("the run's event stream gives its times as RFC 3339", async () => {
+    const leave = new AbortController();
+    const res = await fetch(`${baseUrl}/v1/runs/${rt.run}/events?after=0`, { headers: bearer(ADMIN_KEY), signal: leave.signal });
+    for await (const raw of parseEventStream(res.body!)) {
+      const event = JSON.parse(raw.data);
+      expect(event.type).toBe("run"); // the run's creation
+      expect(event.at).toMatch(RFC3339_UTC);
+      break;
+    }
+    leave.abort();
+  });
+
+  it("the OpenAPI response schemas declare every time field as an RFC 3339 string", async () => {
+    const doc = (await gw.app.inject({ method: "GET", url: "/v1/openapi.json" })).json();
+    const fields = Object.values(doc.paths as Record<string, Record<string, { responses: unknown }>>).flatMap((ops) => Object.values(ops).flatMap((op) => timeSchemas(op.responses)));
+    expect(fields.length).toBeGreaterThan(20);
+    for (const [path, schema] of fields) {
+      const variants = (schema as { anyOf?: unknown[] }).anyOf ?? [schema];
+      expect(variants.filter((v) => (v as { type?: string }).type !== "null"), path).toEqual([expect.objectContaining({ type: "string", format: "date-time" })]);
     }
   });
 

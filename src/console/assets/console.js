@@ -9,7 +9,7 @@ const SAMPLE_RECEIPT_ID = "console-sample";
 const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 const fmt = (n) => Number(n).toLocaleString("en-US");
-const time = (ms) => (ms === null || ms === undefined ? "—" : new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"));
+const time = (at) => (at === null || at === undefined ? "—" : new Date(at).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"));
 
 /** Budget-engine and estimator facts served by the gateway (settings.json), so the page follows the same rules. */
 let settings = { status_keys: [], status_key_suffix: "_id", min_calibration_reports: 3 };

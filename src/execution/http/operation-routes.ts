@@ -3,6 +3,7 @@ import { jsonValueSchema } from "../../budget/index.js";
 import { ApiError } from "../../http/errors.js";
 import { EventStream } from "../../http/event-stream.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
+import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id } from "../../wire/messages.js";
 import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
@@ -30,6 +31,18 @@ export const DetachResultSchema = z
   })
   .meta({ title: "DetachResult" });
 
+/** A run event as the event stream serves it: the stored event with its time as RFC 3339. */
+const [runEvent, assignmentEvent, progressEvent, taskCancelEvent, compensationEvent] = RunEvent.options;
+export const RunEventSchema = z
+  .discriminatedUnion("type", [
+    runEvent.extend({ at: HttpTimestamp }),
+    assignmentEvent.extend({ at: HttpTimestamp }),
+    progressEvent.extend({ at: HttpTimestamp }),
+    taskCancelEvent.extend({ at: HttpTimestamp }),
+    compensationEvent.extend({ at: HttpTimestamp }),
+  ])
+  .meta({ title: "RunEvent" });
+
 export const CancelTaskSchema = z.strictObject({ reason: z.string().min(1).max(4096).optional() }).default({}).meta({ title: "CancelTask" });
 export const CompensationResultSchema = z.object({ created: z.boolean().describe("false when this write was compensated before"), compensation: AssignmentSchema });
 export const DetachExecutorSchema = z.strictObject({ scope: Id.describe("The executor scope it belongs to") }).meta({ title: "DetachExecutor" });
@@ -51,7 +64,7 @@ export function operationRoutes(execution: Execution): RouteDef[] {
       permissions: ["runtime:read"],
       params: RunParams,
       query: z.object({ after: Sequence.optional().describe("Start after this event id (Last-Event-ID wins when both are sent)") }),
-      response: RunEvent,
+      response: RunEventSchema,
       stream: "sse",
       agentScope: ({ params }) => runAgent(params.run_id),
       handler: async ({ params, query, headers, signal }) => {

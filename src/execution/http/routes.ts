@@ -2,16 +2,19 @@ import { z } from "zod";
 import { contextPreviewSchema, jsonValueSchema } from "../../budget/index.js";
 import { SessionIdSchema, ToolNameSchema } from "../../config/ids.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
+import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id, ToolKind } from "../../wire/messages.js";
 import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
 import type { Execution } from "../execution.js";
 import { RunRecord } from "../model/records.js";
 import { RUN_STATES } from "../model/run-states.js";
 
-const Millis = z.number().int().nonnegative().describe("milliseconds since the epoch");
-
-// The stored run record is what a client reads; only its description is added here.
-const RunSchema = RunRecord.extend({ assignment_ids: RunRecord.shape.assignment_ids.describe("Every tool call of the run, in creation order") }).meta({ id: "Run" });
+// The stored run record is what a client reads, with its times as RFC 3339 and a description added.
+const RunSchema = RunRecord.extend({
+  assignment_ids: RunRecord.shape.assignment_ids.describe("Every tool call of the run, in creation order"),
+  created_at: HttpTimestamp,
+  ended_at: HttpTimestamp.nullable(),
+}).meta({ id: "Run" });
 
 const OutcomeSchema = z.union([
   z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }) }),
@@ -27,7 +30,7 @@ const historyEntryShape = {
   context_preview: contextPreviewSchema.nullable().describe("The stored projection of the first completed receipt, computed once"),
   outcome: OutcomeSchema.nullable(),
   compensated_by: Id.nullable().describe("The compensation undoing this completed write; this entry's projection stays as it was"),
-  created_at: Millis,
+  created_at: HttpTimestamp,
 };
 const HistoryEntrySchema = z.object(historyEntryShape).meta({ id: "HistoryEntry" });
 
@@ -41,14 +44,14 @@ const AssignmentSchema = z
     operation_key: z.string(),
     generation: z.number().int(),
     executor_id: Id.nullable(),
-    lease_expires_at: Millis.nullable(),
+    lease_expires_at: HttpTimestamp.nullable(),
     accepted_receipt_id: Id.nullable(),
     final_receipt_id: Id.nullable(),
-    progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: Millis })),
+    progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: HttpTimestamp })),
     compensates: Id.nullable().describe("On a compensation: the completed write it undoes"),
-    task_cancel: z.object({ requested_at: Millis, reason: z.string() }).nullable().describe("A business-task cancel was requested; the executor's receipt decides the outcome"),
-    settled_by: z.object({ operator: z.string(), at: Millis }).nullable().describe("The operator who settled it from reconciliation_required"),
-    updated_at: Millis,
+    task_cancel: z.object({ requested_at: HttpTimestamp, reason: z.string() }).nullable().describe("A business-task cancel was requested; the executor's receipt decides the outcome"),
+    settled_by: z.object({ operator: z.string(), at: HttpTimestamp }).nullable().describe("The operator who settled it from reconciliation_required"),
+    updated_at: HttpTimestamp,
   })
   .meta({ id: "Assignment" });
 
