@@ -51,6 +51,7 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
       summary: "Preview the context a tool result takes (validates arguments, projects the first completed mock receipt)",
       tags: ["tools"],
       permissions: ["runtime:read", "configuration:read", "tools:execute"],
+      errors: ["agent_version_not_found", "tool_not_found", "toolset_version_missing", "invalid_stored_schema"],
       body: DryRunRequestSchema,
       exactNumbers: true,
       agentScope: ({ body }) => agentOfVersion(body.agent_version),

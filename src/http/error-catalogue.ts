@@ -51,11 +51,6 @@ export const HTTP_ERRORS = {
 export type HttpErrorCode = keyof typeof HTTP_ERRORS;
 export type HttpErrorStatus = (typeof HTTP_ERRORS)[HttpErrorCode]["status"];
 
-/** The codes a status can answer, in catalogue order. */
-export function codesOfStatus(status: number): HttpErrorCode[] {
-  return (Object.keys(HTTP_ERRORS) as HttpErrorCode[]).filter((code) => HTTP_ERRORS[code].status === status);
-}
-
 /** The error-code table of docs/http-api.md. */
 export function renderErrorTable(): string {
   const rows = (Object.entries(HTTP_ERRORS) as [HttpErrorCode, { status: number; meaning: string }][]).map(([code, e]) => `| ${e.status} | \`${code}\` | ${e.meaning} |`);

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { ErrorBodySchema } from "./errors.js";
 import type { RouteDef } from "./route.js";
-import { codesOfStatus } from "./error-catalogue.js";
+import { HTTP_ERRORS } from "./error-catalogue.js";
+import { routeErrorCodes } from "./route-errors.js";
 
 type JsonSchema = Record<string, unknown>;
 
@@ -15,10 +16,15 @@ function jsonSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
   return rest;
 }
 
-/** The error answers every operation may give, each described by the catalogue codes of its status. */
-const ERROR_STATUSES: Record<string, string> = Object.fromEntries(
-  [400, 401, 403, 404, 409, 413, 429].map((status) => [String(status), `code: ${codesOfStatus(status).join(" | ")}`]),
-);
+/** The error answers of one operation, a response per status, each naming the codes of that status it can answer (also as `x-error-codes`). */
+function errorResponses(route: RouteDef): Record<string, unknown> {
+  const byStatus = new Map<number, string[]>();
+  for (const code of routeErrorCodes(route)) byStatus.set(HTTP_ERRORS[code].status, [...(byStatus.get(HTTP_ERRORS[code].status) ?? []), code]);
+  const errorRef = { $ref: "#/components/schemas/Error" };
+  return Object.fromEntries(
+    [...byStatus].map(([status, codes]) => [String(status), { description: `code: ${codes.join(" | ")}`, "x-error-codes": codes, content: { "application/json": { schema: errorRef } } }]),
+  );
+}
 
 function parameters(schema: z.ZodObject | undefined, where: "path" | "query"): unknown[] {
   if (!schema) return [];
@@ -32,15 +38,9 @@ function parameters(schema: z.ZodObject | undefined, where: "path" | "query"): u
 
 /** The OpenAPI 3.1 document of the given routes, generated from the zod schemas that validate them. */
 export function buildOpenApi(routes: readonly RouteDef[], info: { title: string; version: string }): JsonSchema {
-  const errorRef = { $ref: "#/components/schemas/Error" };
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     const isPublic = route.permissions === "public";
-    const errors = Object.fromEntries(
-      Object.entries(ERROR_STATUSES)
-        .filter(([status]) => !isPublic || status === "400" || status === "404" || status === "413")
-        .map(([status, description]) => [status, { description, content: { "application/json": { schema: errorRef } } }]),
-    );
     (paths[route.path] ??= {})[route.method.toLowerCase()] = {
       operationId: route.id,
       summary: route.summary,
@@ -55,7 +55,7 @@ export function buildOpenApi(routes: readonly RouteDef[], info: { title: string;
           description: route.stream === "sse" ? "Server-Sent Events; each event's data is this schema" : "Success",
           content: { [route.stream === "sse" ? "text/event-stream" : "application/json"]: { schema: jsonSchema(route.response, "output") } },
         },
-        ...errors,
+        ...errorResponses(route),
       },
     };
   }

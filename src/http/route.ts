@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
 import { z } from "zod";
+import type { HttpErrorCode } from "./error-catalogue.js";
 import type { ErrorDetail } from "./errors.js";
 import type { EventStream } from "./event-stream.js";
 import type { Identity, Permission } from "./identities.js";
@@ -51,6 +52,12 @@ export interface RouteDef<P extends Obj | undefined = Obj | undefined, Q extends
   agentScope?: (req: RouteRequest<Infer<P>, Infer<Q>, Infer<B>>) => string | undefined | Promise<string | undefined>;
   /** The body carries a product's values (arguments, results): its numbers are read exactly (bigint, `1.0`). */
   exactNumbers?: true;
+  /**
+   * The catalogue codes the handler (and `check`) can answer. The route layer's own (authentication,
+   * permission, rate limit, agent scope, validation, body parsing, `internal`) follow from the rest of
+   * the declaration (`routeErrorCodes`); the OpenAPI document lists both per route.
+   */
+  errors: readonly HttpErrorCode[];
   /** Rules beyond the body schema, run on the raw body so they are reported with the schema's errors. */
   check?: (rawBody: unknown) => Promise<ErrorDetail[]>;
   handler: (req: RouteRequest<Infer<P>, Infer<Q>, Infer<B>>) => Promise<z.input<R> | EventStream>;

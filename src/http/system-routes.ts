@@ -19,6 +19,7 @@ export function systemRoutes(deps: { readiness: () => Promise<Readiness>; openap
       summary: "Liveness: the process is up",
       tags: ["system"],
       permissions: "public",
+      errors: [],
       response: z.object({ status: z.literal("ok") }),
       handler: async () => ({ status: "ok" as const }),
     }),
@@ -29,6 +30,7 @@ export function systemRoutes(deps: { readiness: () => Promise<Readiness>; openap
       summary: "Readiness: NATS connected and every declared stream present (503 otherwise)",
       tags: ["system"],
       permissions: "public",
+      errors: ["not_ready"],
       response: ReadinessSchema,
       handler: async () => {
         const readiness = await deps.readiness();
@@ -43,6 +45,7 @@ export function systemRoutes(deps: { readiness: () => Promise<Readiness>; openap
       summary: "This API's OpenAPI 3.1 document, generated from the schemas that validate requests",
       tags: ["system"],
       permissions: "public",
+      errors: [],
       response: z.record(z.string(), z.unknown()),
       handler: async () => deps.openapi(),
     }),

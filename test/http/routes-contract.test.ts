@@ -19,6 +19,7 @@ import type { Gateway } from "../../src/gateway/gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { admin, ADMIN_KEY, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
 import { parseEventStream } from "../../src/client/event-source.js";
+import { HTTP_ERRORS, type HttpErrorCode } from "../../src/http/error-catalogue.js";
 
 /**
  * Table-driven over the route declarations: every route needs a valid sample request here, so a new
@@ -237,6 +238,41 @@ describe("route contract: auth matrix and OpenAPI", () => {
       break;
     }
     leave.abort();
+  });
+
+  it("the OpenAPI document lists, per route and status, the catalogue codes the route can answer, and real refusals are among them", async () => {
+    const doc = (await gw.app.inject({ method: "GET", url: "/v1/openapi.json" })).json();
+    const codesOf = (route: string, method: string): Record<string, HttpErrorCode[]> => {
+      const responses = doc.paths[route][method].responses as Record<string, { "x-error-codes"?: HttpErrorCode[] }>;
+      return Object.fromEntries(Object.entries(responses).flatMap(([status, r]) => (r["x-error-codes"] ? [[status, r["x-error-codes"]]] : [])));
+    };
+    for (const route of gw.routes)
+      for (const [status, codes] of Object.entries(codesOf(route.path, route.method.toLowerCase())))
+        for (const code of codes) expect([route.id, code, HTTP_ERRORS[code]?.status]).toEqual([route.id, code, Number(status)]);
+
+    expect(codesOf("/healthz", "get")).toEqual({ "500": ["internal"] });
+    const toolCall = codesOf("/v1/runs/{run_id}/tool-calls", "post");
+    expect(toolCall["401"]).toEqual(["unauthenticated"]);
+    expect(toolCall["403"]).toEqual(["permission_denied", "agent_out_of_scope"]);
+    expect(toolCall["404"]).toEqual(expect.arrayContaining(["run_not_found", "tool_not_found"]));
+    expect(toolCall["409"]).toEqual(["run_terminated", "idempotency_conflict"]);
+    expect(toolCall["400"]).toEqual(["validation_failed", "invalid_json", "invalid_utf8", "json_too_deep"]);
+    expect(toolCall["413"]).toEqual(["payload_too_large"]);
+    expect(toolCall["503"]).toBeUndefined();
+    expect(codesOf("/v1/assignments/{assignment_id}:cancel-task", "post")["409"]).toEqual(["task_not_running"]);
+    expect(codesOf("/v1/executors/{executor_id}:detach", "post")["403"]).toEqual(["permission_denied"]); // not agent-scoped
+    expect(codesOf("/v1/runs/{run_id}", "get")["400"]).toEqual(["validation_failed"]); // a GET carries no body
+
+    // What the gateway really answers is what the document says it may.
+    const h = bearer(ADMIN_KEY);
+    const refusals: Array<[string, string, { status: number; code: string }]> = [
+      ["/v1/runs/{run_id}", "get", (await gw.app.inject({ method: "GET", url: "/v1/runs/run_nope", headers: h })).json().error],
+      ["/v1/runs/{run_id}/tool-calls", "post", (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.run}/tool-calls`, headers: h, payload: { tool_name: "no.such" } })).json().error],
+      ["/v1/runs/{run_id}:cancel", "post", (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.toComplete}:cancel`, headers: h })).json().error],
+      ["/v1/assignments/{assignment_id}:compensate", "post", (await gw.app.inject({ method: "POST", url: `/v1/assignments/${rt.assignment}:compensate`, headers: h })).json().error],
+    ];
+    expect(refusals.map(([, , e]) => e.code)).toEqual(["run_not_found", "tool_not_found", "run_terminated", "read_not_compensable"]);
+    for (const [path, method, error] of refusals) expect(Object.values(codesOf(path, method)).flat(), `${method} ${path}`).toContain(error.code);
   });
 
   it("the OpenAPI response schemas declare every time field as an RFC 3339 string", async () => {
