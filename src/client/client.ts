@@ -3,7 +3,8 @@ import { TERMINAL_ASSIGNMENT_STATES } from "../execution/model/assignment-states
 import { ModelTools } from "./model-tools.js";
 import { parseEventStream, toRunEvent, type RunEventWithId } from "./event-source.js";
 import { operations, type OperationId, type RequestBody, type ResponseBody } from "./operations.js";
-import { DEFAULT_RETRY, callSignal, sendWithRetry, sleep, type CallOptions, type RetryPolicy } from "./transport.js";
+import { GatewayError } from "./errors.js";
+import { DEFAULT_RETRY, backoffMs, callSignal, sendWithRetry, sleep, type CallOptions, type RetryPolicy } from "./transport.js";
 
 export interface ToolgateClientOptions {
   /** The gateway's API, e.g. `http://127.0.0.1:8080`. */
@@ -18,6 +19,9 @@ export type Assignment = ResponseBody<"getAssignment">;
 export type Run = ResponseBody<"getRun">;
 /** A tool call as the agent sends it; `tool_call_id` (the model's id of the call) makes a repeated call return the same assignment. */
 export type ToolCallRequest = RequestBody<"createToolCall"> & { tool_call_id: string };
+
+/** A failure the event stream resumes after: no connection or a cut one (fetch's TypeError), or a gateway not ready yet. */
+const isDroppedConnection = (err: unknown) => err instanceof TypeError || (err instanceof GatewayError && err.status === 503);
 
 /** The states after which an assignment's answer to the model no longer changes by itself (reconciliation waits for an operator). */
 const SETTLED: ReadonlySet<AssignmentState> = new Set([...TERMINAL_ASSIGNMENT_STATES, "reconciliation_required"]);
@@ -138,30 +142,33 @@ export class ToolgateClient {
   }
 
   /**
-   * The run's events, from after `after` (0: from the start). A dropped connection is resumed with
-   * `Last-Event-ID`, so no event is missed or repeated; ends only by the signal (or an error answer).
+   * The run's events, from after `after` (0: from the start). A dropped connection (the network, the
+   * gateway restarting or answering 503 while it starts) is resumed with `Last-Event-ID` after a
+   * backoff (doubling from `retry.initialDelayMs` up to `retry.maxDelayMs`, reset by each event), so
+   * no event is missed or repeated; the stream ends only by the signal or an error answer.
    */
   async *runEvents(runId: string, options: CallOptions & { after?: number } = {}): AsyncGenerator<RunEventWithId> {
     const signal = callSignal(options);
     let last = options.after ?? 0;
-    for (;;) {
-      const response = await sendWithRetry(
-        () => fetch(this.#url("getRunEvents", { run_id: runId }), { headers: { ...this.#headers(), accept: "text/event-stream", "last-event-id": String(last) }, signal }),
-        "getRunEvents",
-        this.#retry,
-        signal,
-      );
+    for (let drops = 0; ; drops++) {
       try {
+        const response = await sendWithRetry(
+          () => fetch(this.#url("getRunEvents", { run_id: runId }), { headers: { ...this.#headers(), accept: "text/event-stream", "last-event-id": String(last) }, signal }),
+          "getRunEvents",
+          this.#retry,
+          signal,
+        );
         for await (const raw of parseEventStream(response.body!)) {
           const event = toRunEvent(raw);
           last = event.id;
+          drops = 0;
           yield event;
         }
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
-        if (!(err instanceof TypeError)) throw err; // a network failure is resumed; anything else is a bug to surface
+        if (!isDroppedConnection(err)) throw err;
       }
-      await sleep(this.#retry.initialDelayMs, signal); // the connection ended: resume after the last event
+      await sleep(backoffMs(this.#retry, drops), signal);
     }
   }
 

@@ -45,7 +45,7 @@ export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions
   };
 }
 
-function handle(route: RouteDef) {
+function handle(route: RouteDef, streams: Set<AbortController>) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     const details: ErrorDetail[] = [];
     const params = parsePart(route.params, request.params, "params", details);
@@ -55,7 +55,11 @@ function handle(route: RouteDef) {
     if (details.length > 0) throw ApiError.validation(details);
 
     const gone = new AbortController();
-    reply.raw.once("close", () => gone.abort());
+    if (route.stream === "sse") streams.add(gone);
+    reply.raw.once("close", () => {
+      gone.abort();
+      streams.delete(gone);
+    });
     const req: RouteRequest<unknown, unknown, unknown> = { params, query, body, identity: request.identity as Identity, headers: request.headers, signal: gone.signal, log: request.log };
     if (route.agentScope) {
       const agent = await route.agentScope(req as never);
@@ -72,7 +76,11 @@ function handle(route: RouteDef) {
 
 /** Registers every declared route; `limits`, when given, rate-limits each authenticated identity. */
 export function registerRoutes(app: FastifyInstance, routes: readonly RouteDef[], identities: IdentityRegistry, limits?: TokenBuckets): void {
+  // An event stream ends only when its client leaves, and would hold the server's close for ever: closing
+  // ends it first, as a dropped connection (its client resumes with Last-Event-ID once a gateway is back).
+  const streams = new Set<AbortController>();
+  app.addHook("preClose", async () => streams.forEach((stream) => stream.abort()));
   for (const route of routes) {
-    app.route({ method: route.method, url: fastifyPath(route.path), config: { exactNumbers: route.exactNumbers === true }, onRequest: authorize(route, identities, limits), handler: handle(route) });
+    app.route({ method: route.method, url: fastifyPath(route.path), config: { exactNumbers: route.exactNumbers === true }, onRequest: authorize(route, identities, limits), handler: handle(route, streams) });
   }
 }

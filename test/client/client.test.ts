@@ -1,9 +1,12 @@
+import { createServer, type Socket } from "node:net";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GatewayError, ToolgateClient, operations, type OperationId } from "../../src/client/index.js";
 import { ADMIN_KEY, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 
 const SCOPE = "client-scope";
 const AGENT = "client-agent";
@@ -47,13 +50,13 @@ describe("toolgate/client", () => {
   });
 
   /** Claims, accepts and completes an assignment the way an executor does. */
-  async function complete(assignmentId: string, result: unknown): Promise<void> {
-    await executor.heartbeat();
-    const candidate = await executor.pullFor(assignmentId);
-    const reply = await executor.claim(assignmentId, candidate.generation);
+  async function complete(assignmentId: string, result: unknown, by = executor): Promise<void> {
+    await by.heartbeat();
+    const candidate = await by.pullFor(assignmentId);
+    const reply = await by.claim(assignmentId, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    expect((await executor.send(executor.accepted(reply.grant))).status).toBe("recorded");
-    expect((await executor.send(executor.receipt(reply.grant, { kind: "completed", result }))).status).toBe("recorded");
+    expect((await by.send(by.accepted(reply.grant))).status).toBe("recorded");
+    expect((await by.send(by.receipt(reply.grant, { kind: "completed", result }))).status).toBe("recorded");
   }
 
   it("calls every route with the server's own declaration: same method, path and schema objects", () => {
@@ -159,6 +162,49 @@ describe("toolgate/client", () => {
     expect(invalid).toMatchObject({ status: 400, code: "validation_failed" });
     expect((invalid as GatewayError).details?.[0]?.path).toContain("binding_id");
   });
+
+  it("result() and the event stream survive a gateway restart: resumed with Last-Event-ID once it is back, nothing missed or repeated", async () => {
+    const run = await client.createRun(sessionId);
+    const call = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: { q: "restart" }, tool_call_id: "restart-1" });
+    // Each open event stream is an ordered consumer of TG_EVENTS on the gateway's side.
+    const jsm = await jetstreamManager(nc);
+    const readers = async () => (await jsm.streams.info("TG_EVENTS")).state.consumer_count;
+    const before = await readers();
+    const settled = call.result({ timeoutMs: 60_000 });
+    const seen: number[] = [];
+    const followed = (async () => {
+      for await (const { id, event } of client.runEvents(run.run_id, { timeoutMs: 60_000 })) {
+        seen.push(id);
+        if (event.type === "assignment" && event.assignment_id === call.assignmentId && event.to === "completed") return event;
+      }
+    })();
+    await until("both event streams to be open", async () => ((await readers()) >= before + 2 ? true : undefined));
+
+    const port = new URL(gw.baseUrl).port;
+    await gw.close();
+    // While the gateway is down, its port resets every connection: the client must back off and try again.
+    const attempts: Socket[] = [];
+    const down = createServer((socket) => void attempts.push(socket.resetAndDestroy()));
+    await new Promise<void>((listening) => down.listen(Number(port), "127.0.0.1", listening));
+    await until("two refused reconnects of each stream", () => (attempts.length >= 4 ? true : undefined));
+    await new Promise<void>((closed) => down.close(() => closed()));
+    gw = await startExecutionGateway(nats.url, {}, { TOOLGATE_HTTP_PORT: port });
+    expect(new URL(gw.baseUrl).port).toBe(port);
+    // An executor of its own: the operations test detaches the shared one, which then stays offline for a presence TTL.
+    const after = new ProtocolExecutor(nc, SCOPE, "client-executor-2", ["notes-read", "notes-write"]);
+    try {
+      await complete(call.assignmentId, { notes: ["after the restart"] }, after);
+    } finally {
+      after.close();
+    }
+
+    const answer = await settled;
+    expect(answer.state).toBe("completed");
+    expect(JSON.stringify(answer.context_preview)).toContain("after the restart");
+    expect((await followed)?.to).toBe("completed");
+    expect(seen).toEqual([...new Set(seen)].sort((a, b) => a - b)); // in order, none repeated
+    expect(seen.length).toBeGreaterThanOrEqual(4); // the run, the call created, accepted (running), completed
+  });
 });
 
 describe("toolgate/client retries a 429 honouring Retry-After", () => {
@@ -187,4 +233,5 @@ describe("toolgate/client retries a 429 honouring Retry-After", () => {
     // Every call got past the rate limit to the gateway's real answer: no such session.
     expect(retried.map((a) => (a.status === "rejected" ? (a.reason as GatewayError).code : "answered"))).toEqual(["session_not_found", "session_not_found", "session_not_found"]);
   });
+
 });
