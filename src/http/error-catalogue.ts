@@ -9,7 +9,7 @@ export const HTTP_ERRORS = {
   invalid_json: { status: 400, meaning: "the body is not valid JSON" },
   invalid_utf8: { status: 400, meaning: "the body is not valid UTF-8: send JSON encoded as UTF-8" },
   json_too_deep: { status: 400, meaning: "the body nests arrays/objects deeper than `TOOLGATE_JSON_MAX_DEPTH`" },
-  mcp_session_required: { status: 400, meaning: "an MCP request without the `Mcp-Session-Id` of an open MCP session, and not an initialize request: initialize first" },
+  mcp_session_required: { status: 400, meaning: "a 2025-11-25 MCP request without the `Mcp-Session-Id` of an open MCP session, and not an initialize request: initialize first (2026-07-28 requests need no session)" },
   unauthenticated: { status: 401, meaning: "no API key, or an unknown one: send `Authorization: Bearer <key>`" },
   permission_denied: { status: 403, meaning: "the identity lacks every permission the route accepts" },
   agent_out_of_scope: { status: 403, meaning: "the identity is not scoped to the agent the request targets" },

@@ -450,6 +450,23 @@ describe("toolgate as an MCP server", () => {
       expect(errorOf(failed).code).toBe("no_room");
     });
 
+    it("a request's stream ending early is a client disconnect: the call goes on, is answered from history with its key, executed once", async () => {
+      const client = await connectModern();
+      const args = { name: "notes.write", arguments: { key: "modern-cut", mode: "wait" }, _meta: { [TOOL_CALL_ID_META]: "modern-cut" } };
+      const cut = new AbortController();
+      const pending = client.callTool(args, { signal: cut.signal });
+      const assignment = await runningCall("modern-cut");
+      cut.abort();
+      await expect(pending).rejects.toThrow();
+      gates.get("modern-cut")!();
+      await until("modern-cut to complete", async () => ((await getAssignment(assignment)).state === "completed" ? true : undefined));
+      expect((await getAssignment(assignment)).task_cancel).toBeNull();
+      const again = (await client.callTool(args)) as CallToolResult;
+      expect(assignmentOf(again)).toBe(assignment);
+      expect(again.structuredContent).toEqual({ written: "modern-cut" });
+      expect(executions.get("modern-cut")).toBe(1);
+    });
+
     it("keeps the runtime API's keys and scopes on 2026-07-28 requests", async () => {
       const client = new ModernClient({ name: "toolgate-test", version: "2.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
       await expect(client.connect(new ModernTransport(endpoint(), { requestInit: { headers: { authorization: `Bearer ${SCOPED_KEY}` } } }))).rejects.toThrow(/403|[Ff]orbidden/);
