@@ -13,7 +13,14 @@ export interface ToolgateClientOptions {
   apiKey: string;
   /** Retrying of 429 and 503 answers; the defaults are {@link DEFAULT_RETRY}. */
   retry?: Partial<RetryPolicy>;
+  /**
+   * An event stream silent this long (not even the gateway's heartbeat comment, every 15 s by
+   * default) is taken for a dead connection and resumed. Default 45 000 ms.
+   */
+  eventIdleMs?: number;
 }
+
+const DEFAULT_EVENT_IDLE_MS = 45_000;
 
 export type Assignment = ResponseBody<"getAssignment">;
 export type Run = ResponseBody<"getRun">;
@@ -22,6 +29,47 @@ export type ToolCallRequest = RequestBody<"createToolCall"> & { tool_call_id: st
 
 /** A failure the event stream resumes after: no connection or a cut one (fetch's TypeError), or a gateway not ready yet. */
 const isDroppedConnection = (err: unknown) => err instanceof TypeError || (err instanceof GatewayError && err.status === 503);
+
+/** One event stream connection, aborted when nothing arrived on it for `idleMs` (a dead peer sends no FIN). */
+class IdleConnection {
+  readonly #controller = new AbortController();
+  readonly #idleMs: number;
+  #timer: NodeJS.Timeout;
+  idle = false;
+  readonly signal: AbortSignal;
+
+  constructor(idleMs: number, outer: AbortSignal | undefined) {
+    this.#idleMs = idleMs;
+    this.signal = outer ? AbortSignal.any([outer, this.#controller.signal]) : this.#controller.signal;
+    this.#timer = this.#arm();
+  }
+
+  #arm(): NodeJS.Timeout {
+    return setTimeout(() => {
+      this.idle = true;
+      this.#controller.abort(new Error(`no event or heartbeat for ${this.#idleMs} ms`));
+    }, this.#idleMs);
+  }
+
+  /** The body, each chunk of which (events and heartbeat comments alike) restarts the idle clock. */
+  watch(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+    return body.pipeThrough(
+      new TransformStream({
+        transform: (chunk, out) => {
+          clearTimeout(this.#timer);
+          this.#timer = this.#arm();
+          out.enqueue(chunk);
+        },
+      }),
+    );
+  }
+
+  /** Ends the connection (a reader that stopped early leaves nothing open on the gateway). */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#controller.abort();
+  }
+}
 
 /** The states after which an assignment's answer to the model no longer changes by itself (reconciliation waits for an operator). */
 const SETTLED: ReadonlySet<AssignmentState> = new Set([...TERMINAL_ASSIGNMENT_STATES, "reconciliation_required"]);
@@ -36,11 +84,13 @@ export class ToolgateClient {
   readonly #baseUrl: string;
   readonly #apiKey: string;
   readonly #retry: RetryPolicy;
+  readonly #eventIdleMs: number;
 
   constructor(options: ToolgateClientOptions) {
     this.#baseUrl = options.baseUrl;
     this.#apiKey = options.apiKey;
     this.#retry = { ...DEFAULT_RETRY, ...options.retry };
+    this.#eventIdleMs = options.eventIdleMs ?? DEFAULT_EVENT_IDLE_MS;
   }
 
   createBinding(binding: RequestBody<"createBinding">, options?: CallOptions) {
@@ -143,22 +193,24 @@ export class ToolgateClient {
 
   /**
    * The run's events, from after `after` (0: from the start). A dropped connection (the network, the
-   * gateway restarting or answering 503 while it starts) is resumed with `Last-Event-ID` after a
-   * backoff (doubling from `retry.initialDelayMs` up to `retry.maxDelayMs`, reset by each event), so
-   * no event is missed or repeated; the stream ends only by the signal or an error answer.
+   * gateway restarting or answering 503 while it starts, or a connection silent for `eventIdleMs`) is
+   * resumed with `Last-Event-ID` after a backoff (doubling from `retry.initialDelayMs` up to
+   * `retry.maxDelayMs`, reset by each event), so no event is missed or repeated; the stream ends only
+   * by the signal or an error answer.
    */
   async *runEvents(runId: string, options: CallOptions & { after?: number } = {}): AsyncGenerator<RunEventWithId> {
     const signal = callSignal(options);
     let last = options.after ?? 0;
     for (let drops = 0; ; drops++) {
+      const connection = new IdleConnection(this.#eventIdleMs, signal);
       try {
         const response = await sendWithRetry(
-          () => fetch(this.#url("getRunEvents", { run_id: runId }), { headers: { ...this.#headers(), accept: "text/event-stream", "last-event-id": String(last) }, signal }),
+          () => fetch(this.#url("getRunEvents", { run_id: runId }), { headers: { ...this.#headers(), accept: "text/event-stream", "last-event-id": String(last) }, signal: connection.signal }),
           "getRunEvents",
           this.#retry,
           signal,
         );
-        for await (const raw of parseEventStream(response.body!)) {
+        for await (const raw of parseEventStream(connection.watch(response.body!))) {
           const event = toRunEvent(raw);
           last = event.id;
           drops = 0;
@@ -166,7 +218,9 @@ export class ToolgateClient {
         }
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
-        if (!isDroppedConnection(err)) throw err;
+        if (!connection.idle && !isDroppedConnection(err)) throw err;
+      } finally {
+        connection.close();
       }
       await sleep(backoffMs(this.#retry, drops), signal);
     }

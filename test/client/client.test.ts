@@ -1,3 +1,4 @@
+import { createServer as createHttpServer, type IncomingHttpHeaders } from "node:http";
 import { createServer, type Socket } from "node:net";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -234,4 +235,28 @@ describe("toolgate/client retries a 429 honouring Retry-After", () => {
     expect(retried.map((a) => (a.status === "rejected" ? (a.reason as GatewayError).code : "answered"))).toEqual(["session_not_found", "session_not_found", "session_not_found"]);
   });
 
+});
+
+describe("toolgate/client on a connection that goes silent", () => {
+  it("takes an event stream silent for eventIdleMs for dead and resumes it with Last-Event-ID", async () => {
+    // A peer that sends one event, then nothing, not even a heartbeat, and never closes: what a vanished host looks like.
+    const requests: IncomingHttpHeaders[] = [];
+    const silent = createHttpServer((req, res) => {
+      requests.push(req.headers);
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(`id: ${7 + requests.length}\ndata: ${JSON.stringify({ type: "run", run_id: "run_silent", state: "active", at: "2026-12-03T16:00:00.000Z" })}\n\n`);
+    });
+    await new Promise<void>((listening) => silent.listen(0, "127.0.0.1", listening));
+    const { port } = silent.address() as { port: number };
+    const client = new ToolgateClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: ADMIN_KEY, eventIdleMs: 200, retry: { initialDelayMs: 10 } });
+    const ids: number[] = [];
+    try {
+      for await (const { id } of client.runEvents("run_silent", { after: 7, timeoutMs: 30_000 })) if (ids.push(id) === 3) break;
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
+    expect(ids).toEqual([8, 9, 10]);
+    expect(requests.map((h) => h["last-event-id"])).toEqual(["7", "8", "9"]);
+  });
 });
