@@ -1,18 +1,10 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, McpError, type CallToolResult, type CreateTaskResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type CreateTaskResult } from "@modelcontextprotocol/sdk/types.js";
 import { sessionMcpRunId } from "../execution/model/ids.js";
+import { faultsAsMcpErrors } from "./sdk-errors.js";
 import { settledView } from "./settled-view.js";
-import { answerSources, answerToolCall, createToolCall, McpFault, progressForwarder, sessionTools, type SessionToolsDeps } from "./session-tools.js";
+import { answerSources, answerToolCall, createToolCall, progressForwarder, sessionTools, type SessionToolsDeps } from "./session-tools.js";
 import { RunTaskStore, taskOf } from "./task-store.js";
-
-/** Rethrows a protocol fault as the 1.x SDK's error class. */
-async function faultsAsMcpErrors<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    throw err instanceof McpFault ? new McpError(err.code, err.message) : err;
-  }
-}
 
 /**
  * The MCP server of one 2025-11-25 connection (SDK 1.x, sessions and tasks in core), bound to one

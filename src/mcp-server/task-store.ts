@@ -2,11 +2,10 @@ import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/int
 import { ErrorCode, McpError, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { Execution } from "../execution/execution.js";
 import type { AssignmentView } from "../execution/runs/history.js";
-import { ApiError } from "../http/errors.js";
 import { callResult } from "./call-result.js";
+import { POLL_INTERVAL_MS, SessionTasks } from "./session-tasks.js";
+import { faultsAsMcpErrors } from "./sdk-errors.js";
 
-/** How often a client is told to poll a working task. */
-const POLL_INTERVAL_MS = 500;
 /** Tasks listed per page. */
 const PAGE = 100;
 
@@ -39,51 +38,39 @@ export function taskOf(view: AssignmentView): Task {
 }
 
 /**
- * MCP tasks (2025-11-25) over the session's MCP run: a task is a tool call, its id the assignment id,
- * durable before `tools/call` returns it. `tasks/get` reads the assignment, `tasks/result` is the
- * stored projection (the `tools/call` answer), `tasks/cancel` asks for the business-task cancel.
- * Nothing is kept here: the SDK's own task writes (`storeTaskResult`) have nothing to add.
+ * MCP tasks (2025-11-25) over the session's MCP run (see `SessionTasks`): `tasks/get` reads the
+ * assignment, `tasks/result` is the stored projection (the `tools/call` answer), `tasks/cancel` asks
+ * for the business-task cancel. Nothing is kept here: the SDK's own task writes
+ * (`storeTaskResult`) have nothing to add.
  */
 export class RunTaskStore implements TaskStore {
+  private readonly tasks: SessionTasks;
+
   constructor(
     private readonly execution: Execution,
     private readonly runId: string,
-  ) {}
+  ) {
+    this.tasks = new SessionTasks(execution, runId);
+  }
 
   createTask(): Promise<Task> {
     return Promise.reject(new Error("toolgate's tasks are its tool calls: they are created by tools/call"));
   }
 
-  /** The assignment when it belongs to this session's MCP run; null otherwise (another session's task is unknown here). */
-  private async view(taskId: string): Promise<AssignmentView | null> {
-    const view = await this.execution.history.assignment(taskId).catch((err: unknown) => {
-      if (err instanceof ApiError && err.status === 404) return null;
-      throw err;
-    });
-    return view?.run_id === this.runId ? view : null;
-  }
-
   async getTask(taskId: string): Promise<Task | null> {
-    const view = await this.view(taskId);
+    const view = await this.tasks.find(taskId);
     return view && taskOf(view);
   }
 
   async storeTaskResult(): Promise<void> {}
 
   async getTaskResult(taskId: string): Promise<Result> {
-    const view = await this.view(taskId);
-    if (!view) throw new McpError(ErrorCode.InvalidParams, `task '${taskId}' is not a tool call of this session`);
-    return callResult(view);
+    return callResult(await faultsAsMcpErrors(() => this.tasks.get(taskId)));
   }
 
   async updateTaskStatus(taskId: string, status: Task["status"]): Promise<void> {
     if (status !== "cancelled") throw new Error(`toolgate's tasks change status only by their executor (asked: ${status})`);
-    try {
-      await this.execution.taskCancel.request(taskId, "the MCP client cancelled the task");
-    } catch (err) {
-      if (err instanceof ApiError && err.status < 500) throw new McpError(ErrorCode.InvalidParams, err.message);
-      throw err;
-    }
+    await faultsAsMcpErrors(() => this.tasks.cancel(taskId, "the MCP client cancelled the task"));
   }
 
   async listTasks(cursor?: string): Promise<{ tasks: Task[]; nextCursor?: string }> {

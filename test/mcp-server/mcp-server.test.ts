@@ -4,7 +4,8 @@ import { createRequire } from "node:module";
 import { promisify } from "node:util";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport, type JSONRPCMessage } from "@modelcontextprotocol/client";
+import { createTaskSessionFromClient, type JsonRpcResponse, type RawClientDispatch, type TaskEnabledSession } from "@modelcontextprotocol/ext-tasks/client";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema, ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -413,7 +414,7 @@ describe("toolgate as an MCP server", () => {
       return client;
     };
 
-    it("negotiates 2026-07-28 (server/discover, no MCP session) and lists the same tools, without task support", async () => {
+    it("negotiates 2026-07-28 (server/discover, no MCP session) and lists the same tools, without per-tool task support (the extension has none)", async () => {
       const client = await connectModern();
       expect(client.getNegotiatedProtocolVersion()).toBe("2026-07-28");
       const { tools } = await client.listTools();
@@ -465,6 +466,115 @@ describe("toolgate as an MCP server", () => {
       expect(assignmentOf(again)).toBe(assignment);
       expect(again.structuredContent).toEqual({ written: "modern-cut" });
       expect(executions.get("modern-cut")).toBe(1);
+    });
+
+    describe("tasks (the io.modelcontextprotocol/tasks extension), through the official ext-tasks client", () => {
+      const transports: ModernTransport[] = [];
+      afterAll(async () => {
+        for (const t of transports) await t.close().catch(() => undefined);
+      });
+      /**
+       * ext-tasks leaves the raw request path to the host (the 2.x client's decoder refuses
+       * `resultType: "task"`): the host's coordinator here is the SDK's own transport, answers matched by id.
+       */
+      const rawDispatch = async (url = endpoint()): Promise<RawClientDispatch> => {
+        const transport = new ModernTransport(url, { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } });
+        transports.push(transport);
+        const waiting = new Map<string, (response: JsonRpcResponse) => void>();
+        transport.onmessage = (message) => {
+          const answer = message as { id?: string; result?: unknown; error?: { code: number; message: string } };
+          const settle = answer.id === undefined ? undefined : waiting.get(answer.id);
+          if (!settle) return;
+          waiting.delete(answer.id!);
+          settle(answer.error ? { kind: "error", error: answer.error } : { kind: "result", result: answer.result as never });
+        };
+        await transport.start();
+        let next = 0;
+        return (request) =>
+          new Promise((resolve, reject) => {
+            const id = `raw-${++next}`;
+            waiting.set(id, resolve);
+            transport.send({ ...(request as object), jsonrpc: "2.0", id } as JSONRPCMessage).catch(reject);
+          });
+      };
+      const taskSession = async (url = endpoint()): Promise<TaskEnabledSession> => {
+        const client = new ModernClient({ name: "toolgate-test", version: "2.0.0" }, { versionNegotiation: { mode: "auto" } });
+        await client.connect(new ModernTransport(url, { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } }));
+        modernClients.push(client);
+        return createTaskSessionFromClient(client, {
+          endpointId: `toolgate-${url.pathname}`,
+          rawDispatch: await rawDispatch(url),
+          v2RequestFraming: { protocolVersion: "2026-07-28", clientInfo: { name: "toolgate-test", version: "2.0.0" }, clientCapabilities: {} },
+        });
+      };
+
+      it("declares the extension in server/discover", async () => {
+        const client = await connectModern();
+        expect(client.getServerCapabilities()?.extensions).toEqual({ "io.modelcontextprotocol/tasks": {} });
+        expect((await taskSession()).capabilities).toBeDefined();
+      });
+
+      it("answers a call as a task whose id is the assignment; tasks/get reports working, then the stored projection; re-issued with its key, the same task, executed once", async () => {
+        const session = await taskSession();
+        const execution = await session.callTool("notes.write", { key: "ext-1", mode: "wait" }, { metadata: { [TOOL_CALL_ID_META]: "ext-1" } });
+        expect(execution.kind).toBe("task");
+        const taskId = execution.handle!.taskId;
+        const stored = await getAssignment(taskId);
+        expect(stored.tool_call_id).toBe("ext-1");
+        await until("ext-1 to start", () => (gates.has("ext-1") ? true : undefined));
+        const working = await until("ext-1's progress in its status", async () => {
+          const view = await session.task(taskId).snapshot();
+          return view.statusMessage ? view : undefined;
+        });
+        expect(working).toMatchObject({ status: "working", statusMessage: JSON.stringify({ step: "started" }), retentionMs: null });
+        // Re-issued by another client (the first one's stream dropped, say): the same task.
+        const again = await (await taskSession()).callTool("notes.write", { key: "ext-1", mode: "wait" }, { metadata: { [TOOL_CALL_ID_META]: "ext-1" } });
+        expect(again.handle!.taskId).toBe(taskId);
+        await again.detach();
+        gates.get("ext-1")!();
+        const { outcome } = await execution.settle();
+        expect(outcome.status).toBe("completed");
+        const result = (outcome as { result: CallToolResult }).result;
+        expect(result.structuredContent).toEqual({ written: "ext-1" });
+        expect(textOf(result)).toBe(canonicalJson((await getAssignment(taskId)).context_preview.result));
+        expect(executions.get("ext-1")).toBe(1);
+      });
+
+      it("reports a product failure as a completed task whose result is the tool error, as tools/call answers it", async () => {
+        const session = await taskSession();
+        const execution = await session.callTool("notes.write", { key: "ext-fail", mode: "fail" });
+        expect(execution.kind).toBe("task");
+        const { outcome } = await execution.settle();
+        expect(outcome.status).toBe("completed");
+        const result = (outcome as { result: CallToolResult }).result;
+        expect(result.isError).toBe(true);
+        expect(errorOf(result).code).toBe("no_room");
+      });
+
+      it("tasks/cancel is the business-task cancel: the task ends cancelled, the run goes on", async () => {
+        const session = await taskSession();
+        const execution = await session.callTool("notes.write", { key: "ext-stop", mode: "wait" }, { metadata: { [TOOL_CALL_ID_META]: "ext-stop" } });
+        const taskId = execution.handle!.taskId;
+        await until("ext-stop to start", () => (gates.has("ext-stop") ? true : undefined));
+        await execution.cancel();
+        await until("ext-stop to be cancelled", async () => ((await session.task(taskId).snapshot()).status === "cancelled" ? true : undefined));
+        const settled = await getAssignment(taskId);
+        expect(settled.state).toBe("cancelled");
+        expect(settled.task_cancel.reason).toBe("the MCP client cancelled the task");
+        expect((await gw.http("GET", `/v1/runs/${settled.run_id}`)).body.state).toBe("active");
+      });
+
+      it("a task of another session is unknown; tasks/get without the extension declared is refused", async () => {
+        const other = await seedSession(gw.gateway.store, { scope: "mcp", agent: "mcp-agent", tools: [{ name: "notes.find", binding_id: "mcp-find" }] });
+        const session = await taskSession();
+        const mine = await session.callTool("notes.find", { q: "mine" });
+        const taskId = mine.handle!.taskId;
+        await mine.settle();
+        const foreign = await taskSession(new URL(`${gw.baseUrl}/v1/sessions/${other}/mcp`));
+        await expect(foreign.task(taskId).snapshot()).rejects.toThrow(/not a tool call of this session/);
+        const plain = await connectModern();
+        await expect(plain.request({ method: "tasks/get", params: { taskId } }, { "~standard": { version: 1, vendor: "test", validate: (value) => ({ value }) } })).rejects.toMatchObject({ code: -32021 });
+      });
     });
 
     it("keeps the runtime API's keys and scopes on 2026-07-28 requests", async () => {
