@@ -540,6 +540,20 @@ describe("toolgate as an MCP server", () => {
         expect(executions.get("ext-1")).toBe(1);
       });
 
+      it("gives a ~200 KiB result, cut to the tool's budget, as the same bytes the history holds", async () => {
+        const session = await taskSession();
+        const execution = await session.callTool("notes.dump", {}, { metadata: { [TOOL_CALL_ID_META]: "ext-dump" } });
+        const { outcome } = await execution.settle();
+        const result = (outcome as { result: CallToolResult }).result;
+        const history = (await gw.http("GET", `/v1/runs/${await mcpRunId()}/history`)).body;
+        const entry = history.tool_calls.find((t: { tool_call_id: string }) => t.tool_call_id === "ext-dump");
+        expect(entry.assignment_id).toBe(execution.handle!.taskId);
+        expect(entry.context_preview.truncated).toBe(true);
+        expect(textOf(result)).toBe(canonicalJson(entry.context_preview.result));
+        expect(Buffer.byteLength(textOf(result), "utf8")).toBeLessThanOrEqual(BUDGET);
+        expect(result._meta?.["io.toolgate/truncated"]).toBe(true);
+      });
+
       it("reports a product failure as a completed task whose result is the tool error, as tools/call answers it", async () => {
         const session = await taskSession();
         const execution = await session.callTool("notes.write", { key: "ext-fail", mode: "fail" });
@@ -573,7 +587,10 @@ describe("toolgate as an MCP server", () => {
         const foreign = await taskSession(new URL(`${gw.baseUrl}/v1/sessions/${other}/mcp`));
         await expect(foreign.task(taskId).snapshot()).rejects.toThrow(/not a tool call of this session/);
         const plain = await connectModern();
-        await expect(plain.request({ method: "tasks/get", params: { taskId } }, { "~standard": { version: 1, vendor: "test", validate: (value) => ({ value }) } })).rejects.toMatchObject({ code: -32021 });
+        await expect(plain.request({ method: "tasks/get", params: { taskId } }, { "~standard": { version: 1, vendor: "test", validate: (value) => ({ value }) } })).rejects.toMatchObject({
+          code: -32021,
+          data: { requiredCapabilities: { extensions: { "io.modelcontextprotocol/tasks": {} } } },
+        });
       });
     });
 
