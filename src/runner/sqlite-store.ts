@@ -84,6 +84,7 @@ export class SqliteRunnerStore implements RunnerStore {
       ) STRICT;
       CREATE INDEX IF NOT EXISTS receipts_of_claim ON receipts (assignment_id, generation, position);
     `);
+    this.allowEveryPhase();
     const savepoint = this.db.transaction((op: () => void) => op()); // nested in commitBatch: a savepoint
     this.commitBatch = this.db.transaction((batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => {
       for (const w of batch) {
@@ -94,6 +95,39 @@ export class SqliteRunnerStore implements RunnerStore {
         }
       }
     });
+  }
+
+  /**
+   * A store made by an earlier release checks `phase` against that release's list (SQLite cannot
+   * change a CHECK in place): its assignments table is rebuilt with today's, rows kept as they are.
+   */
+  private allowEveryPhase(): void {
+    const sql = this.db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'assignments'").pluck().get() as string;
+    if (PHASES.every((p) => sql.includes(`'${p}'`))) return;
+    this.db.pragma("foreign_keys = OFF");
+    try {
+      this.db.transaction(() => {
+        this.db.exec(`
+          CREATE TABLE assignments_next (
+            assignment_id TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            phase TEXT NOT NULL CHECK (phase IN (${PHASES.map((p) => `'${p}'`).join(", ")})),
+            operation_key TEXT NOT NULL,
+            tool_name TEXT NOT NULL,
+            grant_json TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (assignment_id, generation)
+          ) STRICT;
+          INSERT INTO assignments_next SELECT assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at FROM assignments;
+          DROP TABLE assignments;
+          ALTER TABLE assignments_next RENAME TO assignments;
+          CREATE INDEX assignments_open ON assignments (created_at) WHERE phase NOT IN (${[...FINAL_PHASES].map((p) => `'${p}'`).join(", ")});
+        `);
+      })();
+    } finally {
+      this.db.pragma("foreign_keys = ON");
+    }
   }
 
   async open(executorId: string): Promise<void> {

@@ -8,6 +8,7 @@ import type { AssignmentRecord } from "../model/records.js";
 import { requeued } from "../dispatch/requeue.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
+import type { BackgroundTasks } from "../tasks/background-tasks.js";
 
 /**
  * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
@@ -26,6 +27,7 @@ export class LeaseSweeper {
     private readonly candidates: CandidateQueue,
     private readonly presence: PresenceService,
     private readonly detacher: ExecutorDetacher,
+    private readonly tasks: BackgroundTasks,
     private readonly log: Logger,
     private readonly intervalMs: number,
     private readonly now: () => number = Date.now,
@@ -68,6 +70,8 @@ export class LeaseSweeper {
       return false;
     }
     if (a.state === "running") return this.checkHolder(a);
+    // Not leased, not tied to its executor's presence: a submitted task has its own deadline.
+    if (a.state === "submitted") return this.tasks.checkDeadline(a);
     if (a.state === "pending" && a.candidate_seq !== null && !expired.result) return this.reofferIfTaken(a);
     if (a.state === "pending") await this.dispatcher.dispatch(assignmentId);
     return true;

@@ -27,6 +27,10 @@ const historyEntryShape = {
   context_preview: contextPreviewSchema.nullable().describe("The stored projection of the first completed receipt, computed once"),
   outcome: OutcomeSchema.nullable(),
   compensated_by: Id.nullable().describe("The compensation undoing this completed write; this entry's projection stays as it was"),
+  task: z
+    .object({ task_ref: z.string(), status: z.string(), submitted_at: Millis, deadline_at: Millis })
+    .nullable()
+    .describe("The background task this call submitted; context_preview is then the submission, and the task's result is an entry of task_results"),
   created_at: Millis,
 };
 const HistoryEntrySchema = z.object(historyEntryShape).meta({ id: "HistoryEntry" });
@@ -62,7 +66,26 @@ const CreateToolCallSchema = z
   .meta({ id: "CreateToolCall" });
 
 const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
-const RunHistorySchema = z.object({ run_id: Id, state: z.enum(RUN_STATES), tool_calls: z.array(HistoryEntrySchema) });
+const TaskResultEntrySchema = z
+  .object({
+    assignment_id: Id,
+    tool_call_id: Id.nullable(),
+    tool_name: z.string(),
+    task_ref: z.string(),
+    receipt_id: Id.nullable().describe("The final receipt that settled the task; null when its deadline passed"),
+    state: z.enum(["completed", "failed", "cancelled", "reconciliation_required"]),
+    context_preview: contextPreviewSchema.nullable().describe("For completed: the stored projection of its result, computed once with the tool's budget"),
+    outcome: OutcomeSchema.nullable(),
+    after_tool_calls: z.number().int().nonnegative().describe("The entry follows this many tool calls of the run in the model's history"),
+    at: Millis,
+  })
+  .meta({ id: "TaskResultEntry" });
+const RunHistorySchema = z.object({
+  run_id: Id,
+  state: z.enum(RUN_STATES),
+  tool_calls: z.array(HistoryEntrySchema),
+  task_results: z.array(TaskResultEntrySchema).describe("Outcomes of background tasks, each its own entry, in arrival order (docs/async-tasks.md)"),
+});
 
 export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, HistoryEntrySchema, RunHistorySchema, RunSchema };
 export const RunParams = z.object({ run_id: Id });
@@ -153,7 +176,7 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       agentScope: ({ params }) => runAgent(params.run_id),
       handler: async ({ params }) => {
         const run = await execution.runs.get(params.run_id);
-        return { run_id: run.run_id, state: run.state, tool_calls: await execution.history.history(run) };
+        return { run_id: run.run_id, state: run.state, ...(await execution.history.history(run)) };
       },
     }),
     defineRoute({
