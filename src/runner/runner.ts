@@ -518,13 +518,15 @@ export class ToolRunner {
     }
     const receipt = buildReceipt(grant, { kind: "submission", task_ref: task.task_ref, status: task.status }, Date.now());
     try {
-      await this.outbox.append(grant, receipt, transition(phase, "submit"));
+      await this.tasks.submitting(task.task_ref, async () => {
+        await this.outbox.append(grant, receipt, transition(phase, "submit"));
+        this.holdTask(grant, await this.store.listReceipts({ assignmentId: grant.assignment_id, generation: grant.generation }));
+      });
     } catch (err) {
       if (!(err instanceof PhaseConflictError)) throw err;
       this.logger.warn({ assignment_id: grant.assignment_id, task_ref: task.task_ref }, "submission ignored: the assignment was already reported");
       return;
     }
-    this.holdTask(grant, await this.store.listReceipts({ assignmentId: grant.assignment_id, generation: grant.generation }));
     this.untrack(grant.assignment_id);
   }
 

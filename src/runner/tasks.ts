@@ -32,6 +32,8 @@ export class UnknownTaskError extends Error {
 export class RunnerTasks {
   private readonly held = new Map<string, HeldTask>();
   private readonly byAssignment = new Map<string, string>();
+  /** Submissions being saved: a product fast enough to report before the save ended waits for it. */
+  private readonly saving = new Map<string, Promise<void>>();
 
   constructor(
     private readonly store: RunnerStore,
@@ -48,9 +50,20 @@ export class RunnerTasks {
     this.byAssignment.set(grant.assignment_id, task.task_ref);
   }
 
-  /** Whether `taskRef` is taken by a task still waiting for its outcome here. */
+  /** Whether `taskRef` is taken by a task still waiting for its outcome here (or being submitted). */
   holds(taskRef: string): boolean {
-    return this.held.has(taskRef);
+    return this.held.has(taskRef) || this.saving.has(taskRef);
+  }
+
+  /** Runs the saving of a submission, during which reports for its task wait. */
+  async submitting(taskRef: string, save: () => Promise<void>): Promise<void> {
+    const saved = save();
+    this.saving.set(taskRef, saved.catch(() => undefined));
+    try {
+      await saved;
+    } finally {
+      this.saving.delete(taskRef);
+    }
   }
 
   /** The tasks waiting for their outcome, oldest first. */
@@ -59,8 +72,8 @@ export class RunnerTasks {
   }
 
   /** Reports the task's progress (saved when it resolves, delivered in order). */
-  progress(taskRef: string, data: unknown): Promise<void> {
-    return this.get(taskRef).progress.report(data);
+  async progress(taskRef: string, data: unknown): Promise<void> {
+    await (await this.get(taskRef)).progress.report(data);
   }
 
   /** The task finished: its result enters the run's history as its own entry, projected once with the tool's budget. */
@@ -100,14 +113,15 @@ export class RunnerTasks {
     }
   }
 
-  private get(taskRef: string): HeldTask {
+  private async get(taskRef: string): Promise<HeldTask> {
+    await this.saving.get(taskRef);
     const task = this.held.get(taskRef);
     if (!task) throw new UnknownTaskError(`no submitted task '${taskRef}' is waiting for its outcome in this executor's store`);
     return task;
   }
 
   private async report(taskRef: string, report: FinalReport): Promise<void> {
-    const task = this.get(taskRef);
+    const task = await this.get(taskRef);
     // Progress saved before the outcome is sent before it (the outbox keeps save order).
     await task.progress.close();
     try {
