@@ -63,6 +63,9 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
           if (ctx.arguments.title === "oversized") return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: "x".repeat(TASK_STATUS_MAX_BYTES + 1) });
           return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: `report '${ctx.arguments.title}' queued, about a minute` });
         },
+        async compensate(ctx) {
+          return { withdrawn: ctx.compensates.result };
+        },
         async cancelTask(request) {
           stops.push(request);
           await onStop(request);
@@ -141,6 +144,23 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
     } finally {
       await events.close();
     }
+  });
+
+  it("compensates a completed async write as a synchronous one: a new operation, the task's result entry untouched", async () => {
+    const { runId, assignmentId, taskRef } = await submitted("reports.generate", "to undo");
+    await runner.tasks.complete(taskRef, { report: taskRef, published: true });
+    await inState(assignmentId, "completed");
+    const before = await until("the task result", async () => {
+      const h = await gw.api("GET", `/v1/runs/${runId}/history`);
+      return h.task_results.length === 1 ? h : undefined;
+    });
+    const { created, compensation } = await gw.api("POST", `/v1/assignments/${assignmentId}:compensate`);
+    expect(created).toBe(true);
+    const done = await inState(compensation.assignment_id, "completed");
+    expect(done.context_preview.result).toEqual({ withdrawn: { report: taskRef, published: true } });
+    const after = await gw.api("GET", `/v1/runs/${runId}/history`);
+    expect(after.task_results).toEqual(before.task_results);
+    expect(after.tool_calls[0].compensated_by).toBe(compensation.assignment_id);
   });
 
   it("bounds the submission by schema: an oversized status is refused at ctx.submit with submission_too_large", async () => {
