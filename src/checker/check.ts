@@ -56,6 +56,8 @@ export interface CheckReport {
     applied_receipts: number;
     progress: number;
     projections: number;
+    /** Settlements of background tasks, each a history entry of its run. */
+    task_results: number;
     side_effects: number;
     outbox_receipts: number;
   };
@@ -136,6 +138,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
       applied_receipts: applied.length,
       progress: h.progress.length,
       projections: h.projections.length,
+      task_results: h.runs.reduce((n, r) => n + (r.value.task_results?.length ?? 0), 0),
       side_effects: evidence?.sideEffects.length ?? 0,
       outbox_receipts: evidence?.outbox.length ?? 0,
     },
