@@ -114,7 +114,13 @@ export class HistoryReader {
     const byId = new Map(calls.map((a) => [a.assignment_id, a]));
     const [tool_calls, task_results] = await Promise.all([
       Promise.all(calls.map((a) => this.entry(a))),
-      Promise.all((run.task_results ?? []).map((t) => taskResultEntry(byId.get(t.assignment_id)!, t, this.projections))),
+      Promise.all(
+        (run.task_results ?? []).map((t) => {
+          const a = byId.get(t.assignment_id);
+          if (!a) throw new ApiError(500, "assignment_missing", `task result of '${t.assignment_id}', which run '${run.run_id}' does not list`);
+          return taskResultEntry(a, t, this.projections);
+        }),
+      ),
     ]);
     return { tool_calls, task_results };
   }
