@@ -116,7 +116,11 @@ export class ToolRunner {
     this.timing = Timing.parse(timing);
     this.logger = logger ?? defaultLogger();
     this.store = typeof store === "string" ? new SqliteRunnerStore(store) : store;
-    this.tasks = new RunnerTasks(this.store, () => this.outbox, this.logger, toolGrant, (grant) => this.tools.get(grant.tool_name)?.cancelTask);
+    const outbox = () => {
+      this.assertConnected();
+      return this.outbox;
+    };
+    this.tasks = new RunnerTasks(outbox, this.logger, toolGrant, (grant) => this.tools.get(grant.tool_name)?.cancelTask);
   }
 
   get executorId(): string {

@@ -5,7 +5,7 @@ import type { Outbox } from "./outbox.js";
 import { transition } from "./phases.js";
 import { ProgressReporter } from "./progress.js";
 import type { FinalReport } from "./receipts.js";
-import { PhaseConflictError, type OutboxReceipt, type RunnerStore } from "./store.js";
+import { PhaseConflictError, type OutboxReceipt } from "./store.js";
 import type { SubmittedTaskInfo, TaskStopRequest, ToolGrant } from "./tools.js";
 
 /** A submitted task this executor's store holds, by its reference. */
@@ -36,7 +36,6 @@ export class RunnerTasks {
   private readonly saving = new Map<string, Promise<void>>();
 
   constructor(
-    private readonly store: RunnerStore,
     private readonly outbox: () => Outbox,
     private readonly logger: Logger,
     private readonly toolGrant: (grant: Grant) => ToolGrant,
@@ -114,6 +113,7 @@ export class RunnerTasks {
   }
 
   private async get(taskRef: string): Promise<HeldTask> {
+    this.outbox(); // throws before start() and after close(): the tasks live in the store the runner opens
     await this.saving.get(taskRef);
     const task = this.held.get(taskRef);
     if (!task) throw new UnknownTaskError(`no submitted task '${taskRef}' is waiting for its outcome in this executor's store`);
