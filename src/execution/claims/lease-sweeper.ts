@@ -69,9 +69,9 @@ export class LeaseSweeper {
       await this.watchlist.watch(assignmentId, a.claim!.lease_expires_at);
       return false;
     }
-    if (a.state === "running") return this.checkHolder(a);
     // Not leased, not tied to its executor's presence: a submitted task has its own deadline.
-    if (a.state === "submitted") return this.tasks.checkDeadline(a);
+    if (a.task) return this.tasks.checkDeadline(a);
+    if (a.state === "running") return this.checkHolder(a);
     if (a.state === "pending" && a.candidate_seq !== null && !expired.result) return this.reofferIfTaken(a);
     if (a.state === "pending") await this.dispatcher.dispatch(assignmentId);
     return true;

@@ -40,16 +40,21 @@ export class BackgroundTasks {
   async afterReceipt(a: AssignmentRecord): Promise<void> {
     if (!a.task) return;
     if (a.state === "submitted") await this.watchlist.watch(a.assignment_id, a.task.deadline_at);
-    else await this.appendResult(a, a.final?.receipt_id ?? null);
+    else await this.appendResult(a);
   }
 
   /**
-   * The sweeper's look at a submitted task (true: nothing left to watch). Past its deadline it goes
-   * to `reconciliation_required` (`expire_task`): the product may have done it or not, so it is never
-   * failed or retried; the product's late final receipt, or an operator, still settles it.
+   * The sweeper's look at a watched task (true: nothing left to watch). Past its deadline a submitted
+   * one goes to `reconciliation_required` (`expire_task`): the product may have done it or not, so it
+   * is never failed or retried; the product's late final receipt, or an operator, still settles it.
+   * One settled already (a sweeper died before its history entry) gets its entry.
    */
   async checkDeadline(a: AssignmentRecord): Promise<boolean> {
     const task = a.task!;
+    if (a.state !== "submitted") {
+      await this.afterReceipt(a);
+      return true;
+    }
     if (task.deadline_at > this.now()) {
       await this.watchlist.watch(a.assignment_id, task.deadline_at);
       return false;
@@ -60,17 +65,17 @@ export class BackgroundTasks {
       const error = { code: "task_deadline_passed", message: `task '${cur.task.task_ref}' sent no final receipt within the tool's task deadline (${cur.task.deadline_at - cur.task.submitted_at} ms); its outcome is unknown` };
       return { write: { ...cur, state: to, outcome: { kind: "reconciliation_required" as const, error }, updated_at: this.now() }, result: true };
     });
-    if (res?.result) {
-      this.log.warn({ assignment_id: a.assignment_id, task_ref: task.task_ref }, "submitted task passed its deadline; reconciliation required");
-      await this.appendResult(res.value, null);
-    }
+    if (res?.result) this.log.warn({ assignment_id: a.assignment_id, task_ref: task.task_ref }, "submitted task passed its deadline; reconciliation required");
+    if (res) await this.afterReceipt(res.value);
     return true;
   }
 
   /** Appends the task's current outcome to its run's history, once per settling receipt (or deadline). */
-  private async appendResult(a: AssignmentRecord, receiptId: string | null): Promise<void> {
+  private async appendResult(a: AssignmentRecord): Promise<void> {
     const outcome: Outcome | null = a.outcome;
     if (!outcome) return;
+    // Settled by no receipt of its own (its deadline), the submission is still the applied one.
+    const receiptId = a.final && a.final.kind !== "submission" ? a.final.receipt_id : null;
     await this.runs.mutate(a.run_id, (run) => {
       const results = run.task_results ?? [];
       if (results.some((t) => t.assignment_id === a.assignment_id && t.receipt_id === receiptId && t.outcome.kind === outcome.kind)) return { result: undefined };
