@@ -516,11 +516,16 @@ export class ToolRunner {
    * a second task: the handler may have started one anyway, so that is `reconciliation_required`.
    */
   private async submitTask(grant: Grant, task: Submission, phase: "confirmed" | "running"): Promise<void> {
-    if (this.tasks.holds(task.task_ref)) {
-      const error = { code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` };
-      return this.report(grant, finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
+    const unknown = (error: { code: string; message: string }) => this.report(grant, finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
+    if (this.state === "closed") return unknown({ code: "executor_shutdown", message: "the handler submitted after the runner closed" }); // logged, not saved
+    if (this.tasks.holds(task.task_ref)) return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
+    let receipt: OutboxReceipt;
+    try {
+      receipt = buildReceipt(grant, { kind: "submission", task_ref: task.task_ref, status: task.status }, Date.now());
+    } catch (err) {
+      // Not one `ctx.submit` made (it validates): the task may have started, so its outcome is unknown.
+      return unknown(describeError("invalid_submission", err));
     }
-    const receipt = buildReceipt(grant, { kind: "submission", task_ref: task.task_ref, status: task.status }, Date.now());
     try {
       await this.tasks.submitting(task.task_ref, async () => {
         await this.outbox.append(grant, receipt, transition(phase, "submit"));
