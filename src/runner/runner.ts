@@ -465,7 +465,8 @@ export class ToolRunner {
     // Whatever the answer, learning that the run ended stops the handler (a missed control message included).
     if (answer.code === "run_terminated") claim?.abort.abort(new CancelRequested("run_cancelled", "the run is terminated"));
     // A task submitted into an ended run: the product may stop it; what it reports later is late.
-    if (answer.code === "run_terminated" && receipt.kind === "submission") await this.tasks.stop(receipt.assignmentId, "run_cancelled", "the run is terminated");
+    // (Not awaited: the product's hook must not hold up the claim's outbox lane.)
+    if (answer.code === "run_terminated" && receipt.kind === "submission") void this.tasks.stop(receipt.assignmentId, "run_cancelled", "the run is terminated");
     if (!claim || !change) return;
     if (change.to === "confirmed") await this.startHandler(claim.grant, "confirmed", []);
     else if (change.to !== "reporting") this.untrack(receipt.assignmentId);
