@@ -110,6 +110,10 @@ export class ToolgateClient {
   history(runId: string, options?: CallOptions) {
     return this.#call("getRunHistory", { run_id: runId }, undefined, options);
   }
+  /** The run's background tasks: state, task reference and status, progress, results in history. */
+  tasks(runId: string, options?: CallOptions) {
+    return this.#call("getRunTasks", { run_id: runId }, undefined, options);
+  }
 
   /** Ask the executor to stop a running business task (not the run). */
   cancelTask(assignmentId: string, reason?: string, options?: CallOptions) {

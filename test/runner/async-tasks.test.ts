@@ -111,6 +111,7 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       const submission = { task_ref: taskRef, status: "report 'Q3' queued, about a minute" };
       expect(before.tool_calls[0]).toMatchObject({ state: "submitted", task: submission, context_preview: { truncated: false, result: submission } });
       expect(before.task_results).toEqual([]);
+      expect((await gw.api("GET", `/v1/runs/${runId}/tasks`)).tasks).toMatchObject([{ assignment_id: assignmentId, tool_call_id: "call-1", state: "submitted", task: submission, results: 0 }]);
       // The run is not blocked: the model makes its next call while the report is being generated.
       const next = await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "reports.generate", arguments: { title: "Q4" }, tool_call_id: "call-2" });
       const second = await inState(next.assignment.assignment_id, "submitted");
@@ -134,6 +135,10 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       await events.until((e) => e.some((x) => x.data.type === "task_result" && x.data.assignment_id === assignmentId), "the task_result event");
       const types = events.events.filter((e) => e.data.assignment_id === assignmentId).map((e) => (e.data.type === "assignment" ? `${e.data.from}->${e.data.to}` : e.data.type));
       expect(types).toEqual(expect.arrayContaining(["submitted->completed", "progress", "task_result"]));
+      // The task view: both tasks, the first completed with its one result and its progress.
+      const view = await gw.api("GET", `/v1/runs/${runId}/tasks`);
+      expect(view.tasks.map((t: { assignment_id: string; state: string; results: number }) => [t.assignment_id, t.state, t.results])).toEqual([[assignmentId, "completed", 1], [second.assignment_id, "submitted", 0]]);
+      expect(view.tasks[0].progress.map((p: { seq: number }) => p.seq)).toEqual([1, 2]);
 
       const local = await localReceipts(assignmentId);
       expect(local.phase).toBe("settled");

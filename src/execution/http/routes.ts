@@ -80,6 +80,23 @@ const TaskResultEntrySchema = z
     at: Millis,
   })
   .meta({ id: "TaskResultEntry" });
+const RunTasksSchema = z.object({
+  run_id: Id,
+  tasks: z
+    .array(
+      z.object({
+        assignment_id: Id,
+        tool_call_id: Id.nullable(),
+        tool_name: z.string(),
+        state: z.enum(ASSIGNMENT_STATES).describe("submitted while the task runs; then how it was settled"),
+        task: z.object({ task_ref: z.string(), status: z.string(), submitted_at: Millis, deadline_at: Millis }),
+        task_cancel: z.object({ requested_at: Millis, reason: z.string() }).nullable(),
+        progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: Millis })),
+        results: z.number().int().nonnegative().describe("How many of the run's task_results are this task's settlements"),
+      }),
+    )
+    .describe("Every background task the run's tool calls submitted, in call order"),
+});
 const RunHistorySchema = z.object({
   run_id: Id,
   state: z.enum(RUN_STATES),
@@ -87,7 +104,7 @@ const RunHistorySchema = z.object({
   task_results: z.array(TaskResultEntrySchema).describe("Outcomes of background tasks, each its own entry, in arrival order (docs/async-tasks.md)"),
 });
 
-export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, HistoryEntrySchema, RunHistorySchema, RunSchema };
+export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, HistoryEntrySchema, RunHistorySchema, RunSchema, RunTasksSchema };
 export const RunParams = z.object({ run_id: Id });
 
 /** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
@@ -177,6 +194,21 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       handler: async ({ params }) => {
         const run = await execution.runs.get(params.run_id);
         return { run_id: run.run_id, state: run.state, ...(await execution.history.history(run)) };
+      },
+    }),
+    defineRoute({
+      id: "getRunTasks",
+      method: "GET",
+      path: "/v1/runs/{run_id}/tasks",
+      summary: "The run's background tasks: each submitting call's task, state, progress and how many results it has in history",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      params: RunParams,
+      response: RunTasksSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: async ({ params }) => {
+        const run = await execution.runs.get(params.run_id);
+        return { run_id: run.run_id, tasks: await execution.history.tasks(run) };
       },
     }),
     defineRoute({

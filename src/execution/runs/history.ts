@@ -48,6 +48,19 @@ export interface AssignmentView extends HistoryEntry {
   updated_at: number;
 }
 
+/** One background task of a run (`GET /v1/runs/{id}/tasks`). */
+export interface RunTask {
+  assignment_id: string;
+  tool_call_id: string | null;
+  tool_name: string;
+  state: AssignmentRecord["state"];
+  task: SubmittedTask;
+  task_cancel: AssignmentRecord["task_cancel"];
+  progress: Array<Pick<ProgressEntry, "seq" | "progress" | "at">>;
+  /** How many of the run's task results are this task's settlements. */
+  results: number;
+}
+
 /** Parallel reads when assembling a history. */
 const READ_CONCURRENCY = 32;
 
@@ -105,12 +118,7 @@ export class HistoryReader {
 
   /** Every tool call of the run in creation order, and the results of its background tasks in arrival order. */
   async history(run: RunRecord): Promise<{ tool_calls: HistoryEntry[]; task_results: TaskResultEntry[] }> {
-    const calls: AssignmentRecord[] = new Array(run.assignment_ids.length);
-    await forEachConcurrently(run.assignment_ids, READ_CONCURRENCY, async (id, i) => {
-      const a = (await this.assignments.get(id))?.value;
-      if (!a) throw new ApiError(500, "assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
-      calls[i] = a;
-    });
+    const calls = await this.calls(run);
     const byId = new Map(calls.map((a) => [a.assignment_id, a]));
     const [tool_calls, task_results] = await Promise.all([
       Promise.all(calls.map((a) => this.entry(a))),
@@ -123,6 +131,33 @@ export class HistoryReader {
       ),
     ]);
     return { tool_calls, task_results };
+  }
+
+  /** The task view of a run: each background task its calls submitted, with its progress and how many results it has. */
+  async tasks(run: RunRecord): Promise<RunTask[]> {
+    const submitting = (await this.calls(run)).filter((a): a is AssignmentRecord & { task: SubmittedTask } => a.task !== undefined);
+    return Promise.all(
+      submitting.map(async (a) => ({
+        assignment_id: a.assignment_id,
+        tool_call_id: a.tool_call_id,
+        tool_name: a.tool_name,
+        state: a.state,
+        task: a.task,
+        task_cancel: a.task_cancel,
+        progress: (await this.progress.list(a.assignment_id)).map(({ seq, progress, at }) => ({ seq, progress, at })),
+        results: (run.task_results ?? []).filter((t) => t.assignment_id === a.assignment_id).length,
+      })),
+    );
+  }
+
+  private async calls(run: RunRecord): Promise<AssignmentRecord[]> {
+    const calls: AssignmentRecord[] = new Array(run.assignment_ids.length);
+    await forEachConcurrently(run.assignment_ids, READ_CONCURRENCY, async (id, i) => {
+      const a = (await this.assignments.get(id))?.value;
+      if (!a) throw new ApiError(500, "assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
+      calls[i] = a;
+    });
+    return calls;
   }
 
   private async entry(a: AssignmentRecord): Promise<HistoryEntry> {
