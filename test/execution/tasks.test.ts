@@ -2,7 +2,12 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
+import { Watchlist } from "../../src/execution/claims/watchlist.js";
+import { AssignmentRecord, RunRecord, WatchEntry } from "../../src/execution/model/records.js";
 import { RECEIPT_CONSUMER } from "../../src/execution/receipts/receipt-consumer.js";
+import { BackgroundTasks } from "../../src/execution/tasks/background-tasks.js";
+import { executionStores } from "../../src/kv/buckets.js";
+import { createLogger } from "../../src/log/logger.js";
 import { encode } from "../../src/wire/codec.js";
 import { TASK_STATUS_MAX_BYTES, type Grant } from "../../src/wire/messages.js";
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
@@ -127,6 +132,26 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     // The executor (its store) reports the task later: accepted under the same claim.
     expect(await executor.send(executor.receipt(submitted.grant, { kind: "completed", result: { report: "kept" } }))).toMatchObject({ status: "recorded" });
     await executor.send(executor.receipt(running.grant, { kind: "failed", error: { code: "rolled_back", message: "nothing done" } }));
+  });
+
+  it("a sweeper finding a settled task still watched (its gateway died before the history entry) appends the entry, once", async () => {
+    const { runId, grant } = await confirmed();
+    await executor.send(executor.receipt(grant, { kind: "submission", task_ref: "job-heal", status: "queued" }));
+    await executor.send(executor.receipt(grant, { kind: "completed", result: { healed: true } }));
+    // As a gateway dying right after the completion's compare-and-set would leave it: no entry, the watch still there
+    // (the gateway's own sweeper may get to it first: the same code, and the entry is appended once either way).
+    const store = await executionStores(nc);
+    const runs = await store("runs", RunRecord);
+    const assignments = await store("assignments", AssignmentRecord);
+    const watchlist = new Watchlist(await store("watch", WatchEntry));
+    await runs.mutate(runId, (run) => ({ write: { ...run, task_results: [] }, result: undefined }));
+    await watchlist.watch(grant.assignment_id, 0);
+    const tasks = new BackgroundTasks(runs, assignments, watchlist, createLogger({ level: "silent" }));
+    const a = (await assignments.get(grant.assignment_id))!.value;
+    expect(await tasks.checkDeadline(a)).toBe(true);
+    expect(await tasks.checkDeadline(a)).toBe(true);
+    const history = (await gw.http("GET", `/v1/runs/${runId}/history`)).body;
+    expect(history.task_results).toMatchObject([{ assignment_id: grant.assignment_id, state: "completed", receipt_id: a.final!.receipt_id, context_preview: { result: { healed: true } } }]);
   });
 
   it("leaves a history the checker finds consistent", async () => {
