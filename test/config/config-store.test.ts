@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { ConfigStore } from "../../src/config/config-store.js";
 import { BindingSchema, PublishToolsetVersionSchema } from "../../src/config/schemas.js";
-import { ApiError } from "../../src/http/errors.js";
+import { ToolgateError } from "../../src/errors/toolgate-error.js";
 import { applyStreams, loadDefinitions } from "../../src/streams/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 
@@ -51,8 +51,8 @@ describe("ConfigStore", () => {
   it("refuses a toolset whose binding is not registered", async () => {
     const input = PublishToolsetVersionSchema.parse({ version: "v9", tools: [{ ...tasksRead, binding_id: "nope" }] });
     const err = await store.publishToolsetVersion("tasks", input).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).details).toEqual([expect.objectContaining({ path: "tools[0].binding_id", code: "unknown_binding" })]);
+    expect(err).toBeInstanceOf(ToolgateError);
+    expect((err as ToolgateError).details).toEqual([expect.objectContaining({ path: "tools[0].binding_id", code: "unknown_binding" })]);
   });
 
   it("numbers agent versions <agent>.<n> and resolves a session's tool", async () => {

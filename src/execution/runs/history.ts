@@ -1,5 +1,5 @@
 import type { ContextPreview } from "../../budget/index.js";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
 import type { ProgressStore } from "../receipts/progress-store.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
@@ -60,7 +60,7 @@ export class HistoryReader {
 
   async assignment(assignmentId: string): Promise<AssignmentView> {
     const a = (await this.assignments.get(assignmentId))?.value;
-    if (!a) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
+    if (!a) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     return this.view(a, this.progress.list(assignmentId));
   }
 
@@ -100,7 +100,7 @@ export class HistoryReader {
     const out: HistoryEntry[] = new Array(run.assignment_ids.length);
     await forEachConcurrently(run.assignment_ids, READ_CONCURRENCY, async (id, i) => {
       const a = (await this.assignments.get(id))?.value;
-      if (!a) throw new ApiError(500, "assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
+      if (!a) throw new ToolgateError("assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
       out[i] = await this.entry(a);
     });
     return out;
