@@ -33,7 +33,7 @@ const encoder = new TextEncoder();
 /**
  * The configuration plane's storage: the JetStream KV bucket `tg_config` (declared in `streams/`),
  * JSON values so operators can read them with `nats kv get`. Every object is written once with
- * `kv.create`: publishing the same id again is a 409 `already_published`, never an overwrite.
+ * `kv.create`: publishing the same id again is refused with `already_published`, never an overwrite.
  * Values are validated with zod on read. Because nothing is ever changed, reads are cached forever.
  */
 export class ConfigStore {
@@ -139,7 +139,7 @@ export class ConfigStore {
 
   // ---- execution path
 
-  /** Everything a tool call in a session needs, or a 404 naming the missing link. */
+  /** Everything a tool call in a session needs, or a `*_not_found` error naming the missing link. */
   async resolveTool(sessionId: string, toolName: string): Promise<ResolvedTool> {
     const session = await this.getSession(sessionId);
     if (!session) throw new ToolgateError("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
@@ -157,7 +157,8 @@ export class ConfigStore {
     if (!toolsetVersion) throw new ToolgateError("toolset_version_missing", `toolset version ${agentVersion.toolset}/${agentVersion.toolset_version} pinned by '${agentVersion.agent_version}' is missing from the store`);
     const tool = toolsetVersion.tools.find((t) => t.name === toolName);
     if (!tool)
-      throw new ToolgateError("tool_not_found",
+      throw new ToolgateError(
+        "tool_not_found",
         `tool '${toolName}' is not in toolset ${toolsetVersion.toolset} version ${toolsetVersion.version} pinned by agent version '${agentVersion.agent_version}'; its tools: ${toolsetVersion.tools.map((t) => t.name).join(", ")}`,
       );
     return { agentVersion, toolsetVersion, tool };

@@ -52,7 +52,8 @@ export class ExecutorStore {
       if (!isKeyExists(err)) throw err;
       const stored = await this.get(input.executor_id);
       if (stored && sameRegistration(stored, executor)) return stored;
-      throw new ToolgateError("executor_exists",
+      throw new ToolgateError(
+        "executor_exists",
         `executor '${input.executor_id}' is already registered otherwise: change its keys with PUT /v1/executors/${input.executor_id}/nkeys, its bindings with PUT /v1/executors/${input.executor_id}/bindings`,
       );
     }
