@@ -28,7 +28,11 @@ export class ToolgateError extends Error {
     super(message);
   }
 
-  /** The caller can correct it (its input, or the state it asked about); otherwise the gateway failed and a retry may help. */
+  /**
+   * The caller can correct it (its input, or the state it asked about); otherwise the gateway failed
+   * and a retry may help. Read from the class of the code's declared status (4xx), so whose fault a
+   * code is stays declared once, in the catalogue.
+   */
   get callerFault(): boolean {
     return HTTP_ERRORS[this.code].status < 500;
   }
