@@ -1,6 +1,8 @@
 /**
- * A worked ToolRunner example: a product's executor serving a read tool (`tasks.read`) and a write
- * tool (`tasks.create`) against a local toolgate. See examples/README.md for the commands.
+ * A worked ToolRunner example: a product's executor serving a read tool (`tasks.read`), a write
+ * tool (`tasks.create`) and, for a toolset that lists it, an async one (`reports.generate`: it submits a
+ * report job and reports its progress and result later, docs/async-tasks.md) against a local
+ * toolgate. See examples/README.md for the commands.
  *
  *   node --import tsx examples/tasks-executor.ts
  *
@@ -63,10 +65,47 @@ runner.tool<{ title: string }>("tasks.create", {
   },
 });
 
+/**
+ * The product's report service: a job runs in the background for a while; the tool call is answered
+ * at once with the job's reference, and the job reports through the runner when it gets somewhere.
+ */
+const REPORT_MS = Number(process.env.REPORT_MS ?? 1_000);
+const reportJobs = new Map<string, NodeJS.Timeout>();
+function runReportJob(taskRef: string, owner: string): void {
+  const step = (ms: number, then: () => Promise<void>) => reportJobs.set(taskRef, setTimeout(() => void then().catch((err: unknown) => console.error(`report ${taskRef}: ${String(err)}`)), ms));
+  step(REPORT_MS / 2, async () => {
+    await runner.tasks.progress(taskRef, { pages_done: 1, pages: 2 });
+    step(REPORT_MS / 2, async () => {
+      reportJobs.delete(taskRef);
+      const mine = [...tasks.values()].filter((t) => t.owner === owner);
+      await runner.tasks.complete(taskRef, { report: taskRef, open_tasks: mine.length, titles: mine.map((t) => t.title) });
+    });
+  });
+}
+
+runner.tool<{ topic: string }>("reports.generate", {
+  kind: "write",
+  bindingId: BINDINGS.write,
+  handler({ arguments: args, grant, submit }) {
+    // The job's id is the task reference, derived from the operation key: the same call never starts two jobs.
+    const taskRef = `report-${grant.operation_key.replace(/[^A-Za-z0-9_-]/g, "-")}`;
+    if (!reportJobs.has(taskRef)) runReportJob(taskRef, grant.subject);
+    return submit({ task_ref: taskRef, status: `report on '${args.topic}' queued; it takes about ${Math.ceil(REPORT_MS / 1000)} s` });
+  },
+  // A business-task cancel (or the run's end): stop the job, and confirm it stopped.
+  async cancelTask({ task_ref, reason }) {
+    clearTimeout(reportJobs.get(task_ref));
+    reportJobs.delete(task_ref);
+    await runner.tasks.cancelled(task_ref, reason).catch(() => undefined); // it may have completed first
+  },
+});
+
 process.on("SIGTERM", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
 process.on("SIGINT", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
 await registerItself();
 await runner.start();
+// Jobs submitted before a restart: this stand-in service lost them with the process, so it runs them again.
+for (const task of runner.tasks.list()) runReportJob(task.task_ref, task.grant.subject);
 console.log(`tasks executor online (scope ${SCOPE}); Ctrl-C to stop`);
 
 /** Registers this executor with its bindings (and its nkey, behind NATS authorization); the same registration again is fine. */

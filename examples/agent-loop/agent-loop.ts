@@ -9,8 +9,8 @@
  * runs out of turns, or is interrupted (Ctrl-C), cancels its run. In a product, import from
  * "toolgate/client" instead of the source path.
  */
-import { ToolgateClient } from "../../src/client/index.js";
-import { scriptedModel, type Message } from "./scripted-model.js";
+import { ToolgateClient, type TaskResult } from "../../src/client/index.js";
+import { scriptedModel, TASK_RESULT_PREFIX, type Message } from "./scripted-model.js";
 
 const client = new ToolgateClient({ baseUrl: process.env.TOOLGATE_URL ?? "http://127.0.0.1:8080", apiKey: required("TOOLGATE_KEY") });
 const sessionId = required("TOOLGATE_SESSION");
@@ -33,6 +33,9 @@ const messages: Message[] = [
 ];
 /** Tool results at the head of the conversation the loop has replaced by a marker. */
 let compactedToolCalls = 0;
+/** Background tasks the model started (async tools) whose outcome it has not seen yet, and the task results handed to it. */
+let pendingTasks = 0;
+let seenTaskResults = 0;
 
 try {
   for (let turn = 1; ; turn++) {
@@ -41,6 +44,8 @@ try {
       say("cancelled", { reason: `no answer within ${maxTurns} model calls` });
       break;
     }
+    // 7. Background task results that arrived meanwhile go in before the model is called again.
+    if (pendingTasks > 0) deliver((await client.history(run.run_id)).task_results.slice(seenTaskResults));
     // 3. Honour must_compact before calling the model: drop the oldest tool results from the prompt.
     if ((await client.contextWindow(run.run_id)).must_compact) compactedToolCalls = compact(messages);
 
@@ -51,6 +56,12 @@ try {
     say("model", { turn, tool_calls: reply.message.tool_calls?.length ?? 0, estimated_tokens: window.estimated_tokens, must_compact: window.must_compact });
 
     if (!reply.message.tool_calls?.length) {
+      if (pendingTasks > 0) {
+        // The model is waiting for a background task: learn of its result from the run's event stream.
+        say("waiting", { tasks: pendingTasks });
+        deliver(await client.taskResults(run.run_id, seenTaskResults, { signal: interrupted.signal, timeoutMs: 120_000 }));
+        continue;
+      }
       await client.completeRun(run.run_id);
       say("answer", { content: reply.message.content });
       break;
@@ -59,7 +70,9 @@ try {
     for (const requested of reply.message.tool_calls) {
       const call = await client.callTool(run.run_id, { tool_name: tools.toolName(requested.function.name), arguments: JSON.parse(requested.function.arguments), tool_call_id: requested.id }, { signal: interrupted.signal });
       const answer = await call.result({ signal: interrupted.signal, timeoutMs: 60_000 });
-      const content = JSON.stringify(answer.state === "completed" ? answer.context_preview : { state: answer.state, outcome: answer.outcome });
+      // A call that submitted a background task is answered by its submission (task_ref, status): the run goes on.
+      const content = JSON.stringify(answer.state === "completed" || answer.state === "submitted" ? answer.context_preview : { state: answer.state, outcome: answer.outcome });
+      if (answer.state === "submitted") pendingTasks++;
       messages.push({ role: "tool", tool_call_id: requested.id, content });
       say("tool", { name: answer.tool_name, state: answer.state, bytes: Buffer.byteLength(content) });
     }
@@ -68,6 +81,21 @@ try {
   if (!interrupted.signal.aborted) throw err;
   await client.cancelRun(run.run_id);
   say("cancelled", { reason: "interrupted" });
+}
+
+/**
+ * Hands background task results to the model, each as a message of its own: the tool message of the
+ * call that submitted it already holds the submission, and what the model saw must not change.
+ */
+function deliver(results: readonly TaskResult[]): void {
+  for (const r of results) {
+    const outcome = r.state === "completed" ? r.context_preview?.result : r.outcome;
+    messages.push({ role: "user", content: TASK_RESULT_PREFIX + JSON.stringify({ tool: r.tool_name, tool_call_id: r.tool_call_id, task_ref: r.task_ref, state: r.state, result: outcome }) });
+    seenTaskResults++;
+    // reconciliation_required may still be settled by the product: another result would follow.
+    if (r.state !== "reconciliation_required") pendingTasks--;
+    say("task_result", { name: r.tool_name, state: r.state });
+  }
 }
 
 /** Replaces every tool result but the last by a marker; answers how many are compacted now. */

@@ -30,6 +30,9 @@ export const RULES = [
   "projection_changed",
   "create_only_rewritten",
   "claim_not_granted",
+  "task_mismatch",
+  "task_result_missing",
+  "task_result_mismatch",
 ] as const;
 export type Rule = (typeof RULES)[number];
 
@@ -53,6 +56,8 @@ export interface CheckReport {
     applied_receipts: number;
     progress: number;
     projections: number;
+    /** Settlements of background tasks, each a history entry of its run. */
+    task_results: number;
     side_effects: number;
     outbox_receipts: number;
   };
@@ -71,7 +76,7 @@ export interface CheckOptions {
 /** A receipt kind that ends an assignment's current claim, and the state it leads to. */
 const FINAL_KINDS = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);
 /** States in which the gateway has confirmed `accepted` (side effects may have started). */
-const CONFIRMED_STATES = new Set(["running", "completed", "failed", "cancelled", "reconciliation_required", "abandoned"]);
+const CONFIRMED_STATES = new Set(["running", "submitted", "completed", "failed", "cancelled", "reconciliation_required", "abandoned"]);
 
 export function projectionDigest(preview: unknown): string {
   return createHash("sha256").update(canonicalJson(preview)).digest("hex");
@@ -104,7 +109,9 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
     checkStateAgainstReceipts(a, add);
     checkApplied(a, index, bySeq, add);
     checkAppliedOnce(a, knownByAssignment.get(a.assignment_id) ?? [], add);
+    checkTask(a, runs.get(a.run_id)?.value, bySeq, add);
   }
+  for (const { value: run } of h.runs) checkTaskResults(run, assignments, add);
   if (h.registry) checkClaimsGranted(h.assignments, h.registry, add);
   checkIndex(h.index, bySeq, add);
   checkEveryReceiptIndexed(h.receipts, assignments, known, add);
@@ -131,6 +138,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
       applied_receipts: applied.length,
       progress: h.progress.length,
       projections: h.projections.length,
+      task_results: h.runs.reduce((n, r) => n + (r.value.task_results?.length ?? 0), 0),
       side_effects: evidence?.sideEffects.length ?? 0,
       outbox_receipts: evidence?.outbox.length ?? 0,
     },
@@ -186,13 +194,16 @@ function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
   // A refusal (`claimed --refuse--> failed`) ends a claim that was never confirmed.
   const refused = a.state === "failed" && a.final?.kind === "refused";
   if ((CONFIRMED_STATES.has(a.state) && !refused) !== (a.accepted !== null)) bad(`state ${a.state} with ${a.accepted ? "an" : "no"} applied accepted receipt`);
-  // `running --detach--> reconciliation_required` moves on no receipt: the executor left.
-  const detached = a.state === "reconciliation_required" && a.final === null && a.outcome?.kind === "reconciliation_required";
+  // `running --detach--> reconciliation_required` moves on no receipt: the executor left; `submitted --expire_task-->` neither: the deadline passed.
+  const detached = a.state === "reconciliation_required" && (a.final === null || a.final.kind === "submission") && a.outcome?.kind === "reconciliation_required";
   if (detached) {
     if (a.outcome?.kind !== "reconciliation_required") bad(`state ${a.state} but the outcome is ${a.outcome?.kind ?? "missing"}`);
   } else if (FINAL_KINDS.has(a.state)) {
     if (a.final?.kind !== a.state && !refused) bad(`state ${a.state} but the applied final receipt is ${a.final?.kind ?? "missing"}`);
     if (a.outcome?.kind !== a.state) bad(`state ${a.state} but the outcome is ${a.outcome?.kind ?? "missing"}`);
+  } else if (a.state === "submitted" || (a.state === "abandoned" && a.task)) {
+    // The submission sits where a final receipt would, and says nothing final.
+    if (a.final?.kind !== "submission" || a.outcome !== null) bad(`state ${a.state} after a submission, but the applied receipt is ${a.final?.kind ?? "missing"} with outcome ${a.outcome?.kind ?? "none"}`);
   } else if (a.final !== null || a.outcome !== null) bad(`state ${a.state} with a final receipt applied`);
   // Only a pending tool call (or one withdrawn while pending) holds no claim.
   if ((a.state === "pending" || a.state === "withdrawn") !== (a.claim === null)) bad(`state ${a.state} ${a.claim ? "with" : "without"} a current claim`);
@@ -231,6 +242,51 @@ function checkAppliedOnce(a: AssignmentRecord, entries: ReceiptIndexEntry[], add
   const settling = finals.filter((e) => e.kind !== "reconciliation_required");
   if (settling.length > 1) twice(`${settling.length} final receipts recorded: ${settling.map((e) => e.receipt_id).join(", ")}`);
   if (finals.length > 0 && a.settled_by === null && !finals.some((e) => e.receipt_id === a.final?.receipt_id)) twice(`recorded final receipts do not include the one the assignment holds`);
+}
+
+/**
+ * A background task: the assignment holds one iff a `submission` was applied (it sits in `final`, or
+ * among `replaced` once something settled the task), with the task reference and status of that
+ * receipt as the stream holds it; and every settlement of a task (a final receipt, or the deadline)
+ * is a task result of its run, exactly once.
+ */
+function checkTask(a: AssignmentRecord, run: RunRecord | undefined, bySeq: Map<number, StoredReceipt>, add: Add): void {
+  const bad = (rule: Rule, message: string) => add({ rule, message, run_id: a.run_id, assignment_id: a.assignment_id });
+  const submissions = [a.final, ...(a.replaced ?? [])].filter((r) => r?.kind === "submission");
+  if (submissions.length > 1) bad("receipt_applied_twice", `${submissions.length} submissions applied`);
+  const submission = submissions[0];
+  if (!a.task) {
+    if (submission) bad("task_mismatch", `submission ${submission.receipt_id} applied but the tool call holds no task`);
+    return;
+  }
+  if (!submission) return bad("task_mismatch", `tool call holds task '${a.task.task_ref}' but no submission was applied`);
+  const stored = bySeq.get(submission.stream_seq)?.receipt;
+  if (stored?.kind === "submission" && (stored.task_ref !== a.task.task_ref || stored.status !== a.task.status))
+    bad("task_mismatch", `task '${a.task.task_ref}' differs from its submission in the stream ('${stored.task_ref}')`);
+  if (a.state === "submitted" || a.state === "abandoned" || !a.outcome || !run) return;
+  const results = (run.task_results ?? []).filter((t) => t.assignment_id === a.assignment_id);
+  const settledBy = a.final?.kind === "submission" ? null : (a.final?.receipt_id ?? null);
+  if (!results.some((t) => t.receipt_id === settledBy && t.outcome.kind === a.outcome!.kind))
+    bad("task_result_missing", `task '${a.task.task_ref}' is ${a.state} but its run's history has no task result for ${settledBy ?? "its deadline"}`);
+}
+
+/** Each task result of a run belongs to one of its tool calls that submitted a task, appears once, and was a settlement that task really had. */
+function checkTaskResults(run: RunRecord, assignments: Map<string, AssignmentRecord>, add: Add): void {
+  const seen = new Set<string>();
+  for (const t of run.task_results ?? []) {
+    const bad = (message: string) => add({ rule: "task_result_mismatch", message, run_id: run.run_id, assignment_id: t.assignment_id, ...(t.receipt_id ? { receipt_id: t.receipt_id } : {}) });
+    const key = `${t.assignment_id}/${t.receipt_id}/${t.outcome.kind}`;
+    if (seen.has(key)) bad(`task result ${key} appears twice`);
+    seen.add(key);
+    const a = assignments.get(t.assignment_id);
+    if (!a?.task || !run.assignment_ids.includes(t.assignment_id)) {
+      bad("task result of a tool call of this run that submitted no task");
+      continue;
+    }
+    if (t.after_tool_calls < run.assignment_ids.indexOf(t.assignment_id) + 1) bad(`task result placed after ${t.after_tool_calls} tool calls, before its own call`);
+    const applied = [a.final, ...(a.replaced ?? [])].find((r) => r?.receipt_id === t.receipt_id);
+    if (t.receipt_id !== null ? applied?.kind !== t.outcome.kind : t.outcome.kind !== "reconciliation_required") bad(`task result says ${t.outcome.kind}, which ${t.receipt_id ?? "the deadline"} did not`);
+  }
 }
 
 /** Each index entry points at its own receipt in the stream, with the body digest it was indexed under. */

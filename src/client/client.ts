@@ -24,6 +24,8 @@ const DEFAULT_EVENT_IDLE_MS = 45_000;
 
 export type Assignment = ResponseBody<"getAssignment">;
 export type Run = ResponseBody<"getRun">;
+/** A background task's outcome, an entry of the run's history of its own (docs/async-tasks.md). */
+export type TaskResult = ResponseBody<"getRunHistory">["task_results"][number];
 /** A tool call as the agent sends it; `tool_call_id` (the model's id of the call) makes a repeated call return the same assignment. */
 export type ToolCallRequest = RequestBody<"createToolCall"> & { tool_call_id: string };
 
@@ -73,6 +75,8 @@ class IdleConnection {
 
 /** The states after which an assignment's answer to the model no longer changes by itself (reconciliation waits for an operator). */
 const SETTLED: ReadonlySet<AssignmentState> = new Set([...TERMINAL_ASSIGNMENT_STATES, "reconciliation_required"]);
+/** A tool call has its answer once settled, or once it submitted a background task (the submission is its answer). */
+const ANSWERED: ReadonlySet<AssignmentState> = new Set([...SETTLED, "submitted"]);
 
 /**
  * The agent-side SDK over toolgate's HTTP API: configuration (bindings, toolset and agent versions,
@@ -160,6 +164,10 @@ export class ToolgateClient {
   history(runId: string, options?: CallOptions) {
     return this.#call("getRunHistory", { run_id: runId }, undefined, options);
   }
+  /** The run's background tasks: state, task reference and status, progress, results in history. */
+  tasks(runId: string, options?: CallOptions) {
+    return this.#call("getRunTasks", { run_id: runId }, undefined, options);
+  }
 
   /** Ask the executor to stop a running business task (not the run). */
   cancelTask(assignmentId: string, reason?: string, options?: CallOptions) {
@@ -227,12 +235,43 @@ export class ToolgateClient {
   }
 
   /** Waits over the run's event stream until the assignment is settled, then reads it with its stored projection. */
-  async settled(runId: string, assignmentId: string, options: CallOptions = {}): Promise<Assignment> {
+  settled(runId: string, assignmentId: string, options: CallOptions = {}): Promise<Assignment> {
+    return this.#waitFor(runId, assignmentId, SETTLED, options);
+  }
+
+  /** As `settled`, but a call that submitted a background task is answered by its submission. */
+  answered(runId: string, assignmentId: string, options: CallOptions = {}): Promise<Assignment> {
+    return this.#waitFor(runId, assignmentId, ANSWERED, options);
+  }
+
+  /**
+   * The run's background task results after the first `seen` (in arrival order), waiting over the
+   * run's event stream (`task_result`) until there is at least one. Each is a history entry of its
+   * own: hand it to the model as a new message, after the tool calls it follows (`after_tool_calls`).
+   */
+  async taskResults(runId: string, seen: number, options: CallOptions = {}): Promise<TaskResult[]> {
+    const signal = callSignal(options);
+    const read = async () => (await this.history(runId, signal ? { signal } : {})).task_results.slice(seen);
+    const events = this.runEvents(runId, { ...(signal ? { signal } : {}) });
+    try {
+      // The stream is read from its start: a result that arrived before this call has its event there too.
+      for await (const { event } of events) {
+        if (event.type !== "task_result") continue;
+        const fresh = await read();
+        if (fresh.length > 0) return fresh;
+      }
+    } finally {
+      await events.return(undefined);
+    }
+    return read();
+  }
+
+  async #waitFor(runId: string, assignmentId: string, states: ReadonlySet<AssignmentState>, options: CallOptions): Promise<Assignment> {
     const signal = callSignal(options);
     const events = this.runEvents(runId, { ...(signal ? { signal } : {}) });
     try {
       for await (const { event } of events) {
-        if (event.type === "assignment" && event.assignment_id === assignmentId && SETTLED.has(event.to)) break;
+        if (event.type === "assignment" && event.assignment_id === assignmentId && states.has(event.to)) break;
       }
     } finally {
       await events.return(undefined);
@@ -289,11 +328,13 @@ export class ToolCall {
   }
 
   /**
-   * Waits (over the run's event stream, no polling) until the tool call is settled and answers its
+   * Waits (over the run's event stream, no polling) until the tool call is answered and answers its
    * assignment: `context_preview` is the stored projection the model sees; `outcome` says why not, when
-   * it did not complete.
+   * it did not complete. A call that submitted a background task is answered at once with its
+   * submission (`state: "submitted"`, `task`): its outcome arrives later as a task result
+   * (`client.taskResults`).
    */
   result(options?: CallOptions): Promise<Assignment> {
-    return this.client.settled(this.assignment.run_id, this.assignment.assignment_id, options);
+    return this.client.answered(this.assignment.run_id, this.assignment.assignment_id, options);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * `toolgate/client`: the agent-side SDK over the gateway's HTTP API. See docs/client.md.
  */
-export { ToolCall, ToolgateClient, type Assignment, type Run, type ToolCallRequest, type ToolgateClientOptions } from "./client.js";
+export { ToolCall, ToolgateClient, type Assignment, type Run, type TaskResult, type ToolCallRequest, type ToolgateClientOptions } from "./client.js";
 export { ModelTools, type AnthropicTool, type OpenAITool } from "./model-tools.js";
 export { GatewayError, type GatewayErrorCode } from "./errors.js";
 export type { HttpErrorCode } from "../errors/catalogue.js";

@@ -5,7 +5,7 @@ import { AgentVersionListSchema, BindingListSchema, SessionListSchema, ToolsetVe
 import { AgentVersionSchema, BindingSchema, CreateSessionSchema, PublishAgentVersionSchema, PublishToolsetVersionSchema, SessionSchema, ToolsetVersionSchema } from "../config/schemas.js";
 import { DryRunRequestSchema, DryRunResponseSchema } from "../dryrun/route.js";
 import { CancelTaskSchema, CompensationResultSchema, DetachExecutorSchema, DetachResultSchema, ReconcileSchema, RunEventSchema } from "../execution/http/operation-routes.js";
-import { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema } from "../execution/http/routes.js";
+import { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema, RunTasksSchema } from "../execution/http/routes.js";
 
 /** One HTTP operation as the client calls it: the server's own route declaration's method, path and schemas. */
 export interface Operation {
@@ -38,6 +38,7 @@ export const operations = {
   createToolCall: { method: "POST", path: "/v1/runs/{run_id}/tool-calls", body: CreateToolCallSchema, response: CreateToolCallResultSchema },
   getAssignment: { method: "GET", path: "/v1/assignments/{assignment_id}", response: AssignmentSchema },
   getRunHistory: { method: "GET", path: "/v1/runs/{run_id}/history", response: RunHistorySchema },
+  getRunTasks: { method: "GET", path: "/v1/runs/{run_id}/tasks", response: RunTasksSchema },
   getRunEvents: { method: "GET", path: "/v1/runs/{run_id}/events", response: RunEventSchema },
   completeRun: { method: "POST", path: "/v1/runs/{run_id}:complete", response: RunSchema },
   cancelRun: { method: "POST", path: "/v1/runs/{run_id}:cancel", response: RunSchema },

@@ -41,6 +41,13 @@ export const ToolDefinitionSchema = z
       "Byte budget of the result's compact JSON (UTF-8) when it first enters execution history; default 16384",
     ),
     preserve_fields: preserveFieldsSchema.optional(),
+    task_deadline_ms: z
+      .number()
+      .int()
+      .min(1_000)
+      .max(30 * 86_400_000)
+      .optional()
+      .describe("How long a task this tool submits may run in the background before it needs reconciliation (1 s to 30 days); default one day (docs/async-tasks.md)"),
   })
   .meta({ title: "ToolDefinition" });
 

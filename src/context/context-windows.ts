@@ -120,9 +120,10 @@ export class ContextWindows {
     });
   }
 
-  /** Bytes of the stored projections the model still sees: completed tool calls after the compacted ones. */
+  /** Bytes of the stored projections the model still sees: tool calls after the compacted ones, and the task results that follow them. */
   private async historyBytes(run: RunRecord, compacted: number): Promise<number> {
-    const calls = await this.execution.history.history(run);
-    return calls.slice(compacted).reduce((sum, call) => sum + (call.context_preview?.retained_bytes ?? 0), 0);
+    const { tool_calls, task_results } = await this.execution.history.history(run);
+    const seen = [...tool_calls.slice(compacted), ...task_results.filter((t) => t.after_tool_calls >= compacted)];
+    return seen.reduce((sum, entry) => sum + (entry.context_preview?.retained_bytes ?? 0), 0);
   }
 }

@@ -1,16 +1,19 @@
 import { z } from "zod";
-import { contextPreviewSchema, jsonValueSchema, previewWithReport } from "../budget/index.js";
+import { buildContextPreview, contextPreviewSchema, jsonValueSchema, previewWithReport, type ContextPreview } from "../budget/index.js";
 import type { ConfigStore } from "../config/config-store.js";
 import { AgentVersionIdSchema, agentOfVersion, ToolNameSchema } from "../config/ids.js";
 import { ToolgateError } from "../errors/toolgate-error.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import { compileJsonSchema, schemaDetails } from "../validation/json-schema.js";
+import { TASK_REF_MAX_BYTES, TASK_STATUS_MAX_BYTES } from "../wire/messages.js";
 
 const MockReceiptSchema = z
   .strictObject({
     receipt_id: z.string().min(1).max(256),
     kind: z.enum(["progress", "completed", "failed", "cancelled", "reconciliation_required", "submission"]),
     result: jsonValueSchema.optional().describe("The business result, as the executor would send it"),
+    task_ref: z.string().optional().describe(`For a submission: the business task's reference (at most ${TASK_REF_MAX_BYTES} bytes of UTF-8)`),
+    status: z.string().optional().describe(`For a submission: the short status the model reads (at most ${TASK_STATUS_MAX_BYTES} bytes of UTF-8)`),
   })
   .meta({ title: "MockReceipt" });
 
@@ -34,6 +37,18 @@ export const DryRunResponseSchema = z
     unpreserved_fields: z
       .array(z.strictObject({ path: z.string(), reason: z.enum(["absent", "not_a_scalar", "too_long", "no_room"]) }))
       .describe("The requested paths the model would not see in preserved_fields of the cut result: absent, not_a_scalar, too_long (a string over 128 bytes) or no_room (past a quarter of the budget)"),
+    steps: z
+      .array(
+        z.strictObject({
+          receipt_id: z.string(),
+          kind: MockReceiptSchema.shape.kind,
+          history_entry: z
+            .enum(["tool_result", "task_result", "none"])
+            .describe("Where the model reads this receipt: as the tool call's answer, as a task result entry of its own (a completed after a submission), or not at all (progress, what follows a settlement)"),
+          context_preview: contextPreviewSchema.nullable().describe("What the model reads: the submission whole, a completed result projected with the tool's budget; null for the others"),
+        }),
+      )
+      .describe("Each mock receipt in order, and what the model sees of it (docs/async-tasks.md)"),
     execution_verified: z.literal(false).describe("Always false: a valid schema proves nothing about the real business"),
   })
   .meta({ title: "DryRunResponse" });
@@ -51,7 +66,7 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
       summary: "Preview the context a tool result takes (validates arguments, projects the first completed mock receipt)",
       tags: ["tools"],
       permissions: ["runtime:read", "configuration:read", "tools:execute"],
-      errors: ["agent_version_not_found", "tool_not_found", "toolset_version_missing", "invalid_stored_schema"],
+      errors: ["agent_version_not_found", "tool_not_found", "toolset_version_missing", "invalid_stored_schema", "submission_too_large"],
       body: DryRunRequestSchema,
       exactNumbers: true,
       agentScope: ({ body }) => agentOfVersion(body.agent_version),
@@ -67,6 +82,7 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
           throw ToolgateError.validation([{ path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" }]);
         const preserveFields = tool.preserve_fields ?? [];
         const projected = completed ? previewWithReport(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed", preserveFields }) : undefined;
+        const steps = previewSteps(body.mock_receipts, tool.max_result_context_bytes, projected?.preview);
         return {
           agent_version: body.agent_version,
           tool_name: tool.name,
@@ -75,9 +91,46 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
           context_preview: projected?.preview ?? null,
           preserve_fields: preserveFields,
           unpreserved_fields: [...(projected?.unpreserved ?? [])],
+          steps,
           execution_verified: false as const,
         };
       },
     }),
   ];
+}
+
+type MockReceipt = z.infer<typeof MockReceiptSchema>;
+type Step = z.infer<typeof DryRunResponseSchema>["steps"][number];
+const SETTLING = new Set<MockReceipt["kind"]>(["completed", "failed", "cancelled", "reconciliation_required"]);
+const utf8Bytes = (s: string): number => Buffer.byteLength(s, "utf8");
+
+/**
+ * What the model sees at each mock receipt, as the gateway would store it: a submission answers the
+ * tool call whole (never cut); the `completed` after it is a task result entry of its own, projected
+ * with the tool's budget (`completed`, the first one's projection); progress is never in history,
+ * nor is anything after the call settled. A submission's size is bounded as on the wire: refused
+ * with `submission_too_large`.
+ */
+function previewSteps(receipts: readonly MockReceipt[], budget: number, completed: ContextPreview | undefined): Step[] {
+  let submitted = false;
+  let settled = false;
+  return receipts.map((r, i) => {
+    const step = (history_entry: Step["history_entry"], context_preview: ContextPreview | null = null): Step => ({ receipt_id: r.receipt_id, kind: r.kind, history_entry, context_preview });
+    if (r.kind === "progress" || settled) return step("none");
+    if (r.kind === "submission") {
+      if (submitted) return step("none");
+      const task = { task_ref: r.task_ref, status: r.status };
+      for (const [field, max] of [["task_ref", TASK_REF_MAX_BYTES], ["status", TASK_STATUS_MAX_BYTES]] as const) {
+        const value = task[field];
+        if (value === undefined || value === "") throw ToolgateError.validation([{ path: `mock_receipts[${i}].${field}`, code: "required", message: `a submission carries a non-empty ${field}` }]);
+        if (utf8Bytes(value) > max) throw new ToolgateError("submission_too_large", `mock_receipts[${i}].${field} is ${utf8Bytes(value)} bytes of UTF-8; at most ${max} are allowed: a submission enters history whole, so it is bounded instead of cut`, [{ path: `mock_receipts[${i}].${field}`, code: "too_big", message: `at most ${max} bytes of UTF-8` }]);
+      }
+      submitted = true;
+      return step("tool_result", buildContextPreview(task, { maxResultContextBytes: budget, kind: "submission" }));
+    }
+    settled = SETTLING.has(r.kind);
+    const entry = submitted ? "task_result" : "tool_result";
+    // The first completed is the one projected (the same preview as `context_preview`).
+    return step(entry, r.kind === "completed" ? (completed ?? null) : null);
+  });
 }

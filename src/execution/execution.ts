@@ -33,6 +33,7 @@ import { serveRequests } from "./transport/responder.js";
 import { assignmentEvents, runEvents } from "./events/run-events.js";
 import { RunLookup } from "./runs/run-lookup.js";
 import { RunService } from "./runs/runs.js";
+import { BackgroundTasks } from "./tasks/background-tasks.js";
 import { TaskCancelService } from "./operations/task-cancel.js";
 import { ToolCallService } from "./runs/tool-calls.js";
 import { Watchlist } from "./claims/watchlist.js";
@@ -148,7 +149,8 @@ export async function startExecution(deps: {
   const progress = new ProgressStore(await store("progress", ProgressEntry));
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));
   const projections = new ProjectionStore(projectionStore, receiptLog);
-  const processor = new ReceiptProcessor({ runs: runLookup, assignments: assignmentStore, index, progress, events, projections, watchlist, log });
+  const tasks = new BackgroundTasks(runStore, assignmentStore, watchlist, log);
+  const processor = new ReceiptProcessor({ runs: runLookup, assignments: assignmentStore, index, progress, events, projections, watchlist, tasks, log });
   const taskCancel = new TaskCancelService(assignmentStore, control);
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
@@ -198,7 +200,7 @@ export async function startExecution(deps: {
   await consumer.start();
   const requests = new ControlRequestConsumer(js, taskCancel, compensation, log);
   await requests.start();
-  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, presence, detacher, log, options.sweepIntervalMs);
+  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, presence, detacher, tasks, log, options.sweepIntervalMs);
   sweeper.start();
 
   return {
@@ -209,7 +211,7 @@ export async function startExecution(deps: {
     events,
     taskCancel,
     compensation,
-    settlement: new OperatorSettlement(runStore, assignmentStore, js, projections),
+    settlement: new OperatorSettlement(runStore, assignmentStore, js, projections, tasks),
     detach: new OperatorDetach(presence, detacher, control),
     sweeper,
     async stop() {

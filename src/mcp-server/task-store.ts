@@ -15,6 +15,7 @@ function taskStatus(state: AssignmentView["state"]): Task["status"] {
     case "pending":
     case "claimed":
     case "running":
+    case "submitted":
       return "working";
     case "completed":
       return "completed";
@@ -33,7 +34,11 @@ export function taskOf(view: AssignmentView): Task {
     createdAt: new Date(view.created_at).toISOString(),
     lastUpdatedAt: new Date(view.updated_at).toISOString(),
     pollInterval: POLL_INTERVAL_MS,
-    ...(view.task_cancel && view.state === "running" ? { statusMessage: "business-task cancel requested" } : {}),
+    ...(view.task_cancel && (view.state === "running" || view.state === "submitted")
+      ? { statusMessage: "business-task cancel requested" }
+      : view.task && view.state === "submitted"
+        ? { statusMessage: view.task.status }
+        : {}),
   };
 }
 

@@ -5,8 +5,11 @@ import { requestGateway, type GatewayTarget } from "./gateway-request.js";
 /** A result sample to preview: what a handler of this tool really returns. */
 export interface DryRunSample {
   receipt_id?: string;
-  kind?: "completed" | "failed" | "cancelled" | "reconciliation_required";
+  kind?: "completed" | "failed" | "cancelled" | "reconciliation_required" | "progress" | "submission";
   result?: unknown;
+  /** For a submission: what `ctx.submit` would send. */
+  task_ref?: string;
+  status?: string;
 }
 
 export interface DryRunRequest {
@@ -20,6 +23,8 @@ export interface DryRunRequest {
 const DryRunResponse = z.looseObject({
   /** What the model would see of the first `completed` sample; null without one. */
   context_preview: contextPreviewSchema.nullable(),
+  /** Each sample in order and what the model sees of it (a submission, then its completed as a task result). */
+  steps: z.array(z.looseObject({ receipt_id: z.string(), kind: z.string(), history_entry: z.enum(["tool_result", "task_result", "none"]), context_preview: contextPreviewSchema.nullable() })),
   /** Always false: a dry-run executes no business. */
   execution_verified: z.literal(false),
 });
@@ -32,7 +37,7 @@ export type DryRunResponse = z.infer<typeof DryRunResponse>;
  * `runtime:read`, `configuration:read` or `tools:execute`. A refusal throws `GatewayError` (status, code).
  */
 export async function dryRun(target: GatewayTarget, request: DryRunRequest): Promise<DryRunResponse> {
-  const samples = request.mock_receipts.map((s, i) => ({ receipt_id: s.receipt_id ?? `dry-run-${i + 1}`, kind: s.kind ?? "completed", ...("result" in s ? { result: s.result } : {}) }));
+  const samples = request.mock_receipts.map((s, i) => ({ ...s, receipt_id: s.receipt_id ?? `dry-run-${i + 1}`, kind: s.kind ?? "completed" }));
   const body = await requestGateway(target, "POST", "/v1/tools/dry-run", { ...request, mock_receipts: samples });
   return DryRunResponse.parse(body);
 }

@@ -14,10 +14,15 @@ export {
   type AuthorizeRequest,
   type CompensationContext,
   type ReconcileOutcome,
+  type Submission,
+  SubmissionRefused,
+  type SubmittedTaskInfo,
+  type TaskStopRequest,
   type ToolContext,
   type ToolDefinition,
   type ToolGrant,
 } from "./tools.js";
+export { RunnerTasks, UnknownTaskError } from "./tasks.js";
 export { SqliteRunnerStore } from "./sqlite-store.js";
 export { PhaseConflictError, type AssignmentKey, type LocalAssignment, type OutboxReceipt, type PhaseChange, type ReceiptBody, type RunnerStore, type StoredAnswer } from "./store.js";
 export { PHASES, type Phase } from "./phases.js";

@@ -6,13 +6,14 @@ import type { ReceiptKind, ReceiptStatus } from "../wire/messages.js";
  *   (grant) ──▶ accepting ──confirm──▶ confirmed ──start──▶ running ──report──▶ reporting ──settle──▶ settled
  *      │            └──refuse──▶ refused       └──report──────────────────────────▲   └──await──▶ awaiting_reconciliation
  *      └── refusal (digest, arguments, authorize): `refused` saved ──▶ reporting            └──reconcile──┘
+ *   confirmed / running ──submit──▶ submitted ──report──▶ reporting   (a task left running: `runner.tasks`)
  *
  * `running` is written *before* a write handler is called: after a crash, `confirmed` proves the
  * handler never started (safe to start it), `running` means side effects may exist. A read has no
  * side effects by contract and runs again after a crash either way, so it runs unmarked in
  * `confirmed` and reports from there.
  */
-export const PHASES = ["accepting", "confirmed", "running", "reporting", "awaiting_reconciliation", "settled", "refused"] as const;
+export const PHASES = ["accepting", "confirmed", "running", "submitted", "reporting", "awaiting_reconciliation", "settled", "refused"] as const;
 export type Phase = (typeof PHASES)[number];
 
 export type PhaseEvent =
@@ -22,6 +23,8 @@ export type PhaseEvent =
   | "refuse"
   /** A write handler is about to be called. */
   | "start"
+  /** The handler returned a submission: its receipt was saved, the task goes on in the background. */
+  | "submit"
   /** A final receipt was saved in the outbox. */
   | "report"
   /** The final receipt was answered. */
@@ -33,8 +36,9 @@ export type PhaseEvent =
 
 const TRANSITIONS: Readonly<Record<Phase, Partial<Record<PhaseEvent, Phase>>>> = {
   accepting: { confirm: "confirmed", refuse: "refused" },
-  confirmed: { start: "running", report: "reporting" },
-  running: { report: "reporting" },
+  confirmed: { start: "running", report: "reporting", submit: "submitted" },
+  running: { report: "reporting", submit: "submitted" },
+  submitted: { report: "reporting" },
   reporting: { settle: "settled", await_reconciliation: "awaiting_reconciliation" },
   awaiting_reconciliation: { reconcile: "reporting" },
   settled: {},
@@ -66,6 +70,8 @@ export function answerChange(kind: ReceiptKind, status: Exclude<ReceiptStatus, "
       // Only an explicit `recorded` allows side effects (the outbox resolves a `duplicate` first).
       return transition("accepting", status === "recorded" ? "confirm" : "refuse");
     case "progress":
+    case "submission":
+      // A task keeps running whatever the answer (a late one included): its product still reports how it ended.
       return undefined;
     case "reconciliation_required":
       // Still unknown whether the business happened: the product settles it with `reconcile`,

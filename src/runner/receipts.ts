@@ -15,6 +15,7 @@ export type ReceiptContent =
   | { kind: "accepted"; operation_key: string; argument_digest: string }
   | { kind: "refused"; error: { code: string; message: string } }
   | { kind: "progress"; seq: number; progress: unknown }
+  | { kind: "submission"; task_ref: string; status: string }
   | FinalReport;
 
 const MAX_ID = 128;

@@ -12,7 +12,8 @@ import { ProgressReporter } from "./progress.js";
 import { buildReceipt, type FinalReport } from "./receipts.js";
 import { SqliteRunnerStore } from "./sqlite-store.js";
 import { PhaseConflictError, type LocalAssignment, type OutboxReceipt, type RunnerStore, type StoredAnswer } from "./store.js";
-import { CancelRequested, type Authorize, type ReconcileOutcome, type ToolDefinition, type ToolGrant } from "./tools.js";
+import { RunnerTasks } from "./tasks.js";
+import { CancelRequested, isSubmission, submission, type Authorize, type ReconcileOutcome, type Submission, type ToolDefinition, type ToolGrant } from "./tools.js";
 import { Notifier, sleep } from "./wait.js";
 
 /** Timing knobs, all in milliseconds. */
@@ -92,6 +93,8 @@ export class ToolRunner {
   private readonly logger: Logger;
   private readonly store: RunnerStore;
   private readonly tools = new Map<string, RegisteredTool>();
+  /** Submitted tasks: report their progress and outcome here by task reference (docs/async-tasks.md). */
+  readonly tasks: RunnerTasks;
   private readonly active = new Map<string, ActiveClaim>();
   private readonly changed = new Notifier();
   private readonly stopLoops = new AbortController();
@@ -113,6 +116,11 @@ export class ToolRunner {
     this.timing = Timing.parse(timing);
     this.logger = logger ?? defaultLogger();
     this.store = typeof store === "string" ? new SqliteRunnerStore(store) : store;
+    const outbox = () => {
+      this.assertConnected();
+      return this.outbox;
+    };
+    this.tasks = new RunnerTasks(outbox, this.logger, toolGrant, (grant) => this.tools.get(grant.tool_name)?.cancelTask);
   }
 
   get executorId(): string {
@@ -263,6 +271,12 @@ export class ToolRunner {
       if (local.phase === "awaiting_reconciliation") continue;
       const receipts = await this.store.listReceipts(local);
       this.outbox.markReplays(receipts);
+      if (local.phase === "submitted") {
+        // Its task runs in the product, not in this process: held for `runner.tasks`, no handler, no slot.
+        this.holdTask(local.grant, receipts);
+        this.outbox.kick(local.grant);
+        continue;
+      }
       this.track(local.grant);
       this.outbox.kick(local.grant);
       this.logger.info({ assignment_id: local.assignmentId, phase: local.phase }, "resuming assignment from the store");
@@ -450,6 +464,9 @@ export class ToolRunner {
     const claim = this.active.get(receipt.assignmentId);
     // Whatever the answer, learning that the run ended stops the handler (a missed control message included).
     if (answer.code === "run_terminated") claim?.abort.abort(new CancelRequested("run_cancelled", "the run is terminated"));
+    // A task submitted into an ended run: the product may stop it; what it reports later is late.
+    // (Not awaited: the product's hook must not hold up the claim's outbox lane.)
+    if (answer.code === "run_terminated" && receipt.kind === "submission") void this.tasks.stop(receipt.assignmentId, "run_cancelled", "the run is terminated");
     if (!claim || !change) return;
     if (change.to === "confirmed") await this.startHandler(claim.grant, "confirmed", []);
     else if (change.to !== "reporting") this.untrack(receipt.assignmentId);
@@ -484,13 +501,50 @@ export class ToolRunner {
   }
 
   private async runHandler(grant: Grant, tool: RegisteredTool, args: unknown, signal: AbortSignal, progress: ProgressReporter, phase: "confirmed" | "running"): Promise<void> {
-    const ctx = { arguments: args, grant: toolGrant(grant), signal, progress: (data: unknown) => progress.report(data) };
+    const ctx = { arguments: args, grant: toolGrant(grant), signal, progress: (data: unknown) => progress.report(data), submit: submission };
     const { compensates } = grant;
     // A compensation runs the tool's `compensate` (vetted before `accepted`), never its handler.
     const run = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
     const [outcome] = await Promise.allSettled([(async () => run())()]);
     await progress.close();
+    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submitTask(grant, outcome.value, phase);
     await this.report(grant, finalReceipt(grant, reportOf(outcome!), Date.now()), phase);
+  }
+
+  /**
+   * The handler left its business task running: the submission is saved (and sent), the task is held
+   * for `runner.tasks`, and the claim's slot is free. A task reference already held here cannot name
+   * a second task: the handler may have started one anyway, so that is `reconciliation_required`.
+   */
+  private async submitTask(grant: Grant, task: Submission, phase: "confirmed" | "running"): Promise<void> {
+    const unknown = (error: { code: string; message: string }) => this.report(grant, finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
+    if (this.state === "closed") return unknown({ code: "executor_shutdown", message: "the handler submitted after the runner closed" }); // logged, not saved
+    if (this.tasks.holds(task.task_ref)) return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
+    let receipt: OutboxReceipt;
+    try {
+      receipt = buildReceipt(grant, { kind: "submission", task_ref: task.task_ref, status: task.status }, Date.now());
+    } catch (err) {
+      // Not one `ctx.submit` made (it validates): the task may have started, so its outcome is unknown.
+      return unknown(describeError("invalid_submission", err));
+    }
+    try {
+      await this.tasks.submitting(task.task_ref, async () => {
+        await this.outbox.append(grant, receipt, transition(phase, "submit"));
+        this.holdTask(grant, await this.store.listReceipts({ assignmentId: grant.assignment_id, generation: grant.generation }));
+      });
+    } catch (err) {
+      if (!(err instanceof PhaseConflictError)) throw err;
+      this.logger.warn({ assignment_id: grant.assignment_id, task_ref: task.task_ref }, "submission ignored: the assignment was already reported");
+      return;
+    }
+    this.untrack(grant.assignment_id);
+  }
+
+  /** Holds the task of a claim whose submission is saved (found among its receipts). */
+  private holdTask(grant: Grant, receipts: readonly OutboxReceipt[]): void {
+    const saved = receipts.find((r) => r.kind === "submission")?.body as { task_ref: string; status: string } | undefined;
+    if (saved) this.tasks.hold(grant, saved, receipts);
+    else this.logger.error({ assignment_id: grant.assignment_id }, "submitted assignment without its submission receipt in the store");
   }
 
   /** Saves a final receipt and sends it, unless another outcome was reported first (compare-and-set). */
@@ -511,10 +565,14 @@ export class ToolRunner {
     this.logger.info({ control: message }, "control message");
     switch (message.type) {
       case "run_cancelled":
-        for (const id of message.assignment_ids) this.active.get(id)?.abort.abort(new CancelRequested("run_cancelled", `run ${message.run_id} was cancelled`));
+        for (const id of message.assignment_ids) {
+          this.active.get(id)?.abort.abort(new CancelRequested("run_cancelled", `run ${message.run_id} was cancelled`));
+          void this.tasks.stop(id, "run_cancelled", `run ${message.run_id} was cancelled`);
+        }
         return;
       case "task_cancel_requested":
         this.active.get(message.assignment_id)?.abort.abort(new CancelRequested("task_cancel_requested", message.reason));
+        void this.tasks.stop(message.assignment_id, "task_cancel_requested", message.reason);
         return;
       case "detach_requested":
         // Addressed to the process that was running then: a restart is a fresh attach, not a replay of it.

@@ -17,6 +17,23 @@ import {
 
 const SCHEMA_VERSION = "1";
 
+/** The local assignments table; `phase` is checked against this release's phases. */
+function assignmentsTable(name: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${name} (
+    assignment_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    phase TEXT NOT NULL CHECK (phase IN (${PHASES.map((p) => `'${p}'`).join(", ")})),
+    operation_key TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    grant_json TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (assignment_id, generation)
+  ) STRICT;`;
+}
+
+const OPEN_ASSIGNMENTS_INDEX = `CREATE INDEX IF NOT EXISTS assignments_open ON assignments (created_at) WHERE phase NOT IN (${[...FINAL_PHASES].map((p) => `'${p}'`).join(", ")});`;
+
 /**
  * The default `RunnerStore`: one SQLite file (better-sqlite3, synchronous API).
  *
@@ -55,19 +72,8 @@ export class SqliteRunnerStore implements RunnerStore {
     this.db.pragma("foreign_keys = ON");
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
-      CREATE TABLE IF NOT EXISTS assignments (
-        assignment_id TEXT NOT NULL,
-        generation INTEGER NOT NULL,
-        phase TEXT NOT NULL CHECK (phase IN (${PHASES.map((p) => `'${p}'`).join(", ")})),
-        operation_key TEXT NOT NULL,
-        tool_name TEXT NOT NULL,
-        grant_json TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        PRIMARY KEY (assignment_id, generation)
-      ) STRICT;
-      CREATE INDEX IF NOT EXISTS assignments_open ON assignments (created_at)
-        WHERE phase NOT IN (${[...FINAL_PHASES].map((p) => `'${p}'`).join(", ")});
+      ${assignmentsTable("assignments")}
+      ${OPEN_ASSIGNMENTS_INDEX}
       CREATE TABLE IF NOT EXISTS receipts (
         position INTEGER PRIMARY KEY AUTOINCREMENT,
         receipt_id TEXT NOT NULL UNIQUE,
@@ -84,6 +90,7 @@ export class SqliteRunnerStore implements RunnerStore {
       ) STRICT;
       CREATE INDEX IF NOT EXISTS receipts_of_claim ON receipts (assignment_id, generation, position);
     `);
+    this.allowEveryPhase();
     const savepoint = this.db.transaction((op: () => void) => op()); // nested in commitBatch: a savepoint
     this.commitBatch = this.db.transaction((batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => {
       for (const w of batch) {
@@ -94,6 +101,29 @@ export class SqliteRunnerStore implements RunnerStore {
         }
       }
     });
+  }
+
+  /**
+   * A store made by an earlier release checks `phase` against that release's list (SQLite cannot
+   * change a CHECK in place): its assignments table is rebuilt with today's, rows kept as they are.
+   */
+  private allowEveryPhase(): void {
+    const sql = this.db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'assignments'").pluck().get() as string;
+    if (PHASES.every((p) => sql.includes(`'${p}'`))) return;
+    this.db.pragma("foreign_keys = OFF");
+    try {
+      this.db.transaction(() => {
+        this.db.exec(`
+          ${assignmentsTable("assignments_next")}
+          INSERT INTO assignments_next SELECT assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at FROM assignments;
+          DROP TABLE assignments;
+          ALTER TABLE assignments_next RENAME TO assignments;
+          ${OPEN_ASSIGNMENTS_INDEX}
+        `);
+      })();
+    } finally {
+      this.db.pragma("foreign_keys = ON");
+    }
   }
 
   async open(executorId: string): Promise<void> {

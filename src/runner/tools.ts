@@ -1,4 +1,4 @@
-import type { Grant } from "../wire/messages.js";
+import { TaskRef, TaskStatus, type Grant } from "../wire/messages.js";
 
 /** The grant as a handler and the authorize hook see it: everything but the claim token. */
 export type ToolGrant = Readonly<Omit<Grant, "claim_token">>;
@@ -19,6 +19,60 @@ export interface ToolContext<A = unknown> {
    * afterwards. Throws when `data` is not representable as JSON.
    */
   progress(data: unknown): Promise<void>;
+  /**
+   * Answers the tool call with a business task left running in the background: `return
+   * ctx.submit({ task_ref, status })`. The run goes on; report the task's progress and outcome later
+   * with `runner.tasks` by `task_ref` (docs/async-tasks.md). Throws `SubmissionRefused` for a
+   * reference or status the protocol does not take (empty, or too long: `submission_too_large`).
+   */
+  submit(task: { task_ref: string; status: string }): Submission;
+}
+
+const SUBMISSION = Symbol.for("toolgate.Submission");
+
+/** What `ctx.submit` returns and a handler returns in turn: the task it left running. */
+export interface Submission {
+  readonly [SUBMISSION]: true;
+  readonly task_ref: string;
+  readonly status: string;
+}
+
+/** A handler's return value that is a submission (branded, so a product bundling two copies of toolgate still submits). */
+export function isSubmission(value: unknown): value is Submission {
+  return typeof value === "object" && value !== null && SUBMISSION in value;
+}
+
+/** Builds a submission, or throws `SubmissionRefused` with the protocol's reason. */
+export function submission(task: { task_ref: string; status: string }): Submission {
+  const ref = TaskRef.safeParse(task.task_ref);
+  if (!ref.success) throw new SubmissionRefused("invalid_task_ref", `task_ref: ${ref.error.issues[0]?.message ?? "invalid"}`);
+  const status = TaskStatus.safeParse(task.status);
+  if (!status.success) throw new SubmissionRefused(status.error.issues[0]?.message.startsWith("submission_too_large") ? "submission_too_large" : "invalid_status", `status: ${status.error.issues[0]?.message ?? "invalid"}`);
+  return { [SUBMISSION]: true, task_ref: task.task_ref, status: task.status };
+}
+
+/** A submission the protocol refuses (the handler sees it at `ctx.submit`, before anything is sent). */
+export class SubmissionRefused extends Error {
+  override readonly name = "SubmissionRefused";
+  constructor(
+    readonly code: "invalid_task_ref" | "invalid_status" | "submission_too_large",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A submitted task as `cancelTask` and `runner.tasks.list()` show it. */
+export interface SubmittedTaskInfo {
+  readonly task_ref: string;
+  readonly status: string;
+  readonly grant: ToolGrant;
+}
+
+/** Why the product is asked about a submitted task: a business-task cancel (stop it), or its run ended (its later receipts are late). */
+export interface TaskStopRequest extends SubmittedTaskInfo {
+  readonly kind: "task_cancel_requested" | "run_cancelled";
+  readonly reason: string;
 }
 
 /** What a write tool's `compensate` handler gets: the assignment of the compensation, and what it undoes. */
@@ -44,6 +98,12 @@ export interface ToolDefinition<A = unknown> {
    * Without it, compensations of this tool are refused (`compensation_unsupported`).
    */
   compensate?(ctx: CompensationContext<A>): unknown;
+  /**
+   * For a tool whose handler submits tasks: called when a submitted task should stop (a business-task
+   * cancel) or its run ended. Stop it in the product, then report `runner.tasks.cancelled(task_ref)`
+   * (or `complete` if it finished first: whichever the gateway takes first is the outcome).
+   */
+  cancelTask?(request: TaskStopRequest): void | Promise<void>;
   /** Parses the arguments before `authorize` (a zod schema fits); a throw refuses with `invalid_arguments`. */
   arguments?: { parse(value: unknown): A };
 }

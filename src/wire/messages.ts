@@ -124,7 +124,7 @@ export const ClaimReply = z.discriminatedUnion("status", [z.object({ status: z.l
 export type ClaimReply = z.infer<typeof ClaimReply>;
 
 /** `refused`: the executor turns the grant down before any side effect (digest, arguments, authorize), instead of `accepted`. */
-export const ReceiptKind = z.enum(["accepted", "refused", "progress", "completed", "failed", "cancelled", "reconciliation_required"]);
+export const ReceiptKind = z.enum(["accepted", "refused", "progress", "submission", "completed", "failed", "cancelled", "reconciliation_required"]);
 export type ReceiptKind = z.infer<typeof ReceiptKind>;
 
 const ErrorBody = z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict();
@@ -140,6 +140,22 @@ const ReceiptBase = {
   replayed: z.boolean().optional(),
 };
 
+/** Bytes (UTF-8) a submission's `task_ref` and `status` may take: the submission enters history whole, never cut, so it is bounded here instead. */
+export const TASK_REF_MAX_BYTES = 256;
+export const TASK_STATUS_MAX_BYTES = 1024;
+
+const utf8Bytes = (s: string): number => Buffer.byteLength(s, "utf8");
+/** The product's reference of a business task running in the background (its own id: a job, a batch, a deployment). */
+export const TaskRef = z
+  .string()
+  .min(1)
+  .refine((s) => utf8Bytes(s) <= TASK_REF_MAX_BYTES, { message: `task_ref_too_long: at most ${TASK_REF_MAX_BYTES} bytes of UTF-8` });
+/** A short status the model reads as the tool call's answer ("report queued, about 10 minutes"). */
+export const TaskStatus = z
+  .string()
+  .min(1)
+  .refine((s) => utf8Bytes(s) <= TASK_STATUS_MAX_BYTES, { message: `submission_too_large: at most ${TASK_STATUS_MAX_BYTES} bytes of UTF-8` });
+
 /**
  * A receipt. The *body* (everything but `claim_token` and `replayed`) is what must be identical on a
  * resend of the same `receipt_id`; its digest is `receiptBodyDigest` of `src/wire/digest.ts`.
@@ -149,6 +165,8 @@ export const Receipt = z.discriminatedUnion("kind", [
   z.object({ ...ReceiptBase, kind: z.literal("accepted"), operation_key: z.string(), argument_digest: ArgumentDigest }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("refused"), error: ErrorBody }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("progress"), seq: z.number().int().positive(), progress: JsonValue }).strict(),
+  /** The business task goes on in the background: the tool call is answered with this, the outcome follows by the same claim. */
+  z.object({ ...ReceiptBase, kind: z.literal("submission"), task_ref: TaskRef, status: TaskStatus }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("completed"), result: JsonValue }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("failed"), error: ErrorBody }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("cancelled"), reason: Reason }).strict(),

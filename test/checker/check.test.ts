@@ -238,4 +238,48 @@ describe("history checker on crafted records", () => {
     delete h.registry;
     expect(rulesOf(h)).toEqual([]);
   });
+  it("a background task: its submission, its settlement as a task result of the run, once each", () => {
+    const { h } = history();
+    // a-0 submitted a task (the submission, replaced by its completed) and its run lists the completion as a task result.
+    const { seq, digest } = publish(h, { receipt_id: "a-0_submission", assignment_id: "a-0", kind: "submission", task_ref: "job-0", status: "queued" });
+    const a0 = assignment(h, 0);
+    a0.replaced = [{ receipt_id: "a-0_submission", kind: "submission", body_digest: digest, stream_seq: seq, at: T0 + 50, executor_id: "exec-1" }];
+    a0.task = { task_ref: "job-0", status: "queued", submitted_at: T0 + 50, deadline_at: T0 + 86_400_050 };
+    const run = h.runs[0]!.value;
+    run.task_results = [{ assignment_id: "a-0", receipt_id: "a-0_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 }];
+    expect(rulesOf(h)).toEqual([]);
+
+    run.task_results = [];
+    expect(rulesOf(h)).toEqual(["task_result_missing"]);
+    run.task_results = [
+      { assignment_id: "a-0", receipt_id: "a-0_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 },
+      { assignment_id: "a-0", receipt_id: "a-0_completed", outcome: { kind: "completed" }, after_tool_calls: 3, at: T0 + 70 },
+    ];
+    expect(rulesOf(h)).toEqual(["task_result_mismatch"]);
+    // A result the task never had, or for a call that submitted nothing.
+    run.task_results = [{ assignment_id: "a-0", receipt_id: "a-0_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 }, { assignment_id: "a-1", receipt_id: "a-1_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 }];
+    expect(rulesOf(h)).toEqual(["task_result_mismatch"]);
+    run.task_results.pop();
+
+    a0.task = { ...a0.task, task_ref: "job-other" };
+    expect(rulesOf(h)).toEqual(["task_mismatch"]);
+    delete a0.task;
+    expect(rulesOf(h)).toEqual(["task_mismatch", "task_result_mismatch"]);
+  });
+
+  it("a task still submitted is not settled; one past its deadline is reconciliation_required without a final receipt of its own", () => {
+    const { h } = history(1);
+    const { seq, digest } = publish(h, { receipt_id: "a-0_submission", assignment_id: "a-0", kind: "submission", task_ref: "job-0", status: "queued" });
+    const submission = { receipt_id: "a-0_submission", kind: "submission" as const, body_digest: digest, stream_seq: seq, at: T0 + 50 };
+    // The completed never came: drop it from the stream and the projections.
+    h.receipts = h.receipts.filter((r) => r.receipt?.kind !== "completed");
+    h.projections = [];
+    h.createOnly = [];
+    Object.assign(assignment(h, 0), { state: "submitted", final: submission, outcome: null, task: { task_ref: "job-0", status: "queued", submitted_at: T0 + 50, deadline_at: T0 + 1_050 } });
+    expect(rulesOf(h)).toEqual(["call_not_settled"]);
+    Object.assign(assignment(h, 0), { state: "reconciliation_required", outcome: { kind: "reconciliation_required", error: { code: "task_deadline_passed", message: "?" } } });
+    expect(rulesOf(h)).toEqual(["task_result_missing"]);
+    h.runs[0]!.value.task_results = [{ assignment_id: "a-0", receipt_id: null, outcome: assignment(h, 0).outcome!, after_tool_calls: 1, at: T0 + 1_100 }];
+    expect(rulesOf(h)).toEqual([]);
+  });
 });

@@ -133,7 +133,7 @@ describe("POST /v1/tools/dry-run", () => {
       { receipt_id: "c2", kind: "completed", result: { n: 2 } },
     ];
     expect((await dryRun({ ...seedRequest, mock_receipts: receipts })).json().context_preview.result).toEqual({ n: 1 });
-    const none = await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "s", kind: "submission", result: { task: "t-1" } }] });
+    const none = await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "s", kind: "submission", task_ref: "t-1", status: "queued" }] });
     expect(none.json()).toMatchObject({ context_preview: null, execution_verified: false });
     expect((await dryRun({ ...seedRequest, mock_receipts: undefined })).json().context_preview).toBeNull();
   });
@@ -165,5 +165,36 @@ describe("POST /v1/tools/dry-run", () => {
     await dryRun(seedRequest);
     await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: bigResult() }] });
     expect((await kv.status()).values).toBe(before);
+  });
+  it("shows each step of an async task: the submission whole as the call's answer, progress unseen, the completed as its own task result cut to the budget", async () => {
+    const res = await dryRun({
+      ...seedRequest,
+      tool_name: "tasks.small",
+      mock_receipts: [
+        { receipt_id: "s1", kind: "submission", task_ref: "report-42", status: "report queued, about ten minutes" },
+        { receipt_id: "p1", kind: "progress" },
+        { receipt_id: "c1", kind: "completed", result: bigResult() },
+      ],
+    });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.steps.map((s: { receipt_id: string; history_entry: string }) => [s.receipt_id, s.history_entry])).toEqual([["s1", "tool_result"], ["p1", "none"], ["c1", "task_result"]]);
+    expect(body.steps[0].context_preview).toMatchObject({ truncated: false, result: { task_ref: "report-42", status: "report queued, about ten minutes" } });
+    expect(body.steps[1].context_preview).toBeNull();
+    expect(body.steps[2].context_preview).toEqual(body.context_preview);
+    expect(body.context_preview).toMatchObject({ truncated: true, max_result_context_bytes: 1024 });
+    // Without a submission the completed is the call's own answer.
+    const sync = (await dryRun(seedRequest)).json();
+    expect(sync.steps).toEqual([{ receipt_id: "dry-run-page-001", kind: "completed", history_entry: "tool_result", context_preview: sync.context_preview }]);
+  });
+
+  it("refuses an oversized submission with submission_too_large, and one without its task reference", async () => {
+    const submission = { receipt_id: "s1", kind: "submission", task_ref: "report-42", status: "é".repeat(600) };
+    const res = await dryRun({ ...seedRequest, mock_receipts: [submission] });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({ code: "submission_too_large", details: [{ path: "mock_receipts[0].status", code: "too_big" }] });
+    const missing = await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "s1", kind: "submission", status: "queued" }] });
+    expect(missing.statusCode).toBe(400);
+    expect(missing.json().error).toMatchObject({ code: "validation_failed", details: [{ path: "mock_receipts[0].task_ref" }] });
   });
 });

@@ -84,4 +84,31 @@ describe("examples/agent-loop", () => {
     expect(steps.map((s) => s.step)).toEqual(["tools", "run", "model", "tool", "cancelled"]);
     expect((await gw.api("GET", `/v1/runs/${steps[1]!.run_id as string}`)).state).toBe("cancelled");
   }, 120_000);
+  it("an async tool: the call is answered with its submission, the loop goes on and hands the report to the model when the event stream announces it", async () => {
+    await gw.api("POST", "/v1/toolsets/tasks-agent-tools/versions", {
+      version: "v2-reports",
+      tools: [
+        { name: "tasks.read", description: "Read tasks, a page at a time", binding_id: "tasks-read", input_schema: { type: "object", properties: { cursor: { type: "string" } } }, output_schema: { type: "object" }, max_result_context_bytes: 1024 },
+        { name: "tasks.create", description: "Create a task", binding_id: "tasks-write", input_schema: { type: "object", properties: { title: { type: "string" } }, required: ["title"] }, output_schema: { type: "object" } },
+        { name: "reports.generate", description: "Generate a report in the background", binding_id: "tasks-write", input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] }, output_schema: { type: "object" }, task_deadline_ms: 60_000 },
+      ],
+    });
+    const agent = await gw.api("POST", "/v1/agents/tasks-agent/versions", { toolset: "tasks-agent-tools", toolset_version: "v2-reports", max_context_tokens: 100_000 });
+    const session = await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-7" });
+    const steps = await agentLoop(session.session_id);
+
+    expect(steps.filter((s) => s.step === "tool").map((s) => [s.name, s.state])).toEqual([["tasks.create", "completed"], ["tasks.read", "completed"], ["reports.generate", "submitted"]]);
+    const names = steps.map((s) => s.step);
+    expect(steps.filter((s) => s.step === "task_result").map((s) => [s.name, s.state])).toEqual([["reports.generate", "completed"]]);
+    expect(names.indexOf("task_result")).toBeGreaterThan(names.lastIndexOf("tool"));
+    expect(names.at(-1)).toBe("answer");
+    expect(steps.at(-1)!.content).toContain("The report is ready");
+    expect(steps.at(-1)!.content).toContain("write the report"); // the report listed the task made earlier in the run
+
+    const history = await gw.api("GET", `/v1/runs/${steps[1]!.run_id as string}/history`);
+    expect(history.state).toBe("completed");
+    expect(history.tool_calls.map((t: { tool_call_id: string; state: string }) => [t.tool_call_id, t.state])).toEqual([["call_1", "completed"], ["call_2", "completed"], ["call_3", "completed"]]);
+    expect(history.tool_calls[2].context_preview.result).toMatchObject({ task_ref: history.tool_calls[2].task.task_ref });
+    expect(history.task_results).toMatchObject([{ tool_call_id: "call_3", state: "completed", after_tool_calls: 3, context_preview: { result: { open_tasks: 1 } } }]);
+  }, 120_000);
 });

@@ -11,6 +11,7 @@ import { ProjectionStore } from "../../src/execution/receipts/projection-store.j
 import { ReceiptIndex } from "../../src/execution/receipts/receipt-index.js";
 import { ReceiptLog } from "../../src/execution/receipts/receipt-log.js";
 import { RunLookup } from "../../src/execution/runs/run-lookup.js";
+import { BackgroundTasks } from "../../src/execution/tasks/background-tasks.js";
 import { ReceiptProcessor } from "../../src/execution/receipts/receipt-processor.js";
 import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "../../src/execution/model/records.js";
 import { Watchlist } from "../../src/execution/claims/watchlist.js";
@@ -424,15 +425,19 @@ describe("execution path: round trip over JetStream and HTTP", () => {
   async function processorOnSameBuckets(): Promise<ReceiptProcessor> {
     const store = await executionStores(nc);
     const assignments = await store("assignments", AssignmentRecord);
+    const runs = await store("runs", RunRecord);
+    const watchlist = new Watchlist(await store("watch", WatchEntry));
+    const log = createLogger({ level: "silent" });
     return new ReceiptProcessor({
-      runs: new RunLookup(await store("runs", RunRecord)),
+      runs: new RunLookup(runs),
       assignments,
       index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
       progress: new ProgressStore(await store("progress", ProgressEntry)),
       events: new RunEventLog(jetstream(nc), createLogger({ level: "silent" })),
       projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc))),
-      watchlist: new Watchlist(await store("watch", WatchEntry)),
-      log: createLogger({ level: "silent" }),
+      watchlist,
+      tasks: new BackgroundTasks(runs, assignments, watchlist, log),
+      log,
     });
   }
 });

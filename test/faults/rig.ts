@@ -21,6 +21,8 @@ export const size = (quick: number, full: number): number => (FULL ? full : quic
 export const SCOPE = "faults";
 export const WRITE_BINDING = "faults-write";
 export const READ_BINDING = "faults-read";
+/** `reports.generate`: a write that submits an async task, completed by the executor's business system a little later. */
+export const TASK_BINDING = "faults-task";
 
 /** Short leases and waits, so a fault heals in seconds rather than the production half-minute. */
 export const FAULT_EXECUTION: Partial<ExecutionOptions> = { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 4_000, reofferAfterMs: 5_000 };
@@ -42,6 +44,8 @@ export interface LoadPlan {
   cancelRate: number;
   /** Share of calls that are writes (the rest read). */
   writeShare: number;
+  /** Share of the writes that submit an async task (`reports.generate`) instead of completing at once. */
+  asyncShare?: number;
 }
 
 export interface LoadStats {
@@ -82,7 +86,7 @@ export class FaultRig {
     return gw;
   }
 
-  /** Seeds bindings, a toolset with `tasks.create` (write) and `tasks.read` (read, 1 KiB budget) and a session. */
+  /** Seeds bindings, a toolset with `tasks.create` (write), `tasks.read` (read, 1 KiB budget), `reports.generate` (write, async) and a session. */
   async seed(): Promise<void> {
     this.nc = await connect({ servers: natsServers(this.natsUrl()), maxReconnectAttempts: -1 });
     const store = await ConfigStore.open(this.nc);
@@ -92,12 +96,13 @@ export class FaultRig {
       tools: [
         { name: "tasks.create", binding_id: WRITE_BINDING, tool_kind: "write" },
         { name: "tasks.read", binding_id: READ_BINDING, tool_kind: "read", max_result_context_bytes: 1024 },
+        { name: "reports.generate", binding_id: TASK_BINDING, tool_kind: "write", max_result_context_bytes: 1024 },
       ],
     });
   }
 
   startExecutors(count: number, env: Record<string, string> = {}, prefix = "exec"): void {
-    for (let i = 0; i < count; i++) this.startExecutor({ executorId: `${prefix}-${i}`, scope: SCOPE, binding: WRITE_BINDING, readBinding: READ_BINDING, env });
+    for (let i = 0; i < count; i++) this.startExecutor({ executorId: `${prefix}-${i}`, scope: SCOPE, binding: WRITE_BINDING, readBinding: READ_BINDING, env: { TASK_BINDING, ...env } });
   }
 
   startExecutor(spec: ExecutorSpec) {
@@ -161,8 +166,15 @@ export class FaultRig {
       const ids = await Promise.all(
         Array.from({ length: Math.min(plan.batch, plan.callsPerRun - b * plan.batch) }, async (_, i) => {
           const k = b * plan.batch + i;
-          const write = (r * 7919 + k * 104729) % 100 < plan.writeShare * 100;
-          const call = write ? { tool_name: "tasks.create", arguments: { title: `r${r}-c${k}` } } : { tool_name: "tasks.read", arguments: { cursor: `r${r}-c${k}` } };
+          const draw = (r * 7919 + k * 104729) % 100;
+          const write = draw < plan.writeShare * 100;
+          // The first writes of the draw's range submit async tasks (deterministic, like the rest of the mix).
+          const async = draw < plan.writeShare * (plan.asyncShare ?? 0) * 100;
+          const call = async
+            ? { tool_name: "reports.generate", arguments: { title: `r${r}-c${k}` } }
+            : write
+              ? { tool_name: "tasks.create", arguments: { title: `r${r}-c${k}` } }
+              : { tool_name: "tasks.read", arguments: { cursor: `r${r}-c${k}` } };
           const { assignment } = await this.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { ...call, tool_call_id: `c-${k}` });
           this.stats.calls++;
           return assignment.assignment_id as string;

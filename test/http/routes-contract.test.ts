@@ -60,6 +60,7 @@ const samples: Record<string, () => Sample> = {
   createToolCall: () => ({ params: { run_id: rt.run }, body: { tool_name: "tasks.read", arguments: { cursor: "c" } } }),
   getAssignment: () => ({ params: { assignment_id: rt.assignment } }),
   getRunHistory: () => ({ params: { run_id: rt.run } }),
+  getRunTasks: () => ({ params: { run_id: rt.run } }),
   completeRun: () => ({ params: { run_id: rt.toComplete } }),
   cancelRun: () => ({ params: { run_id: rt.toCancel } }),
   getRunEvents: () => ({ params: { run_id: rt.run }, query: { after: "0" } }),

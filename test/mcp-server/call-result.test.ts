@@ -16,6 +16,7 @@ function view(state: AssignmentView["state"], outcome: AssignmentView["outcome"]
       state === "completed" ? { max_result_context_bytes: 16_384, original_bytes: 12, retained_bytes: 12, truncated: false, result: { ok: true }, projection_version: 1 } : null,
     outcome,
     compensated_by: null,
+    task: null,
     created_at: 1_000,
     run_id: "run_mcp_1",
     binding_id: "b",
@@ -42,7 +43,7 @@ describe("the MCP answer of a settled tool call", () => {
       expect(result.isError === true, state).toBe(state !== "completed");
       const status = taskOf(view(state)).status;
       if (state === "completed") expect(status).toBe("completed");
-      else if (["pending", "claimed", "running"].includes(state)) expect(status, state).toBe("working");
+      else if (["pending", "claimed", "running", "submitted"].includes(state)) expect(status, state).toBe("working");
       else expect(status, state).toBe(state === "cancelled" ? "cancelled" : "failed");
     }
   });

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decode } from "../../src/wire/codec.js";
 import { Receipt } from "../../src/wire/messages.js";
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
-import { CRASH_POINTS, type CrashPoint } from "../fixtures/crash-points.js";
+import { CRASH_POINTS } from "../fixtures/crash-points.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
 
@@ -18,7 +18,7 @@ const FIXTURE = fileURLToPath(new URL("../fixtures/crash-executor.ts", import.me
 const SETTLED = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);
 
 /** What the assignment ends as after a SIGKILL at each point and a restart of the same executor. */
-const EXPECTED: Record<CrashPoint, string> = {
+const EXPECTED: Record<(typeof CRASH_POINTS)[number], string> = {
   after_claim: "completed", // nothing saved: the lease expires, the same executor claims generation 1
   after_persist: "completed", // accepted resent (replayed); confirmed, or refused and claimed again
   after_confirm: "completed", // confirmed but never started: the handler starts once

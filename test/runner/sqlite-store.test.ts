@@ -60,6 +60,30 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect(receipts[0]!.body).toEqual({ receipt_id: receiptId(grant, "accepted"), assignment_id: grant.assignment_id, executor_id: "exec-1", kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
   });
 
+  it("opens a store made before the submitted phase existed: its table is rebuilt, rows and receipts kept, a task can be submitted", async () => {
+    const grant = sampleGrant();
+    await store.createAssignment({ ...local(grant), phase: "accepting" }, [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10)]);
+    await store.close();
+    // The assignments table as the previous release made it: its CHECK lists no `submitted`.
+    const Database = (await import("better-sqlite3")).default;
+    const db = new Database(path);
+    db.pragma("foreign_keys = OFF");
+    db.pragma("legacy_alter_table = ON"); // the receipts' foreign key keeps naming `assignments`
+    const old = (db.prepare("SELECT sql FROM sqlite_master WHERE name = 'assignments'").pluck().get() as string).replace("'submitted', ", "");
+    db.exec(`ALTER TABLE assignments RENAME TO assignments_now; ${old}; INSERT INTO assignments SELECT * FROM assignments_now; DROP TABLE assignments_now;`);
+    expect(() => db.prepare("UPDATE assignments SET phase = 'submitted'").run()).toThrow(/CHECK constraint/);
+    db.close();
+
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    const [open] = await store.listOpen();
+    expect(open).toMatchObject({ assignmentId: grant.assignment_id, phase: "accepting", grant });
+    expect(await store.listReceipts(open!)).toHaveLength(1);
+    await store.setPhase(open!, transition("accepting", "confirm"));
+    await store.appendReceipt(buildReceipt(grant, { kind: "submission", task_ref: "job-1", status: "queued" }, 11), transition("confirmed", "submit"));
+    expect((await store.getAssignment(grant.assignment_id))!.phase).toBe("submitted");
+  });
+
   it("records answers and phase changes together, compare-and-set", async () => {
     const grant = sampleGrant();
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);

@@ -393,6 +393,22 @@ async function loadRun(runId) {
     ["created", time(run.created_at)],
     ["ended", time(run.ended_at)],
   ]);
+  // A background task's result is an entry of its own, after the tool calls made before it arrived.
+  const taskRows = (after) =>
+    history.task_results
+      .filter((t) => t.after_tool_calls === after)
+      .map((t) =>
+        el(
+          "tr",
+          { class: "task-result", title: `task ${t.task_ref}` },
+          el("td", {}, "↳"),
+          el("td", {}, code(t.tool_name)),
+          el("td", {}, code(t.assignment_id)),
+          el("td", {}, badge(t.state)),
+          el("td", {}, previewSummary(t.context_preview)),
+          el("td", {}, outcomeText(t.outcome)),
+        ),
+      );
   const rows = history.tool_calls.flatMap((call, i) => {
     const detail = el("tr", { class: "detail", hidden: true }, el("td", { colspan: 6 }));
     const row = el(
@@ -406,7 +422,7 @@ async function loadRun(runId) {
       el("td", {}, outcomeText(call.outcome)),
     );
     row.addEventListener("click", () => toggleAssignment(detail, call.assignment_id));
-    return [row, detail];
+    return [row, detail, ...taskRows(i + 1)];
   });
   $("tool-calls").querySelector("tbody").replaceChildren(...rows);
   $("tool-calls-empty").hidden = rows.length > 0;
@@ -431,6 +447,7 @@ async function toggleAssignment(detail, assignmentId) {
       ["accepted receipt", a.accepted_receipt_id ? code(a.accepted_receipt_id) : "—"],
       ["final receipt", a.final_receipt_id ? code(a.final_receipt_id) : "—"],
       ["progress reports", a.progress.length],
+      ...(a.task ? [["task", code(a.task.task_ref)], ["task status", a.task.status], ["task deadline", time(a.task.deadline_at)]] : []),
       ["operation_key", code(a.operation_key)],
       ["argument_digest", code(a.argument_digest)],
       ["updated", time(a.updated_at)],

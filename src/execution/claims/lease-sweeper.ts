@@ -8,6 +8,7 @@ import type { AssignmentRecord } from "../model/records.js";
 import { requeued } from "../dispatch/requeue.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
+import type { BackgroundTasks } from "../tasks/background-tasks.js";
 
 /**
  * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
@@ -26,6 +27,7 @@ export class LeaseSweeper {
     private readonly candidates: CandidateQueue,
     private readonly presence: PresenceService,
     private readonly detacher: ExecutorDetacher,
+    private readonly tasks: BackgroundTasks,
     private readonly log: Logger,
     private readonly intervalMs: number,
     private readonly now: () => number = Date.now,
@@ -67,6 +69,8 @@ export class LeaseSweeper {
       await this.watchlist.watch(assignmentId, a.claim!.lease_expires_at);
       return false;
     }
+    // Not leased, not tied to its executor's presence: a submitted task has its own deadline.
+    if (a.task) return this.tasks.checkDeadline(a);
     if (a.state === "running") return this.checkHolder(a);
     if (a.state === "pending" && a.candidate_seq !== null && !expired.result) return this.reofferIfTaken(a);
     if (a.state === "pending") await this.dispatcher.dispatch(assignmentId);

@@ -34,6 +34,10 @@ export const RunEvent = z
     z.object({ type: z.literal("progress"), run_id: Id, assignment_id: Id, seq: z.number().int().positive(), progress: z.unknown(), at: Millis }).strict(),
     z.object({ type: z.literal("task_cancel_requested"), run_id: Id, assignment_id: Id, reason: z.string(), at: Millis }).strict(),
     z.object({ type: z.literal("compensation_requested"), run_id: Id, assignment_id: Id, compensation_assignment_id: Id, at: Millis }).strict(),
+    /** A background task's outcome entered the history as its own entry (read it from the history). */
+    z
+      .object({ type: z.literal("task_result"), run_id: Id, assignment_id: Id, state: z.enum(["completed", "failed", "cancelled", "reconciliation_required"]), after_tool_calls: z.number().int().nonnegative(), at: Millis })
+      .strict(),
   ])
   .meta({ id: "RunEvent" });
 export type RunEvent = z.infer<typeof RunEvent>;
@@ -61,10 +65,21 @@ export function assignmentEvents(before: AssignmentRecord | undefined, after: As
   return events;
 }
 
-/** The event of a run write, when its state moved (appending a tool call is told by the assignment's own event). */
+/**
+ * The events of a run write: its state moved, or background task results were appended (appending a
+ * tool call is told by the assignment's own event).
+ */
 export function runEvents(before: RunRecord | undefined, after: RunRecord): RunEvent[] {
-  if (before && before.state === after.state) return [];
-  return [{ type: "run", run_id: after.run_id, state: after.state, at: after.ended_at ?? after.created_at }];
+  const events: RunEvent[] = (after.task_results ?? []).slice(before?.task_results?.length ?? 0).map((t) => ({
+    type: "task_result",
+    run_id: after.run_id,
+    assignment_id: t.assignment_id,
+    state: t.outcome.kind,
+    after_tool_calls: t.after_tool_calls,
+    at: t.at,
+  }));
+  if (before && before.state === after.state) return events;
+  return [{ type: "run", run_id: after.run_id, state: after.state, at: after.ended_at ?? after.created_at }, ...events];
 }
 
 export function progressEvent(runId: string, entry: ProgressEntry): RunEvent {

@@ -32,7 +32,7 @@ export const DetachResultSchema = z
   .meta({ title: "DetachResult" });
 
 /** A run event as the event stream serves it: the stored event with its time as RFC 3339. */
-const [runEvent, assignmentEvent, progressEvent, taskCancelEvent, compensationEvent] = RunEvent.options;
+const [runEvent, assignmentEvent, progressEvent, taskCancelEvent, compensationEvent, taskResultEvent] = RunEvent.options;
 export const RunEventSchema = z
   .discriminatedUnion("type", [
     runEvent.extend({ at: HttpTimestamp }),
@@ -40,6 +40,7 @@ export const RunEventSchema = z
     progressEvent.extend({ at: HttpTimestamp }),
     taskCancelEvent.extend({ at: HttpTimestamp }),
     compensationEvent.extend({ at: HttpTimestamp }),
+    taskResultEvent.extend({ at: HttpTimestamp }),
   ])
   .meta({ title: "RunEvent" });
 

@@ -6,12 +6,13 @@ import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id, ToolKind } from "../../wire/messages.js";
 import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
 import type { Execution } from "../execution.js";
-import { RunRecord } from "../model/records.js";
+import { RunRecord, TaskResult } from "../model/records.js";
 import { RUN_STATES } from "../model/run-states.js";
 
 // The stored run record is what a client reads, with its times as RFC 3339 and a description added.
 const RunSchema = RunRecord.extend({
   assignment_ids: RunRecord.shape.assignment_ids.describe("Every tool call of the run, in creation order"),
+  task_results: z.array(TaskResult.extend({ at: HttpTimestamp })).optional(),
   created_at: HttpTimestamp,
   ended_at: HttpTimestamp.nullable(),
 }).meta({ id: "Run" });
@@ -30,6 +31,10 @@ const historyEntryShape = {
   context_preview: contextPreviewSchema.nullable().describe("The stored projection of the first completed receipt, computed once"),
   outcome: OutcomeSchema.nullable(),
   compensated_by: Id.nullable().describe("The compensation undoing this completed write; this entry's projection stays as it was"),
+  task: z
+    .object({ task_ref: z.string(), status: z.string(), submitted_at: HttpTimestamp, deadline_at: HttpTimestamp })
+    .nullable()
+    .describe("The background task this call submitted; context_preview is then the submission, and the task's result is an entry of task_results"),
   created_at: HttpTimestamp,
 };
 const HistoryEntrySchema = z.object(historyEntryShape).meta({ id: "HistoryEntry" });
@@ -65,9 +70,45 @@ const CreateToolCallSchema = z
   .meta({ id: "CreateToolCall" });
 
 const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
-const RunHistorySchema = z.object({ run_id: Id, state: z.enum(RUN_STATES), tool_calls: z.array(HistoryEntrySchema) });
+const TaskResultEntrySchema = z
+  .object({
+    assignment_id: Id,
+    tool_call_id: Id.nullable(),
+    tool_name: z.string(),
+    task_ref: z.string(),
+    receipt_id: Id.nullable().describe("The final receipt that settled the task; null when its deadline passed"),
+    state: z.enum(["completed", "failed", "cancelled", "reconciliation_required"]),
+    context_preview: contextPreviewSchema.nullable().describe("For completed: the stored projection of its result, computed once with the tool's budget"),
+    outcome: OutcomeSchema.nullable(),
+    after_tool_calls: z.number().int().nonnegative().describe("The entry follows this many tool calls of the run in the model's history"),
+    at: HttpTimestamp,
+  })
+  .meta({ id: "TaskResultEntry" });
+const RunTasksSchema = z.object({
+  run_id: Id,
+  tasks: z
+    .array(
+      z.object({
+        assignment_id: Id,
+        tool_call_id: Id.nullable(),
+        tool_name: z.string(),
+        state: z.enum(ASSIGNMENT_STATES).describe("submitted while the task runs; then how it was settled"),
+        task: z.object({ task_ref: z.string(), status: z.string(), submitted_at: HttpTimestamp, deadline_at: HttpTimestamp }),
+        task_cancel: z.object({ requested_at: HttpTimestamp, reason: z.string() }).nullable(),
+        progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: HttpTimestamp })),
+        results: z.number().int().nonnegative().describe("How many of the run's task_results are this task's settlements"),
+      }),
+    )
+    .describe("Every background task the run's tool calls submitted, in call order"),
+});
+const RunHistorySchema = z.object({
+  run_id: Id,
+  state: z.enum(RUN_STATES),
+  tool_calls: z.array(HistoryEntrySchema),
+  task_results: z.array(TaskResultEntrySchema).describe("Outcomes of background tasks, each its own entry, in arrival order (docs/async-tasks.md)"),
+});
 
-export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, HistoryEntrySchema, RunHistorySchema, RunSchema };
+export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, HistoryEntrySchema, RunHistorySchema, RunSchema, RunTasksSchema };
 export const RunParams = z.object({ run_id: Id });
 
 /** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
@@ -161,7 +202,23 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       agentScope: ({ params }) => runAgent(params.run_id),
       handler: async ({ params }) => {
         const run = await execution.runs.get(params.run_id);
-        return { run_id: run.run_id, state: run.state, tool_calls: await execution.history.history(run) };
+        return { run_id: run.run_id, state: run.state, ...(await execution.history.history(run)) };
+      },
+    }),
+    defineRoute({
+      id: "getRunTasks",
+      method: "GET",
+      path: "/v1/runs/{run_id}/tasks",
+      summary: "The run's background tasks: each submitting call's task, state, progress and how many results it has in history",
+      tags: ["runtime"],
+      permissions: ["runtime:read"],
+      errors: ["run_not_found"],
+      params: RunParams,
+      response: RunTasksSchema,
+      agentScope: ({ params }) => runAgent(params.run_id),
+      handler: async ({ params }) => {
+        const run = await execution.runs.get(params.run_id);
+        return { run_id: run.run_id, tasks: await execution.history.tasks(run) };
       },
     }),
     defineRoute({

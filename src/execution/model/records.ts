@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { contextPreviewSchema } from "../../budget/index.js";
-import { Id, ReceiptKind, ReceiptStatus, RefusalCode, ToolKind } from "../../wire/messages.js";
+import { Id, ReceiptKind, ReceiptStatus, RefusalCode, TaskRef, TaskStatus, ToolKind } from "../../wire/messages.js";
 import { ASSIGNMENT_STATES } from "./assignment-states.js";
 import { RUN_STATES } from "./run-states.js";
 
@@ -12,23 +12,6 @@ import { RUN_STATES } from "./run-states.js";
 const Millis = z.number().int().nonnegative();
 const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/);
 
-export const RunRecord = z
-  .object({
-    run_id: Id,
-    session_id: Id,
-    agent: Id,
-    agent_version: z.string(),
-    toolset: Id,
-    toolset_version: z.string(),
-    subject: z.string(),
-    state: z.enum(RUN_STATES),
-    /** Every tool call of the run, in creation order; appended by compare-and-set while `active` only. */
-    assignment_ids: z.array(Id),
-    created_at: Millis,
-    ended_at: Millis.nullable(),
-  })
-  .strict();
-export type RunRecord = z.infer<typeof RunRecord>;
 
 /** One claim of an assignment. Only the token's sha256 is kept: the token itself exists only in the grant. */
 export const ClaimRecord = z
@@ -67,6 +50,49 @@ export const Outcome = z.union([
 ]);
 export type Outcome = z.infer<typeof Outcome>;
 
+/** A business task the assignment's `submission` left running in the background (set once, never changed). */
+export const SubmittedTask = z
+  .object({ task_ref: TaskRef, status: TaskStatus, submitted_at: Millis, deadline_at: Millis })
+  .strict();
+export type SubmittedTask = z.infer<typeof SubmittedTask>;
+
+/**
+ * One outcome of a background task as its own history entry: appended to the run once per final
+ * receipt (or deadline) that settled the task, after the tool calls made so far, never changed.
+ */
+export const TaskResult = z
+  .object({
+    assignment_id: Id,
+    /** The final receipt that settled it; null for the task deadline. */
+    receipt_id: Id.nullable(),
+    outcome: Outcome,
+    /** How many tool calls the run had when it arrived: the entry sits after them in history. */
+    after_tool_calls: z.number().int().nonnegative(),
+    at: Millis,
+  })
+  .strict();
+export type TaskResult = z.infer<typeof TaskResult>;
+
+export const RunRecord = z
+  .object({
+    run_id: Id,
+    session_id: Id,
+    agent: Id,
+    agent_version: z.string(),
+    toolset: Id,
+    toolset_version: z.string(),
+    subject: z.string(),
+    state: z.enum(RUN_STATES),
+    /** Every tool call of the run, in creation order; appended by compare-and-set while `active` only. */
+    assignment_ids: z.array(Id),
+    /** Outcomes of background tasks, each its own history entry in arrival order (`src/execution/tasks/`); absent until the first. */
+    task_results: z.array(TaskResult).optional(),
+    created_at: Millis,
+    ended_at: Millis.nullable(),
+  })
+  .strict();
+export type RunRecord = z.infer<typeof RunRecord>;
+
 export const AssignmentRecord = z
   .object({
     assignment_id: Id,
@@ -83,6 +109,8 @@ export const AssignmentRecord = z
     max_result_context_bytes: z.number().int().positive(),
     /** The tool's `preserve_fields`, applied when the projection is formed. */
     preserve_fields: z.array(z.string()).optional(),
+    /** The tool's `task_deadline_ms`: how long a submitted task may run before it needs reconciliation. */
+    task_deadline_ms: z.number().int().positive().optional(),
     state: z.enum(ASSIGNMENT_STATES),
     /** Bumped each time the assignment goes back to the candidates. */
     generation: z.number().int().nonnegative(),
@@ -104,6 +132,8 @@ export const AssignmentRecord = z
     replaced: z.array(ReplacedReceipt).optional(),
     /** A business-task cancel was asked for (recorded once; only the executor's receipt ends the task). */
     task_cancel: z.object({ requested_at: Millis, reason: z.string() }).strict().nullable().default(null),
+    /** The business task a `submission` left running (state `submitted`, then whatever settled it); absent for a synchronous call, so such records stay readable by the previous release. */
+    task: SubmittedTask.optional(),
     /** On a compensation: the completed write it undoes. A compensation lives outside its run's lifecycle. */
     compensates: Id.nullable().default(null),
     /** On a compensated write: its compensation (set once; the original's receipt and projection stay as they are). */

@@ -45,8 +45,10 @@ export class CompensationService {
 
     const id = compensationIdFor(assignmentId);
     const now = this.now();
+    // Its own operation: none of the original's receipts (the replaced ones) or background task is its.
+    const { task: _task, replaced: _replaced, ...call } = original;
     const record: AssignmentRecord = {
-      ...original,
+      ...call,
       assignment_id: id,
       tool_call_id: null,
       operation_key: compensationOperationKey(original.operation_key),

@@ -11,6 +11,7 @@ import { replacing } from "../receipts/receipt-index.js";
 import type { AssignmentRecord, Outcome, RunRecord } from "../model/records.js";
 import { runTakesWork } from "../model/run-states.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
+import type { BackgroundTasks } from "../tasks/background-tasks.js";
 
 /** What an operator established in the product's system. */
 export type OperatorOutcome =
@@ -38,6 +39,7 @@ export class OperatorSettlement {
     private readonly assignments: VersionedStore<AssignmentRecord>,
     private readonly js: JetStreamClient,
     private readonly projections: ProjectionStore,
+    private readonly tasks: BackgroundTasks,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -68,6 +70,8 @@ export class OperatorSettlement {
     if (!res.result && res.value.final?.receipt_id !== receiptId)
       throw new ToolgateError("not_reconciliation_required", `assignment '${assignmentId}' was settled meanwhile (${res.value.state})`);
     if (res.value.state === "completed" && request.outcome === "completed") await this.projections.ensure(res.value, request.result);
+    // A background task's settlement is its own history entry, as an executor's would be.
+    await this.tasks.afterReceipt(res.value);
     return res.value;
   }
 }

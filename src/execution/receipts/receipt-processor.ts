@@ -15,6 +15,7 @@ import type { RunLookup } from "../runs/run-lookup.js";
 import { runTakesWork } from "../model/run-states.js";
 import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
+import { BackgroundTasks } from "../tasks/background-tasks.js";
 
 /** One receipt as taken from the receipts stream. */
 export interface ReceiptInput {
@@ -31,6 +32,7 @@ const EVENT_BY_KIND: Readonly<Record<ReceiptKind, AssignmentEvent>> = {
   accepted: "accept",
   refused: "refuse",
   progress: "progress",
+  submission: "submit",
   completed: "complete",
   failed: "fail",
   cancelled: "cancel",
@@ -57,6 +59,7 @@ export class ReceiptProcessor {
       events: RunEventLog;
       projections: ProjectionStore;
       watchlist: Watchlist;
+      tasks: BackgroundTasks;
       log: Logger;
       now?: () => number;
     },
@@ -123,6 +126,8 @@ export class ReceiptProcessor {
     const r = input.receipt;
     const verdict = replayed(known, digest, input.streamSeq);
     if (verdict.status !== "rejected" && r.kind === "completed" && a?.state === "completed" && a.final?.receipt_id === r.receipt_id) await this.deps.projections.ensure(a, r.result);
+    // A crash may also have come between a task's receipt and its watch or history entry.
+    if (verdict.status !== "rejected" && a?.final?.receipt_id === r.receipt_id) await this.deps.tasks.afterReceipt(a);
     return verdict;
   }
 
@@ -149,27 +154,31 @@ export class ReceiptProcessor {
         return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
       const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
       if (!to) return { result: refusalFrom(cur, r.kind) };
-      // A final settling `reconciliation_required` replaces that receipt, which stays answerable among `replaced`.
+      // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
       const next: AssignmentRecord =
         r.kind === "accepted"
           ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
-          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
+          : r.kind === "submission"
+            ? BackgroundTasks.submitted(cur, r, to, applied)
+            : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
       return { write: next, result: RECORDED };
     }, found);
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
     // Confirmed work keeps the claim's watch, which now checks on its executor's presence (detach on expiry).
     // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.
-    const released = res.written && r.kind !== "accepted" ? this.deps.watchlist.release(a.assignment_id) : undefined;
+    // A submitted task is watched by its deadline instead (`afterReceipt`).
+    const released = res.written && r.kind !== "accepted" && r.kind !== "submission" ? this.deps.watchlist.release(a.assignment_id) : undefined;
+    const task = res.result.status === "recorded" ? this.deps.tasks.afterReceipt(res.value) : undefined;
     if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
       // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
       const stored = res.written ? this.deps.projections.store(res.value, r.result) : this.deps.projections.ensure(res.value, r.result);
-      await Promise.all([released, stored]);
-    } else await released;
+      await Promise.all([released, stored, task]);
+    } else await Promise.all([released, task]);
     return res.result;
   }
 
   private async recordProgress(a: AssignmentRecord, r: Extract<Receipt, { kind: "progress" }>): Promise<Verdict> {
-    if (a.state !== "running") {
+    if (a.state !== "running" && a.state !== "submitted") {
       if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
       return { status: "late_ignored", reason: `the assignment is already ${a.state}; the progress is stored in the stream only` };
     }

@@ -3,8 +3,9 @@ import { ToolgateError } from "../../errors/toolgate-error.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
 import type { ProgressStore } from "../receipts/progress-store.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
-import type { AssignmentRecord, Outcome, ProgressEntry, RunRecord } from "../model/records.js";
+import type { AssignmentRecord, Outcome, ProgressEntry, RunRecord, SubmittedTask } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
+import { submissionPreview, taskResultEntry, type TaskResultEntry } from "../tasks/task-history.js";
 
 /** One tool call as the model sees it: its call, its state, and for a completed one the stored projection. */
 export interface HistoryEntry {
@@ -13,8 +14,13 @@ export interface HistoryEntry {
   tool_name: string;
   arguments: unknown;
   state: AssignmentRecord["state"];
-  /** The stored projection of the first `completed` receipt; null otherwise. Never the full receipt. */
+  /**
+   * The stored projection of the first `completed` receipt; for a call that submitted a background
+   * task, its submission (never cut), whatever the task did since; null otherwise. Never the full receipt.
+   */
   context_preview: ContextPreview | null;
+  /** The background task the call submitted (its result, when it comes, is an entry of its own). */
+  task: SubmittedTask | null;
   /** Error or reason of a failed, cancelled or reconciliation_required call (not budgeted: protocol-protected). */
   outcome: Exclude<Outcome, { kind: "completed" }> | null;
   /** The compensation that undoes this completed write (its own assignment); the projection above stays as it was. */
@@ -40,6 +46,19 @@ export interface AssignmentView extends HistoryEntry {
   task_cancel: AssignmentRecord["task_cancel"];
   settled_by: AssignmentRecord["settled_by"];
   updated_at: number;
+}
+
+/** One background task of a run (`GET /v1/runs/{id}/tasks`). */
+export interface RunTask {
+  assignment_id: string;
+  tool_call_id: string | null;
+  tool_name: string;
+  state: AssignmentRecord["state"];
+  task: SubmittedTask;
+  task_cancel: AssignmentRecord["task_cancel"];
+  progress: Array<Pick<ProgressEntry, "seq" | "progress" | "at">>;
+  /** How many of the run's task results are this task's settlements. */
+  results: number;
 }
 
 /** Parallel reads when assembling a history. */
@@ -74,9 +93,11 @@ export class HistoryReader {
   }
 
   private async view(a: AssignmentRecord, progressList: Promise<ProgressEntry[]>): Promise<AssignmentView> {
-    const [entry, progress] = await Promise.all([this.entry(a), progressList]);
+    const [entry, progress, completed] = await Promise.all([this.entry(a), progressList, a.task && a.state === "completed" ? this.projections.ensure(a) : null]);
     return {
       ...entry,
+      // The assignment's own result: for a background task, what its `completed` brought (the history shows it as a task result).
+      ...(completed ? { context_preview: completed.context_preview } : {}),
       run_id: a.run_id,
       binding_id: a.binding_id,
       tool_kind: a.tool_kind,
@@ -95,20 +116,53 @@ export class HistoryReader {
     };
   }
 
-  /** Every tool call of the run in creation order. */
-  async history(run: RunRecord): Promise<HistoryEntry[]> {
-    const out: HistoryEntry[] = new Array(run.assignment_ids.length);
+  /** Every tool call of the run in creation order, and the results of its background tasks in arrival order. */
+  async history(run: RunRecord): Promise<{ tool_calls: HistoryEntry[]; task_results: TaskResultEntry[] }> {
+    const calls = await this.calls(run);
+    const byId = new Map(calls.map((a) => [a.assignment_id, a]));
+    const [tool_calls, task_results] = await Promise.all([
+      Promise.all(calls.map((a) => this.entry(a))),
+      Promise.all(
+        (run.task_results ?? []).map((t) => {
+          const a = byId.get(t.assignment_id);
+          if (!a) throw new ToolgateError("assignment_missing", `task result of '${t.assignment_id}', which run '${run.run_id}' does not list`);
+          return taskResultEntry(a, t, this.projections);
+        }),
+      ),
+    ]);
+    return { tool_calls, task_results };
+  }
+
+  /** The task view of a run: each background task its calls submitted, with its progress and how many results it has. */
+  async tasks(run: RunRecord): Promise<RunTask[]> {
+    const submitting = (await this.calls(run)).filter((a): a is AssignmentRecord & { task: SubmittedTask } => a.task !== undefined);
+    return Promise.all(
+      submitting.map(async (a) => ({
+        assignment_id: a.assignment_id,
+        tool_call_id: a.tool_call_id,
+        tool_name: a.tool_name,
+        state: a.state,
+        task: a.task,
+        task_cancel: a.task_cancel,
+        progress: (await this.progress.list(a.assignment_id)).map(({ seq, progress, at }) => ({ seq, progress, at })),
+        results: (run.task_results ?? []).filter((t) => t.assignment_id === a.assignment_id).length,
+      })),
+    );
+  }
+
+  private async calls(run: RunRecord): Promise<AssignmentRecord[]> {
+    const calls: AssignmentRecord[] = new Array(run.assignment_ids.length);
     await forEachConcurrently(run.assignment_ids, READ_CONCURRENCY, async (id, i) => {
       const a = (await this.assignments.get(id))?.value;
       if (!a) throw new ToolgateError("assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
-      out[i] = await this.entry(a);
+      calls[i] = a;
     });
-    return out;
+    return calls;
   }
 
   private async entry(a: AssignmentRecord): Promise<HistoryEntry> {
     // `ensure`, not `get`: a crash between the completion and its projection is healed by the first reader.
-    const projection = a.state === "completed" ? await this.projections.ensure(a) : null;
+    const projection = a.task ? { context_preview: submissionPreview({ ...a, task: a.task }) } : a.state === "completed" ? await this.projections.ensure(a) : null;
     return {
       assignment_id: a.assignment_id,
       tool_call_id: a.tool_call_id,
@@ -118,6 +172,7 @@ export class HistoryReader {
       context_preview: projection?.context_preview ?? null,
       outcome: a.outcome && a.outcome.kind !== "completed" ? a.outcome : null,
       compensated_by: a.compensated_by,
+      task: a.task ?? null,
       created_at: a.created_at,
     };
   }

@@ -63,6 +63,7 @@ export class ToolCallService {
       operation_key: req.operation_key ?? defaultOperationKey(run.run_id, assignmentId),
       max_result_context_bytes: tool.max_result_context_bytes,
       ...(tool.preserve_fields ? { preserve_fields: tool.preserve_fields } : {}),
+      ...(tool.task_deadline_ms ? { task_deadline_ms: tool.task_deadline_ms } : {}),
       ...unstartedAssignment(),
       compensates: null,
       created_at: now,
