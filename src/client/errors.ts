@@ -1,5 +1,6 @@
-import type { HttpErrorCode } from "../http/error-catalogue.js";
-import { ErrorBodySchema, type ErrorDetail } from "../http/errors.js";
+import type { HttpErrorCode } from "../errors/catalogue.js";
+import type { ErrorDetail } from "../errors/toolgate-error.js";
+import { ErrorBodySchema } from "../http/errors.js";
 
 /** A catalogue code, or another string from a newer gateway (`http_error` when the body was not the gateway's). */
 export type GatewayErrorCode = HttpErrorCode | "http_error" | (string & {});

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { z } from "zod";
-import { ApiError } from "../http/errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import { isRevisionConflict } from "../nats/jetstream-codes.js";
 import { agentOfVersion, agentVersionId, agentVersionNumber } from "./ids.js";
 import { CONFIG_BUCKET, configKeys } from "./keys.js";
@@ -33,7 +33,7 @@ const encoder = new TextEncoder();
 /**
  * The configuration plane's storage: the JetStream KV bucket `tg_config` (declared in `streams/`),
  * JSON values so operators can read them with `nats kv get`. Every object is written once with
- * `kv.create`: publishing the same id again is a 409 `already_published`, never an overwrite.
+ * `kv.create`: publishing the same id again is refused with `already_published`, never an overwrite.
  * Values are validated with zod on read. Because nothing is ever changed, reads are cached forever.
  */
 export class ConfigStore {
@@ -67,7 +67,7 @@ export class ConfigStore {
   /** Publishes a version whose request already passed its schema; re-checks bindings and JSON Schemas. */
   async publishToolsetVersion(toolset: string, input: PublishToolsetVersion, now = new Date()): Promise<ToolsetVersion> {
     const details = await checkToolsetTools(input, async (id) => (await this.getBinding(id)) !== null);
-    if (details.length > 0) throw ApiError.validation(details);
+    if (details.length > 0) throw ToolgateError.validation(details);
     const value = ToolsetVersionSchema.parse({ toolset, version: input.version, tools: input.tools, published_at: now.toISOString() });
     await this.create(
       configKeys.toolsetVersion(toolset, value.version),
@@ -93,7 +93,7 @@ export class ConfigStore {
    */
   async publishAgentVersion(agent: string, input: PublishAgentVersion, now = new Date()): Promise<AgentVersion> {
     if ((await this.getToolsetVersion(input.toolset, input.toolset_version)) === null)
-      throw ApiError.validation([
+      throw ToolgateError.validation([
         { path: "toolset_version", code: "unknown_toolset_version", message: `toolset '${input.toolset}' has no published version '${input.toolset_version}': publish it first` },
       ]);
     for (;;) {
@@ -123,7 +123,7 @@ export class ConfigStore {
 
   async createSession(input: CreateSession, now = new Date()): Promise<Session> {
     if ((await this.getAgentVersion(input.agent_version)) === null)
-      throw ApiError.validation([{ path: "agent_version", code: "unknown_agent_version", message: `agent version '${input.agent_version}' is not published: publish it with POST /v1/agents/{agent}/versions` }]);
+      throw ToolgateError.validation([{ path: "agent_version", code: "unknown_agent_version", message: `agent version '${input.agent_version}' is not published: publish it with POST /v1/agents/{agent}/versions` }]);
     const value = SessionSchema.parse({ session_id: randomUUID(), agent: agentOfVersion(input.agent_version), ...input, created_at: now.toISOString() });
     await this.create(configKeys.session(value.session_id), value, "session id collision; retry");
     return value;
@@ -139,25 +139,25 @@ export class ConfigStore {
 
   // ---- execution path
 
-  /** Everything a tool call in a session needs, or a 404 naming the missing link. */
+  /** Everything a tool call in a session needs, or a `*_not_found` error naming the missing link. */
   async resolveTool(sessionId: string, toolName: string): Promise<ResolvedTool> {
     const session = await this.getSession(sessionId);
-    if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
+    if (!session) throw new ToolgateError("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
     const { agentVersion, toolsetVersion, tool } = await this.resolveAgentTool(session.agent_version, toolName);
     const binding = await this.getBinding(tool.binding_id);
-    if (!binding) throw new ApiError(500, "binding_missing", `binding '${tool.binding_id}' of tool '${toolName}' is missing from the store`);
+    if (!binding) throw new ToolgateError("binding_missing", `binding '${tool.binding_id}' of tool '${toolName}' is missing from the store`);
     return { session, agentVersion, toolsetVersion, tool, binding };
   }
 
   /** The tool as pinned by an agent version (the dry-run's view, no session needed). */
   async resolveAgentTool(agentVersionIdValue: string, toolName: string): Promise<Omit<ResolvedTool, "session" | "binding">> {
     const agentVersion = await this.getAgentVersion(agentVersionIdValue);
-    if (!agentVersion) throw ApiError.notFound("agent_version_not_found", `agent version '${agentVersionIdValue}' is not published`);
+    if (!agentVersion) throw new ToolgateError("agent_version_not_found", `agent version '${agentVersionIdValue}' is not published`);
     const toolsetVersion = await this.getToolsetVersion(agentVersion.toolset, agentVersion.toolset_version);
-    if (!toolsetVersion) throw new ApiError(500, "toolset_version_missing", `toolset version ${agentVersion.toolset}/${agentVersion.toolset_version} pinned by '${agentVersion.agent_version}' is missing from the store`);
+    if (!toolsetVersion) throw new ToolgateError("toolset_version_missing", `toolset version ${agentVersion.toolset}/${agentVersion.toolset_version} pinned by '${agentVersion.agent_version}' is missing from the store`);
     const tool = toolsetVersion.tools.find((t) => t.name === toolName);
     if (!tool)
-      throw ApiError.notFound(
+      throw new ToolgateError(
         "tool_not_found",
         `tool '${toolName}' is not in toolset ${toolsetVersion.toolset} version ${toolsetVersion.version} pinned by agent version '${agentVersion.agent_version}'; its tools: ${toolsetVersion.tools.map((t) => t.name).join(", ")}`,
       );
@@ -188,7 +188,7 @@ export class ConfigStore {
     try {
       await this.kv.create(key, encoder.encode(JSON.stringify(value)));
     } catch (err) {
-      if (isKeyExists(err)) throw ApiError.conflict("already_published", conflictMessage);
+      if (isKeyExists(err)) throw new ToolgateError("already_published", conflictMessage);
       throw err;
     }
     this.cache.set(key, value);

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import type { HttpErrorCode } from "../http/error-catalogue.js";
-import { ApiError } from "../http/errors.js";
+import type { HttpErrorCode } from "../errors/catalogue.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import type { ConfigStore } from "./config-store.js";
 import { AgentIdSchema, AgentVersionIdSchema, agentOfVersion, BindingIdSchema, SessionIdSchema, ToolsetIdSchema, ToolsetVersionIdSchema } from "./ids.js";
@@ -24,7 +24,7 @@ const READ = ["configuration:read"] as const;
 const WRITE = ["configuration:write"] as const;
 
 function found<T>(value: T | null, code: HttpErrorCode, message: string): T {
-  if (value === null) throw ApiError.notFound(code, message);
+  if (value === null) throw new ToolgateError(code, message);
   return value;
 }
 

@@ -1,4 +1,4 @@
-import type { ErrorDetail } from "../http/errors.js";
+import type { ErrorDetail } from "../errors/toolgate-error.js";
 import { compileJsonSchema } from "../validation/json-schema.js";
 import { formatPath } from "../validation/details.js";
 

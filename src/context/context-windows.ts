@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import { ApiError } from "../http/errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import type { Execution } from "../execution/execution.js";
 import type { RunRecord } from "../execution/model/records.js";
 import { bucketStores } from "../kv/buckets.js";
@@ -88,7 +88,7 @@ export class ContextWindows {
   async report(runId: string, usage: UsageReport): Promise<ContextWindow> {
     const run = await this.execution.runs.get(runId);
     if (usage.compacted_tool_calls !== undefined && usage.compacted_tool_calls > run.assignment_ids.length)
-      throw ApiError.validation([
+      throw ToolgateError.validation([
         { path: "compacted_tool_calls", code: "too_big", message: `run '${runId}' has ${run.assignment_ids.length} tool calls`, allowed: `0..${run.assignment_ids.length}` },
       ]);
     const compacted = Math.max(usage.compacted_tool_calls ?? 0, (await this.runContexts.get(runId))?.value.compacted_tool_calls ?? 0);
@@ -108,7 +108,7 @@ export class ContextWindows {
 
   private async window(run: RunRecord, usage: RunContext, historyBytes: number, calibration: Calibration): Promise<ContextWindow> {
     const agentVersion = await this.agentVersions.getAgentVersion(run.agent_version);
-    if (!agentVersion) throw new ApiError(500, "agent_version_missing", `agent version '${run.agent_version}' of run '${run.run_id}' is missing from the store`);
+    if (!agentVersion) throw new ToolgateError("agent_version_missing", `agent version '${run.agent_version}' of run '${run.run_id}' is missing from the store`);
     return contextWindow({
       run_id: run.run_id,
       agent_version: run.agent_version,

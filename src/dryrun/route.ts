@@ -2,7 +2,7 @@ import { z } from "zod";
 import { buildContextPreview, contextPreviewSchema, jsonValueSchema, previewWithReport, type ContextPreview } from "../budget/index.js";
 import type { ConfigStore } from "../config/config-store.js";
 import { AgentVersionIdSchema, agentOfVersion, ToolNameSchema } from "../config/ids.js";
-import { ApiError } from "../http/errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import { compileJsonSchema, schemaDetails } from "../validation/json-schema.js";
 import { TASK_REF_MAX_BYTES, TASK_STATUS_MAX_BYTES } from "../wire/messages.js";
@@ -74,12 +74,12 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
       handler: async ({ body }) => {
         const { toolsetVersion, tool } = await store.resolveAgentTool(body.agent_version, body.tool_name);
         const { validate, details } = compileJsonSchema(tool.input_schema, ["tool", "input_schema"]);
-        if (!validate) throw new ApiError(500, "invalid_stored_schema", `stored input_schema of '${tool.name}' does not compile: ${details[0]?.message ?? ""}`);
+        if (!validate) throw new ToolgateError("invalid_stored_schema", `stored input_schema of '${tool.name}' does not compile: ${details[0]?.message ?? ""}`);
         const argumentErrors = schemaDetails(validate, body.arguments, ["arguments"]);
-        if (argumentErrors.length > 0) throw ApiError.validation(argumentErrors, `arguments do not match the input_schema of '${tool.name}'`);
+        if (argumentErrors.length > 0) throw ToolgateError.validation(argumentErrors, `arguments do not match the input_schema of '${tool.name}'`);
         const completed = body.mock_receipts.find((r) => r.kind === "completed");
         if (completed && completed.result === undefined)
-          throw ApiError.validation([{ path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" }]);
+          throw ToolgateError.validation([{ path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" }]);
         const preserveFields = tool.preserve_fields ?? [];
         const projected = completed ? previewWithReport(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed", preserveFields }) : undefined;
         const steps = previewSteps(body.mock_receipts, tool.max_result_context_bytes, projected?.preview);
@@ -122,8 +122,8 @@ function previewSteps(receipts: readonly MockReceipt[], budget: number, complete
       const task = { task_ref: r.task_ref, status: r.status };
       for (const [field, max] of [["task_ref", TASK_REF_MAX_BYTES], ["status", TASK_STATUS_MAX_BYTES]] as const) {
         const value = task[field];
-        if (value === undefined || value === "") throw ApiError.validation([{ path: `mock_receipts[${i}].${field}`, code: "required", message: `a submission carries a non-empty ${field}` }]);
-        if (utf8Bytes(value) > max) throw new ApiError(400, "submission_too_large", `mock_receipts[${i}].${field} is ${utf8Bytes(value)} bytes of UTF-8; at most ${max} are allowed: a submission enters history whole, so it is bounded instead of cut`, [{ path: `mock_receipts[${i}].${field}`, code: "too_big", message: `at most ${max} bytes of UTF-8` }]);
+        if (value === undefined || value === "") throw ToolgateError.validation([{ path: `mock_receipts[${i}].${field}`, code: "required", message: `a submission carries a non-empty ${field}` }]);
+        if (utf8Bytes(value) > max) throw new ToolgateError("submission_too_large", `mock_receipts[${i}].${field} is ${utf8Bytes(value)} bytes of UTF-8; at most ${max} are allowed: a submission enters history whole, so it is bounded instead of cut`, [{ path: `mock_receipts[${i}].${field}`, code: "too_big", message: `at most ${max} bytes of UTF-8` }]);
       }
       submitted = true;
       return step("tool_result", buildContextPreview(task, { maxResultContextBytes: budget, kind: "submission" }));

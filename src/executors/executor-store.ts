@@ -4,7 +4,7 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { isKeyExists } from "../config/config-store.js";
 import { openBucket } from "../kv/buckets.js";
 import type { Binding } from "../config/schemas.js";
-import { ApiError, type ErrorDetail } from "../http/errors.js";
+import { ToolgateError, type ErrorDetail } from "../errors/toolgate-error.js";
 import { ExecutorSchema, type Executor, type RegisterExecutor } from "./schemas.js";
 
 export const EXECUTORS_BUCKET = "tg_executors";
@@ -52,7 +52,7 @@ export class ExecutorStore {
       if (!isKeyExists(err)) throw err;
       const stored = await this.get(input.executor_id);
       if (stored && sameRegistration(stored, executor)) return stored;
-      throw ApiError.conflict(
+      throw new ToolgateError(
         "executor_exists",
         `executor '${input.executor_id}' is already registered otherwise: change its keys with PUT /v1/executors/${input.executor_id}/nkeys, its bindings with PUT /v1/executors/${input.executor_id}/bindings`,
       );
@@ -109,8 +109,8 @@ export class ExecutorStore {
     }
   }
 
-  private notFound(executorId: string): ApiError {
-    return ApiError.notFound("executor_not_found", `executor '${executorId}' is not registered`);
+  private notFound(executorId: string): ToolgateError {
+    return new ToolgateError("executor_not_found", `executor '${executorId}' is not registered`);
   }
 
   private async checkBindings(scope: string, bindingIds: string[]): Promise<void> {
@@ -121,7 +121,7 @@ export class ExecutorStore {
       else if (binding.executor_scope !== scope)
         details.push({ path: `bindings[${i}]`, code: "binding_out_of_scope", message: `binding '${id}' belongs to scope '${binding.executor_scope}', not '${scope}'` });
     }
-    if (details.length > 0) throw ApiError.validation(details);
+    if (details.length > 0) throw ToolgateError.validation(details);
   }
 
   /** One key, one identity: nats-server refuses a config that lists an nkey twice, and so do we, earlier. */
@@ -133,6 +133,6 @@ export class ExecutorStore {
         if (other.nkeys.includes(key)) details.push({ path: `nkeys[${i}]`, code: "nkey_in_use", message: `this nkey already belongs to executor '${other.executor_id}': generate a key per executor` });
       });
     }
-    if (details.length > 0) throw ApiError.validation(details);
+    if (details.length > 0) throw ToolgateError.validation(details);
   }
 }

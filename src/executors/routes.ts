@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ApiError } from "../http/errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import type { ExecutorStore } from "./executor-store.js";
 import { ExecutorIdSchema, ExecutorSchema, RegisterExecutorSchema, RotateExecutorKeysSchema, SetExecutorBindingsSchema } from "./schemas.js";
@@ -54,7 +54,7 @@ export function executorRoutes(store: ExecutorStore, detach: ExecutorDetach): Ro
       response: ExecutorSchema,
       handler: async ({ params }) => {
         const executor = await store.get(params.executor_id);
-        if (!executor) throw ApiError.notFound("executor_not_found", `executor '${params.executor_id}' is not registered`);
+        if (!executor) throw new ToolgateError("executor_not_found", `executor '${params.executor_id}' is not registered`);
         return executor;
       },
     }),

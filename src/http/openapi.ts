@@ -1,7 +1,6 @@
 import { z } from "zod";
-import { ErrorBodySchema } from "./errors.js";
+import { ErrorBodySchema, httpStatus } from "./errors.js";
 import type { RouteDef } from "./route.js";
-import { HTTP_ERRORS } from "./error-catalogue.js";
 import { routeErrorCodes } from "./route-errors.js";
 
 type JsonSchema = Record<string, unknown>;
@@ -19,7 +18,7 @@ function jsonSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
 /** The error answers of one operation, a response per status, each naming the codes of that status it can answer (also as `x-error-codes`). */
 function errorResponses(route: RouteDef): Record<string, unknown> {
   const byStatus = new Map<number, string[]>();
-  for (const code of routeErrorCodes(route)) byStatus.set(HTTP_ERRORS[code].status, [...(byStatus.get(HTTP_ERRORS[code].status) ?? []), code]);
+  for (const code of routeErrorCodes(route)) byStatus.set(httpStatus(code), [...(byStatus.get(httpStatus(code)) ?? []), code]);
   const errorRef = { $ref: "#/components/schemas/Error" };
   return Object.fromEntries(
     [...byStatus].map(([status, codes]) => [String(status), { description: `code: ${codes.join(" | ")}`, "x-error-codes": codes, content: { "application/json": { schema: errorRef } } }]),

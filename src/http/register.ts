@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import { zodDetails } from "../validation/details.js";
-import { ApiError, type ErrorDetail } from "./errors.js";
+import { ToolgateError, type ErrorDetail } from "../errors/toolgate-error.js";
+import { ApiError } from "./errors.js";
 import { EventStream, sendEventStream } from "./event-stream.js";
 import type { Identity, IdentityRegistry } from "./identities.js";
 import type { TokenBuckets } from "./rate-limit.js";
@@ -31,14 +32,14 @@ export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions
   return async (request: FastifyRequest): Promise<void> => {
     if (route.permissions === "public") return;
     const identity = identities.authenticate(request.headers.authorization);
-    if (!identity) throw new ApiError(401, "unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'", undefined, { "www-authenticate": 'Bearer realm="toolgate"' });
+    if (!identity) throw new ApiError("unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'", undefined, { "www-authenticate": 'Bearer realm="toolgate"' });
     if (!route.permissions.some((p) => identity.permissions.has(p)))
-      throw new ApiError(403, "permission_denied", `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`, [
+      throw new ApiError("permission_denied", `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`, [
         { path: "authorization", code: "permission_denied", message: `identity '${identity.name}' holds none of the needed permissions`, allowed: route.permissions.join("|") },
       ]);
     const taken = limits?.take(identity.name);
     if (taken && !taken.ok)
-      throw new ApiError(429, "rate_limited", `identity '${identity.name}' exceeded its request rate; retry after ${taken.retryAfterSeconds} s`, undefined, {
+      throw new ApiError("rate_limited", `identity '${identity.name}' exceeded its request rate; retry after ${taken.retryAfterSeconds} s`, undefined, {
         "retry-after": String(taken.retryAfterSeconds),
       });
     request.identity = identity;
@@ -52,7 +53,7 @@ function handle(route: RouteDef, streams: Set<AbortController>) {
     const query = parsePart(route.query, request.query, "query", details);
     const body = parsePart(route.body, request.body, "body", details);
     if (route.check) details.push(...(await route.check(request.body)));
-    if (details.length > 0) throw ApiError.validation(details);
+    if (details.length > 0) throw ToolgateError.validation(details);
 
     const gone = new AbortController();
     if (route.stream === "sse") streams.add(gone);
@@ -64,7 +65,7 @@ function handle(route: RouteDef, streams: Set<AbortController>) {
     if (route.agentScope) {
       const agent = await route.agentScope(req as never);
       if (agent !== undefined && !req.identity.inScope(agent))
-        throw new ApiError(403, "agent_out_of_scope", `identity '${req.identity.name}' is not scoped to agent '${agent}'`);
+        throw new ApiError("agent_out_of_scope", `identity '${req.identity.name}' is not scoped to agent '${agent}'`);
     }
     const result = await route.handler(req as never);
     if ((route.stream === "sse") !== result instanceof EventStream) throw new Error(`route ${route.id}: the handler's result does not match its declared response type`);

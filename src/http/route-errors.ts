@@ -1,4 +1,4 @@
-import { HTTP_ERRORS, type HttpErrorCode } from "./error-catalogue.js";
+import { HTTP_ERRORS, type HttpErrorCode } from "../errors/catalogue.js";
 import type { RouteDef } from "./route.js";
 
 /** Answered by the body parser to any request that may carry a body (`src/http/server.ts`). */

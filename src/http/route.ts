@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
 import { z } from "zod";
-import type { HttpErrorCode } from "./error-catalogue.js";
-import type { ErrorDetail } from "./errors.js";
+import type { HttpErrorCode } from "../errors/catalogue.js";
+import type { ErrorDetail } from "../errors/toolgate-error.js";
 import type { EventStream } from "./event-stream.js";
 import type { Identity, Permission } from "./identities.js";
 

@@ -2,7 +2,8 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance, type F
 import { JsonNumberError, parseExactJson, toJsonText } from "../budget/index.js";
 import type { Logger } from "../log/logger.js";
 import { DEFAULT_MAX_JSON_DEPTH, jsonTextTooDeep } from "../validation/json-depth.js";
-import { ApiError } from "./errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
+import { ApiError, errorBody, httpStatus } from "./errors.js";
 
 /** `4194304` -> `4 MiB`, else KiB or bytes: the body limit as a reader would write it. */
 function byteSize(bytes: number): string {
@@ -15,15 +16,15 @@ function fromFastify(err: FastifyError, bodyLimit: number): ApiError | undefined
   switch (err.code) {
     case "FST_ERR_CTP_INVALID_JSON_BODY":
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return new ApiError(400, "invalid_json", `the body is not valid JSON: ${err.message}`);
+      return new ApiError("invalid_json", `the body is not valid JSON: ${err.message}`);
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new ApiError(413, "payload_too_large", `the request body is larger than ${byteSize(bodyLimit)} (TOOLGATE_HTTP_BODY_LIMIT); page big data or send a reference`, [
+      return new ApiError("payload_too_large", `the request body is larger than ${byteSize(bodyLimit)} (TOOLGATE_HTTP_BODY_LIMIT); page big data or send a reference`, [
         { path: "body", code: "too_big", message: `at most ${bodyLimit} bytes`, allowed: `0..${bodyLimit} bytes` },
       ]);
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return new ApiError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
+      return new ApiError("unsupported_media_type", "send the body as Content-Type: application/json");
   }
-  if (err instanceof SyntaxError && err.statusCode === 400) return new ApiError(400, "invalid_json", `the body is not valid JSON: ${err.message}`);
+  if (err instanceof SyntaxError && err.statusCode === 400) return new ApiError("invalid_json", `the body is not valid JSON: ${err.message}`);
   return undefined;
 }
 
@@ -54,16 +55,16 @@ function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
     try {
       text = utf8.decode(body as Buffer);
     } catch {
-      return done(new ApiError(400, "invalid_utf8", "the body is not valid UTF-8: send JSON encoded as UTF-8"), undefined);
+      return done(new ApiError("invalid_utf8", "the body is not valid UTF-8: send JSON encoded as UTF-8"), undefined);
     }
     if (jsonTextTooDeep(text, maxDepth))
-      return done(new ApiError(400, "json_too_deep", `the body nests arrays/objects deeper than ${maxDepth} levels`), undefined);
+      return done(new ApiError("json_too_deep", `the body nests arrays/objects deeper than ${maxDepth} levels`), undefined);
     if (!(request.routeOptions.config as { exactNumbers?: boolean }).exactNumbers) return parse(request, text, done);
     try {
       done(null, parseExactJson(text));
     } catch (err) {
       const reason = err instanceof SyntaxError || err instanceof JsonNumberError ? err.message : String(err);
-      done(new ApiError(400, "invalid_json", `the body is not valid JSON: ${reason}`), undefined);
+      done(new ApiError("invalid_json", `the body is not valid JSON: ${reason}`), undefined);
     }
   });
 }
@@ -99,19 +100,20 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   // Canonical JSON out: exact numbers (bigint, 1.0) and a stored projection served in the bytes it was measured in.
   app.setReplySerializer((payload) => toJsonText(payload));
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const apiError = err instanceof ApiError ? err : fromFastify(err, bodyLimit);
-    if (apiError) {
+    const refusal = err instanceof ToolgateError ? err : fromFastify(err, bodyLimit);
+    if (refusal) {
+      const status = httpStatus(refusal.code);
       // Each refusal is logged once, with its code and reason (the request line is logged by fastify).
-      if (apiError.status >= 500) request.log.error({ err }, apiError.message);
-      else request.log.info({ status: apiError.status, code: apiError.code }, `request refused: ${apiError.message}`);
-      if (apiError.headers) reply.headers(apiError.headers);
-      return reply.code(apiError.status).send(apiError.toBody());
+      if (status >= 500) request.log.error({ err }, refusal.message);
+      else request.log.info({ status, code: refusal.code }, `request refused: ${refusal.message}`);
+      if (refusal instanceof ApiError && refusal.headers) reply.headers(refusal.headers);
+      return reply.code(status).send(errorBody(refusal));
     }
     request.log.error({ err }, "unhandled error");
-    return reply.code(500).send(new ApiError(500, "internal", "internal error; see the gateway log").toBody());
+    return reply.code(httpStatus("internal")).send(errorBody(new ToolgateError("internal", "internal error; see the gateway log")));
   });
   app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(new ApiError(404, "route_not_found", `no route ${request.method} ${request.url.split("?")[0]}; see /v1/openapi.json`).toBody()),
+    reply.code(httpStatus("route_not_found")).send(errorBody(new ToolgateError("route_not_found", `no route ${request.method} ${request.url.split("?")[0]}; see /v1/openapi.json`))),
   );
   return app;
 }

@@ -34,7 +34,7 @@ export function systemRoutes(deps: { readiness: () => Promise<Readiness>; openap
       response: ReadinessSchema,
       handler: async () => {
         const readiness = await deps.readiness();
-        if (!readiness.ready) throw new ApiError(503, "not_ready", `not ready: ${JSON.stringify(readiness.checks)}`);
+        if (!readiness.ready) throw new ApiError("not_ready", `not ready: ${JSON.stringify(readiness.checks)}`);
         return readiness;
       },
     }),

@@ -6,7 +6,7 @@ import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { createMcpHandler, isLegacyRequest, type AuthInfo } from "@modelcontextprotocol/server";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { SessionIdSchema } from "../config/ids.js";
-import { ApiError } from "../http/errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import type { IdentityRegistry } from "../http/identities.js";
 import type { TokenBuckets } from "../http/rate-limit.js";
 import { authorize } from "../http/register.js";
@@ -52,11 +52,11 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionToolsDeps
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const raw = (request.params as { session_id?: unknown }).session_id;
     const sessionId = SessionIdSchema.safeParse(raw);
-    if (!sessionId.success) throw ApiError.validation(zodDetails(sessionId.error, SessionIdSchema, raw, ["params", "session_id"]));
+    if (!sessionId.success) throw ToolgateError.validation(zodDetails(sessionId.error, SessionIdSchema, raw, ["params", "session_id"]));
     const session = await deps.store.getSession(sessionId.data);
-    if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId.data}' does not exist: create one with POST /v1/sessions`);
+    if (!session) throw new ToolgateError("session_not_found", `session '${sessionId.data}' does not exist: create one with POST /v1/sessions`);
     const identity = request.identity!;
-    if (!identity.inScope(session.agent)) throw new ApiError(403, "agent_out_of_scope", `identity '${identity.name}' is not scoped to agent '${session.agent}'`);
+    if (!identity.inScope(session.agent)) throw new ToolgateError("agent_out_of_scope", `identity '${identity.name}' is not scoped to agent '${session.agent}'`);
 
     if (request.method === "POST" && !(await isLegacyRequest(await toWebRequest(request.raw, request.body), request.body))) {
       const auth: AuthInfo = { token: "", clientId: identity.name, scopes: [], extra: { sessionId: session.session_id } };
@@ -71,13 +71,13 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionToolsDeps
       connection = connections.get(mcpSession);
       // Another session's or another identity's MCP session is as unknown here as an ended one.
       if (!connection || connection.sessionId !== session.session_id || connection.identity !== identity.name)
-        throw ApiError.notFound("mcp_session_not_found", `MCP session '${mcpSession}' is not open on session '${session.session_id}': initialize a new one`);
+        throw new ToolgateError("mcp_session_not_found", `MCP session '${mcpSession}' is not open on session '${session.session_id}': initialize a new one`);
       connections.delete(mcpSession);
       connections.set(mcpSession, connection);
     } else if (request.method === "POST" && isInitializeRequest(request.body)) {
       connection = open(session.session_id, identity.name);
     } else {
-      throw new ApiError(400, "mcp_session_required", "send the Mcp-Session-Id header of an initialized MCP session, or POST an initialize request");
+      throw new ToolgateError("mcp_session_required", "send the Mcp-Session-Id header of an initialized MCP session, or POST an initialize request");
     }
     reply.hijack(); // the SDK's transport writes the response
     await connection.transport.handleRequest(request.raw, reply.raw, request.body);

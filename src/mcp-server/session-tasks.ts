@@ -1,6 +1,6 @@
 import type { Execution } from "../execution/execution.js";
 import type { AssignmentView } from "../execution/runs/history.js";
-import { ApiError } from "../http/errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import { INVALID_PARAMS, McpFault } from "./session-tools.js";
 
 /** How often a client is told to poll a working task. */
@@ -20,7 +20,7 @@ export class SessionTasks {
   /** The task's assignment when it belongs to this session's MCP run; null otherwise (another session's task is unknown here). */
   async find(taskId: string): Promise<AssignmentView | null> {
     const view = await this.execution.history.assignment(taskId).catch((err: unknown) => {
-      if (err instanceof ApiError && err.status === 404) return null;
+      if (err instanceof ToolgateError && err.code === "assignment_not_found") return null;
       throw err;
     });
     return view?.run_id === this.runId ? view : null;
@@ -39,7 +39,7 @@ export class SessionTasks {
     try {
       await this.execution.taskCancel.request(taskId, reason);
     } catch (err) {
-      if (err instanceof ApiError && err.status < 500) throw new McpFault(INVALID_PARAMS, err.message);
+      if (err instanceof ToolgateError && err.callerFault) throw new McpFault(INVALID_PARAMS, err.message);
       throw err;
     }
   }

@@ -2,7 +2,7 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { ConfigStore } from "../config/config-store.js";
 import type { Execution } from "../execution/execution.js";
 import type { AssignmentView } from "../execution/runs/history.js";
-import { ApiError } from "../http/errors.js";
+import { ToolgateError } from "../errors/toolgate-error.js";
 import type { Logger } from "../log/logger.js";
 import { Id } from "../wire/messages.js";
 import { callResult, toolError } from "./call-result.js";
@@ -83,8 +83,8 @@ export async function createToolCall(execution: Execution, sessionId: string, ru
     const created = await execution.toolCalls.create(run.run_id, { tool_name: params.name, arguments: params.arguments ?? {}, ...(typeof key === "string" ? { tool_call_id: key } : {}) });
     return { call: { run_id: run.run_id, assignment_id: created.assignment.assignment_id } };
   } catch (err) {
-    if (err instanceof ApiError && err.code === "tool_not_found") throw new McpFault(INVALID_PARAMS, err.message);
-    if (err instanceof ApiError && err.status < 500) return { answer: toolError(err.code, err.message, err.details) };
+    if (err instanceof ToolgateError && err.code === "tool_not_found") throw new McpFault(INVALID_PARAMS, err.message);
+    if (err instanceof ToolgateError && err.callerFault) return { answer: toolError(err.code, err.message, err.details) };
     throw err;
   }
 }

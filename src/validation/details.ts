@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ErrorDetail } from "../http/errors.js";
+import type { ErrorDetail } from "../errors/toolgate-error.js";
 import { isRemovedField, REMOVED_TOOL_FIELDS } from "../config/removed-fields.js";
 
 /** `["tools", 0, "max_result_context_bytes"]` -> `tools[0].max_result_context_bytes` (root: ""). */

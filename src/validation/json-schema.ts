@@ -1,7 +1,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { toPlainNumbers } from "../budget/index.js";
-import type { ErrorDetail } from "../http/errors.js";
+import type { ErrorDetail } from "../errors/toolgate-error.js";
 import { formatPath } from "./details.js";
 
 /**

@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { ConfigStore } from "../../src/config/config-store.js";
 import { BindingSchema, PublishToolsetVersionSchema } from "../../src/config/schemas.js";
-import { ApiError } from "../../src/http/errors.js";
+import { ToolgateError } from "../../src/errors/toolgate-error.js";
 import { applyStreams, loadDefinitions } from "../../src/streams/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 
@@ -34,7 +34,7 @@ describe("ConfigStore", () => {
   it("stores a binding once and refuses a second write with 409 already_published", async () => {
     const binding = await store.putBinding({ binding_id: "binding_example", executor_scope: "tasks-product", tool_kind: "read" });
     expect(binding.retry_reads_safe).toBe(false);
-    await expect(store.putBinding({ binding_id: "binding_example", executor_scope: "other", tool_kind: "write" })).rejects.toMatchObject({ status: 409, code: "already_published" });
+    await expect(store.putBinding({ binding_id: "binding_example", executor_scope: "other", tool_kind: "write" })).rejects.toMatchObject({ code: "already_published" });
     expect(await store.getBinding("binding_example")).toEqual(binding);
     expect((await store.listBindings()).map((b) => b.binding_id)).toEqual(["binding_example"]);
   });
@@ -43,7 +43,7 @@ describe("ConfigStore", () => {
     const input = PublishToolsetVersionSchema.parse({ version: "v1", tools: [tasksRead] });
     const published = await store.publishToolsetVersion("tasks", input);
     expect(published.tools[0]?.max_result_context_bytes).toBe(16384);
-    await expect(store.publishToolsetVersion("tasks", input)).rejects.toMatchObject({ status: 409, code: "already_published" });
+    await expect(store.publishToolsetVersion("tasks", input)).rejects.toMatchObject({ code: "already_published" });
     expect(await store.getToolsetVersion("tasks", "v1")).toEqual(published);
     expect(await store.getToolsetVersion("tasks", "v2")).toBeNull();
   });
@@ -51,8 +51,8 @@ describe("ConfigStore", () => {
   it("refuses a toolset whose binding is not registered", async () => {
     const input = PublishToolsetVersionSchema.parse({ version: "v9", tools: [{ ...tasksRead, binding_id: "nope" }] });
     const err = await store.publishToolsetVersion("tasks", input).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).details).toEqual([expect.objectContaining({ path: "tools[0].binding_id", code: "unknown_binding" })]);
+    expect(err).toBeInstanceOf(ToolgateError);
+    expect((err as ToolgateError).details).toEqual([expect.objectContaining({ path: "tools[0].binding_id", code: "unknown_binding" })]);
   });
 
   it("numbers agent versions <agent>.<n> and resolves a session's tool", async () => {
@@ -60,15 +60,15 @@ describe("ConfigStore", () => {
     const v2 = await store.publishAgentVersion("support-bot", { toolset: "tasks", toolset_version: "v1", max_context_tokens: 64000 });
     expect([v1.agent_version, v2.agent_version]).toEqual(["support-bot.1", "support-bot.2"]);
     expect((await store.listAgentVersions("support-bot")).map((v) => v.agent_version)).toEqual(["support-bot.1", "support-bot.2"]);
-    await expect(store.publishAgentVersion("support-bot", { toolset: "tasks", toolset_version: "v7", max_context_tokens: 1000 })).rejects.toMatchObject({ status: 400 });
+    await expect(store.publishAgentVersion("support-bot", { toolset: "tasks", toolset_version: "v7", max_context_tokens: 1000 })).rejects.toMatchObject({ code: "validation_failed" });
 
     const session = await store.createSession({ agent_version: "support-bot.2", subject: "user-42" });
     expect(session.agent).toBe("support-bot");
     const resolved = await store.resolveTool(session.session_id, "tasks.read");
     expect(resolved.binding.executor_scope).toBe("tasks-product");
     expect(resolved.agentVersion.max_context_tokens).toBe(64000);
-    await expect(store.resolveTool(session.session_id, "tasks.write")).rejects.toMatchObject({ status: 404, code: "tool_not_found" });
-    await expect(store.resolveTool("missing", "tasks.read")).rejects.toMatchObject({ status: 404, code: "session_not_found" });
+    await expect(store.resolveTool(session.session_id, "tasks.write")).rejects.toMatchObject({ code: "tool_not_found" });
+    await expect(store.resolveTool("missing", "tasks.read")).rejects.toMatchObject({ code: "session_not_found" });
   });
 
   it("reads values back from NATS after a fresh open (no cache) and validates them", async () => {

@@ -19,7 +19,7 @@ import type { Gateway } from "../../src/gateway/gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { admin, ADMIN_KEY, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
 import { parseEventStream } from "../../src/client/event-source.js";
-import { HTTP_ERRORS, type HttpErrorCode } from "../../src/http/error-catalogue.js";
+import { HTTP_ERRORS, type HttpErrorCode } from "../../src/errors/catalogue.js";
 
 /**
  * Table-driven over the route declarations: every route needs a valid sample request here, so a new

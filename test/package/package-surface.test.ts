@@ -66,7 +66,7 @@ describe("the packed package", () => {
 
   it("gives the gateway as a library and the error shape at the root, the executor and agent SDKs, and nothing of the server in the runner", async () => {
     const root = await exportedNames(manifest.name);
-    expect(root).toEqual(expect.arrayContaining(["createGateway", "gatewayConfigFromEnv", "defineRoute", "ApiError", "ErrorBodySchema"]));
+    expect(root).toEqual(expect.arrayContaining(["createGateway", "gatewayConfigFromEnv", "defineRoute", "ApiError", "ToolgateError", "ErrorBodySchema"]));
     const runner = await exportedNames(`${manifest.name}/runner`);
     expect(runner).toEqual(expect.arrayContaining(["ToolRunner", "GatewayError", "dryRun"]));
     expect(runner).not.toContain("ApiError");

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { jsonValueSchema } from "../../budget/index.js";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import { EventStream } from "../../http/event-stream.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
@@ -73,7 +73,7 @@ export function operationRoutes(execution: Execution): RouteDef[] {
         await execution.runs.get(params.run_id);
         const header = headers["last-event-id"];
         const resumed = header === undefined ? undefined : Sequence.safeParse(header);
-        if (resumed && !resumed.success) throw ApiError.validation([{ path: "headers.last-event-id", code: "invalid", message: "Last-Event-ID is an event id of this stream (a non-negative integer)" }]);
+        if (resumed && !resumed.success) throw ToolgateError.validation([{ path: "headers.last-event-id", code: "invalid", message: "Last-Event-ID is an event id of this stream (a non-negative integer)" }]);
         const after = resumed?.data ?? query.after ?? 0;
         return new EventStream(toSse(execution.events.follow(params.run_id, after, signal)), execution.options.eventHeartbeatMs);
       },

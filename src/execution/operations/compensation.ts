@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { unstartedAssignment, type AssignmentRecord } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
@@ -36,12 +36,12 @@ export class CompensationService {
 
   async compensate(assignmentId: string): Promise<{ created: boolean; compensation: AssignmentRecord }> {
     const original = (await this.assignments.get(assignmentId))?.value;
-    if (!original) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
+    if (!original) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     if (original.compensated_by) return { created: false, compensation: await this.finish(original.compensated_by) };
-    if (original.compensates) throw ApiError.conflict("compensation_not_compensable", `assignment '${assignmentId}' is itself a compensation`);
-    if (original.tool_kind !== "write") throw ApiError.conflict("read_not_compensable", `tool '${original.tool_name}' is a read: it changed nothing to undo`);
+    if (original.compensates) throw new ToolgateError("compensation_not_compensable", `assignment '${assignmentId}' is itself a compensation`);
+    if (original.tool_kind !== "write") throw new ToolgateError("read_not_compensable", `tool '${original.tool_name}' is a read: it changed nothing to undo`);
     if (original.state !== "completed")
-      throw ApiError.conflict("not_completed", `assignment '${assignmentId}' is ${original.state}: only a completed write can be compensated`);
+      throw new ToolgateError("not_completed", `assignment '${assignmentId}' is ${original.state}: only a completed write can be compensated`);
 
     const id = compensationIdFor(assignmentId);
     const now = this.now();
@@ -69,7 +69,7 @@ export class CompensationService {
   /** The compensation as it stands, its dispatch finished if a crash interrupted it. */
   private async finish(id: string): Promise<AssignmentRecord> {
     const a = await this.dispatcher.dispatch(id);
-    if (!a) throw new ApiError(500, "compensation_missing", `compensation '${id}' is linked but missing`);
+    if (!a) throw new ToolgateError("compensation_missing", `compensation '${id}' is linked but missing`);
     return a;
   }
 }

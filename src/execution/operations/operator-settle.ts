@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { encodeCanonicalJson } from "../../budget/index.js";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import { encode } from "../../wire/codec.js";
 import type { OperatorReceipt } from "../../wire/messages.js";
 import { subjects } from "../../wire/subjects.js";
@@ -45,16 +45,16 @@ export class OperatorSettlement {
 
   async settle(assignmentId: string, operator: string, request: OperatorOutcome): Promise<AssignmentRecord> {
     const a = (await this.assignments.get(assignmentId))?.value;
-    if (!a) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
+    if (!a) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     const receiptId = operatorReceiptId(assignmentId);
     const digest = bodyDigest(request);
     if (a.final?.receipt_id === receiptId) {
-      if (a.final.body_digest !== digest) throw ApiError.conflict("receipt_conflict", `assignment '${assignmentId}' was already settled by an operator with another outcome`);
+      if (a.final.body_digest !== digest) throw new ToolgateError("receipt_conflict", `assignment '${assignmentId}' was already settled by an operator with another outcome`);
       return a;
     }
     if (a.state !== "reconciliation_required")
-      throw ApiError.conflict("not_reconciliation_required", `assignment '${assignmentId}' is ${a.state}: only reconciliation_required is settled by an operator`);
-    if (!runTakesWork(a, (await this.runs.get(a.run_id))?.value ?? null)) throw ApiError.conflict("run_terminated", `run '${a.run_id}' has ended: nothing of it changes any more`);
+      throw new ToolgateError("not_reconciliation_required", `assignment '${assignmentId}' is ${a.state}: only reconciliation_required is settled by an operator`);
+    if (!runTakesWork(a, (await this.runs.get(a.run_id))?.value ?? null)) throw new ToolgateError("run_terminated", `run '${a.run_id}' has ended: nothing of it changes any more`);
 
     const at = this.now();
     const receipt = operatorReceipt(receiptId, assignmentId, operator, at, request);
@@ -65,10 +65,10 @@ export class OperatorSettlement {
       const final = { receipt_id: receiptId, kind: request.outcome, body_digest: digest, stream_seq: ack.seq, at };
       return { write: { ...cur, state: to, final, outcome: outcomeOf(request), settled_by: { operator, at }, ...replacing(cur, cur.final), updated_at: at }, result: true };
     });
-    if (!res) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
+    if (!res) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     // Lost to the executor's own reconcile: the operator receipt stays in the stream, unapplied.
     if (!res.result && res.value.final?.receipt_id !== receiptId)
-      throw ApiError.conflict("not_reconciliation_required", `assignment '${assignmentId}' was settled meanwhile (${res.value.state})`);
+      throw new ToolgateError("not_reconciliation_required", `assignment '${assignmentId}' was settled meanwhile (${res.value.state})`);
     if (res.value.state === "completed" && request.outcome === "completed") await this.projections.ensure(res.value, request.result);
     // A background task's settlement is its own history entry, as an executor's would be.
     await this.tasks.afterReceipt(res.value);

@@ -1,4 +1,4 @@
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import { nextAssignmentState } from "../model/assignment-states.js";
 import type { ControlChannel } from "../transport/control-channel.js";
 import type { AssignmentRecord } from "../model/records.js";
@@ -25,10 +25,10 @@ export class TaskCancelService {
       const now = this.now();
       return { write: { ...cur, task_cancel: { requested_at: now, reason }, updated_at: now }, result: true };
     });
-    if (!res) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
+    if (!res) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     const a = res.value;
     if (!res.result)
-      throw ApiError.conflict("task_not_running", `assignment '${assignmentId}' is ${a.state}: only confirmed work, running or submitted, has a business task to cancel (cancel the run to withdraw pending work)`);
+      throw new ToolgateError("task_not_running", `assignment '${assignmentId}' is ${a.state}: only confirmed work, running or submitted, has a business task to cancel (cancel the run to withdraw pending work)`);
     // Sent again on a repeat while it runs: a repeat is how a caller recovers a message it fears lost.
     if ((a.state === "running" || a.state === "submitted") && a.claim)
       await this.control.tell(a.scope, a.claim.executor_id, { type: "task_cancel_requested", assignment_id: a.assignment_id, reason: a.task_cancel!.reason });

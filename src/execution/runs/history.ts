@@ -1,5 +1,5 @@
 import type { ContextPreview } from "../../budget/index.js";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
 import type { ProgressStore } from "../receipts/progress-store.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
@@ -79,7 +79,7 @@ export class HistoryReader {
 
   async assignment(assignmentId: string): Promise<AssignmentView> {
     const a = (await this.assignments.get(assignmentId))?.value;
-    if (!a) throw ApiError.notFound("assignment_not_found", `assignment '${assignmentId}' does not exist`);
+    if (!a) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     return this.view(a, this.progress.list(assignmentId));
   }
 
@@ -125,7 +125,7 @@ export class HistoryReader {
       Promise.all(
         (run.task_results ?? []).map((t) => {
           const a = byId.get(t.assignment_id);
-          if (!a) throw new ApiError(500, "assignment_missing", `task result of '${t.assignment_id}', which run '${run.run_id}' does not list`);
+          if (!a) throw new ToolgateError("assignment_missing", `task result of '${t.assignment_id}', which run '${run.run_id}' does not list`);
           return taskResultEntry(a, t, this.projections);
         }),
       ),
@@ -154,7 +154,7 @@ export class HistoryReader {
     const calls: AssignmentRecord[] = new Array(run.assignment_ids.length);
     await forEachConcurrently(run.assignment_ids, READ_CONCURRENCY, async (id, i) => {
       const a = (await this.assignments.get(id))?.value;
-      if (!a) throw new ApiError(500, "assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
+      if (!a) throw new ToolgateError("assignment_missing", `assignment '${id}' of run '${run.run_id}' is missing`);
       calls[i] = a;
     });
     return calls;

@@ -1,5 +1,5 @@
 import type { Session } from "../../config/schemas.js";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import type { Logger } from "../../log/logger.js";
 import type { ExecutorControl } from "../../wire/messages.js";
 import { RUN_END_EVENTS, nextAssignmentState } from "../model/assignment-states.js";
@@ -45,7 +45,7 @@ export class RunService {
 
   async create(sessionId: string): Promise<RunRecord> {
     const res = await this.write(sessionId, newRunId());
-    if (!res.created) throw new ApiError(500, "run_id_collision", "run id collision; retry");
+    if (!res.created) throw new ToolgateError("run_id_collision", "run id collision; retry");
     return res.run;
   }
 
@@ -53,15 +53,15 @@ export class RunService {
   async open(sessionId: string, runId: string): Promise<RunRecord> {
     const known = await this.runs.get(runId);
     const run = known ? known.value : (await this.write(sessionId, runId)).run;
-    if (run.session_id !== sessionId) throw new ApiError(500, "run_id_collision", `run '${runId}' belongs to another session`);
+    if (run.session_id !== sessionId) throw new ToolgateError("run_id_collision", `run '${runId}' belongs to another session`);
     return run;
   }
 
   private async write(sessionId: string, runId: string): Promise<{ created: boolean; run: RunRecord }> {
     const session = await this.sessions.getSession(sessionId);
-    if (!session) throw ApiError.notFound("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
+    if (!session) throw new ToolgateError("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
     const pinned = await this.sessions.getAgentVersion(session.agent_version);
-    if (!pinned) throw new ApiError(500, "agent_version_missing", `agent version '${session.agent_version}' of session '${sessionId}' is missing from the store`);
+    if (!pinned) throw new ToolgateError("agent_version_missing", `agent version '${session.agent_version}' of session '${sessionId}' is missing from the store`);
     const run: RunRecord = {
       run_id: runId,
       session_id: session.session_id,
@@ -83,7 +83,7 @@ export class RunService {
 
   async get(runId: string): Promise<RunRecord> {
     const run = await this.runs.get(runId);
-    if (!run) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    if (!run) throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
     this.agentOfRun.remember(runId, run.value.agent);
     return run.value;
   }
@@ -106,8 +106,8 @@ export class RunService {
       const to = nextRunState(run.state, event);
       return to ? { write: { ...run, state: to, ended_at: this.now() }, result: undefined } : { result: undefined };
     });
-    if (!res) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
-    if (res.value.state !== runEventTarget(event)) throw ApiError.conflict("run_terminated", `run '${runId}' is already ${res.value.state}`);
+    if (!res) throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
+    if (res.value.state !== runEventTarget(event)) throw new ToolgateError("run_terminated", `run '${runId}' is already ${res.value.state}`);
     await this.settleAssignments(res.value);
     return res.value;
   }

@@ -1,5 +1,5 @@
 import type { ResolvedTool } from "../../config/schemas.js";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import { compileJsonSchema, schemaDetails } from "../../validation/json-schema.js";
 import { argumentDigest } from "../../wire/digest.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
@@ -38,15 +38,15 @@ export class ToolCallService {
 
   async create(runId: string, req: ToolCallRequest): Promise<{ assignment: AssignmentRecord; created: boolean }> {
     const found = await this.runs.get(runId);
-    if (!found) throw ApiError.notFound("run_not_found", `run '${runId}' does not exist`);
+    if (!found) throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
     const run = found.value;
-    if (run.state !== "active") throw ApiError.conflict("run_terminated", `run '${runId}' is ${run.state}: it takes no more tool calls`);
+    if (run.state !== "active") throw new ToolgateError("run_terminated", `run '${runId}' is ${run.state}: it takes no more tool calls`);
     const { tool, binding } = await this.tools.resolveTool(run.session_id, req.tool_name);
 
     const { validate, details } = compileJsonSchema(tool.input_schema, ["arguments"]);
-    if (!validate) throw new ApiError(500, "invalid_input_schema", `the input_schema of tool '${tool.name}' does not compile`, details);
+    if (!validate) throw new ToolgateError("invalid_input_schema", `the input_schema of tool '${tool.name}' does not compile`, details);
     const argumentDetails = schemaDetails(validate, req.arguments, ["arguments"]);
-    if (argumentDetails.length > 0) throw ApiError.validation(argumentDetails, `the arguments do not match the input_schema of tool '${tool.name}'`);
+    if (argumentDetails.length > 0) throw ToolgateError.validation(argumentDetails, `the arguments do not match the input_schema of tool '${tool.name}'`);
 
     const assignmentId = assignmentIdFor(run.run_id, req.tool_call_id);
     const now = this.now();
@@ -82,14 +82,14 @@ export class ToolCallService {
     const dispatched = await this.dispatcher.dispatch(assignmentId, { assignment: { value: record, revision: res.revision }, run: found });
     // Not offered (the run ended first): nothing is left to watch.
     if (dispatched?.candidate_seq == null) await this.watchlist.unwatch(assignmentId, watch);
-    if (dispatched?.state === "withdrawn") throw ApiError.conflict("run_terminated", `run '${runId}' ended while the tool call was created`);
+    if (dispatched?.state === "withdrawn") throw new ToolgateError("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };
   }
 
   /** The same tool call asked again: the stored assignment (dispatch finished if need be), or a 409 for another request. */
   private async replay(stored: AssignmentRecord, asked: AssignmentRecord): Promise<AssignmentRecord> {
     if (!sameRequest(stored, asked))
-      throw ApiError.conflict("idempotency_conflict", `tool call '${asked.tool_call_id}' of run '${asked.run_id}' was already created with another tool, arguments or operation key`);
+      throw new ToolgateError("idempotency_conflict", `tool call '${asked.tool_call_id}' of run '${asked.run_id}' was already created with another tool, arguments or operation key`);
     return (await this.dispatcher.dispatch(stored.assignment_id)) ?? stored;
   }
 }

@@ -1,5 +1,5 @@
 import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
-import { ApiError } from "../../http/errors.js";
+import { ToolgateError } from "../../errors/toolgate-error.js";
 import type { Logger } from "../../log/logger.js";
 import { decode, MalformedMessageError } from "../../wire/codec.js";
 import { ControlRequest } from "../../wire/messages.js";
@@ -53,7 +53,7 @@ export class ControlRequestConsumer {
       else await this.compensation.compensate(request.assignment_id);
       this.log.info({ seq: msg.seq, request }, "control request applied");
     } catch (err) {
-      if (!(err instanceof ApiError) || err.status >= 500) throw err;
+      if (!(err instanceof ToolgateError) || !err.callerFault) throw err;
       this.log.info({ seq: msg.seq, request, code: err.code, reason: err.message }, "control request refused");
     }
     msg.ack();

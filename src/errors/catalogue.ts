@@ -1,8 +1,8 @@
 /**
- * Every `code` an HTTP error body can carry, declared once with its status and what it means for the
- * caller. `ApiError` takes only these codes (the compiler rejects another), a test checks that each
- * place raising one uses the status declared here, and the table in docs/http-api.md is rendered from
- * this list (a test keeps the two equal).
+ * Every error `code` toolgate raises, declared once with the HTTP status it answers with and what it
+ * means for the caller. Domain code raises a code (`ToolgateError`, the compiler rejects an undeclared
+ * one) and never a status: only the HTTP layer reads `status` (`httpStatus` in src/http/errors.ts).
+ * The table in docs/http-api.md is rendered from this list (a test keeps the two equal).
  */
 export const HTTP_ERRORS = {
   validation_failed: { status: 400, meaning: "the request does not match its schema or rules; `details` names each field, the rule and what is allowed" },
@@ -50,7 +50,6 @@ export const HTTP_ERRORS = {
 } as const satisfies Record<string, { status: number; meaning: string }>;
 
 export type HttpErrorCode = keyof typeof HTTP_ERRORS;
-export type HttpErrorStatus = (typeof HTTP_ERRORS)[HttpErrorCode]["status"];
 
 /** The error-code table of docs/http-api.md. */
 export function renderErrorTable(): string {
