@@ -16,9 +16,15 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  * any other result as one text block of its canonical JSON, and as `structuredContent` when it is an
  * object. A cut result's structured form is its preview (the same bytes), which the listed
  * `outputSchema` allows beside the tool's own: an MCP client that checks structured content against
- * the schema then accepts it instead of failing the call. Every other state is an error, never a success.
+ * the schema then accepts it instead of failing the call. A submitted background task is answered
+ * with its submission (what the history shows), as text only: it is not the tool's output, and
+ * `_meta` names the task. Every other state is an error, never a success.
  */
 export function callResult(view: AssignmentView): CallToolResult {
+  if (view.state === "submitted" && view.task && view.context_preview) {
+    const task = { task_ref: view.task.task_ref, status: view.task.status, state: "submitted" };
+    return { content: [{ type: "text", text: canonicalJson(view.context_preview.result) }], _meta: { "io.toolgate/assignment_id": view.assignment_id, "io.toolgate/task": task } };
+  }
   const preview = view.state === "completed" ? view.context_preview : null;
   if (!preview) {
     const outcome = view.outcome;

@@ -6,7 +6,7 @@ import { ToolgateError } from "../errors/toolgate-error.js";
 import type { Logger } from "../log/logger.js";
 import { Id } from "../wire/messages.js";
 import { callResult, toolError } from "./call-result.js";
-import { settledView, type AnswerSources } from "./settled-view.js";
+import { ANSWERED, settledView, type AnswerSources } from "./settled-view.js";
 import { mcpTool } from "./tool-listing.js";
 
 /** The `_meta` key of a `tools/call` that names the tool call: it becomes its `tool_call_id` (the idempotency key). */
@@ -99,7 +99,8 @@ export function progressForwarder(progressToken: unknown, send: ProgressSender):
 }
 
 /**
- * The answer of a call that waits: the stored projection once settled. `signal` aborting is either
+ * The answer of a call that waits: the stored projection once settled, or the submission once a
+ * background task was submitted (a plain call never waits for a task's end, which may be days). `signal` aborting is either
  * a client disconnect (`isDisconnect()`: the call goes on, its result stays in history) or the
  * client's cancel of this request, which asks for the business-task cancel (never the run's).
  */
@@ -113,7 +114,7 @@ export async function answerToolCall(
   const { execution, log } = deps;
   // The connection closing aborts too, synchronously before it reports itself closed: look after it did.
   signal.addEventListener("abort", () => setImmediate(() => void (isDisconnect() ? undefined : cancelTask(execution, log, call.assignment_id))), { once: true });
-  const view = await settledView(answerSources(deps), call, signal, onProgress);
+  const view = await settledView(answerSources(deps), call, signal, onProgress, ANSWERED);
   return view ? callResult(view) : toolError("cancel_requested", `the business-task cancel of assignment '${call.assignment_id}' was asked for`);
 }
 

@@ -3,8 +3,13 @@ import type { RunEventLog } from "../execution/events/event-log.js";
 import type { AssignmentView, HistoryReader } from "../execution/runs/history.js";
 import { STREAMS, subjects } from "../wire/subjects.js";
 
-/** States a tool call's MCP answer waits for: it has an outcome, or needs an operator (never reported as success). */
-const ANSWERED = new Set<AssignmentView["state"]>(["completed", "failed", "cancelled", "reconciliation_required", "withdrawn", "revoked", "abandoned"]);
+/** States a call is settled in: it has an outcome, or needs an operator (never reported as success). */
+export const SETTLED = new Set<AssignmentView["state"]>(["completed", "failed", "cancelled", "reconciliation_required", "withdrawn", "revoked", "abandoned"]);
+/**
+ * States a plain `tools/call` is answered in: settled, or a background task submitted (the model
+ * reads the submission, as its history shows it, and goes on; the task's outcome comes later).
+ */
+export const ANSWERED = new Set<AssignmentView["state"]>([...SETTLED, "submitted"]);
 
 /** Where a tool call's answer is read (the assignment record, the truth) and waited for (the run's events). */
 export interface AnswerSources {
@@ -20,7 +25,7 @@ export function lastRunEventSeq(jsm: JetStreamManager): (runId: string) => Promi
 }
 
 /**
- * Waits for the assignment to be settled and resolves with it; resolves undefined once `signal`
+ * Waits for the assignment to reach one of `until` (default: settled) and resolves with it; resolves undefined once `signal`
  * aborts. New progress entries are handed to `onProgress` in order. The wait follows the run's
  * events from the newest one taken before the record is read, so no write after that read goes
  * unseen; an event of this assignment reaching a settled state is confirmed by reading the record
@@ -32,6 +37,7 @@ export async function settledView(
   call: { run_id: string; assignment_id: string },
   signal: AbortSignal,
   onProgress: (entry: AssignmentView["progress"][number]) => void,
+  until: ReadonlySet<AssignmentView["state"]> = SETTLED,
 ): Promise<AssignmentView | undefined> {
   const after = await sources.lastEventSeq(call.run_id);
   let current = await sources.history.assignment(call.assignment_id);
@@ -40,20 +46,20 @@ export async function settledView(
     if (entry.seq > seen) (seen = entry.seq), onProgress(entry);
   };
   current.progress.forEach(report);
-  if (ANSWERED.has(current.state)) return current;
+  if (until.has(current.state)) return current;
   try {
     for await (const { event } of sources.events.follow(call.run_id, after, signal)) {
       if (!("assignment_id" in event) || event.assignment_id !== call.assignment_id) continue;
       if (event.type === "progress") report({ seq: event.seq, progress: event.progress, at: event.at });
-      if (event.type === "assignment" && ANSWERED.has(event.to)) {
+      if (event.type === "assignment" && until.has(event.to)) {
         current = await sources.history.assignment(call.assignment_id);
-        if (ANSWERED.has(current.state)) return current;
+        if (until.has(current.state)) return current;
       }
     }
   } catch (err) {
     if (signal.aborted) return undefined;
     current = await sources.history.assignment(call.assignment_id);
-    if (ANSWERED.has(current.state)) return current;
+    if (until.has(current.state)) return current;
     throw err;
   }
   return undefined;

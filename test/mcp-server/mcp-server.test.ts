@@ -53,10 +53,11 @@ describe("toolgate as an MCP server", () => {
         { name: "notes.dump", binding_id: "mcp-dump", max_result_context_bytes: BUDGET },
         { name: "notes.image", binding_id: "mcp-image" },
         { name: "notes.write", binding_id: "mcp-write", tool_kind: "write" },
+        { name: "notes.report", binding_id: "mcp-report" },
       ],
     });
     nc = await connect({ servers: nats.url });
-    await registerExecutor(nc, { executor_id: "exec-mcp", scope: "mcp", bindings: ["mcp-find", "mcp-dump", "mcp-image", "mcp-write"] });
+    await registerExecutor(nc, { executor_id: "exec-mcp", scope: "mcp", bindings: ["mcp-find", "mcp-dump", "mcp-image", "mcp-write", "mcp-report"] });
     dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-"));
     runner = new ToolRunner({
       natsUrl: nats.url,
@@ -97,6 +98,11 @@ describe("toolgate as an MCP server", () => {
         }
         return { written: key };
       },
+    });
+    runner.tool<{ title: string }>("notes.report", {
+      kind: "read",
+      bindingId: "mcp-report",
+      handler: (ctx) => ctx.submit({ task_ref: `report-${ctx.arguments.title}`, status: `report '${ctx.arguments.title}' queued` }),
     });
     await runner.start();
   });
@@ -146,7 +152,7 @@ describe("toolgate as an MCP server", () => {
   it("lists the pinned toolset's tools with schemas and annotations from the bindings", async () => {
     const { client } = await connectClient();
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.write"]);
+    expect(tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.report", "notes.write"]);
     const find = tools.find((t) => t.name === "notes.find")!;
     expect(find.description).toBe("test tool notes.find");
     expect(find.inputSchema).toEqual({ type: "object", required: ["q"], properties: { q: { type: "string" } } });
@@ -164,6 +170,23 @@ describe("toolgate as an MCP server", () => {
     expect(stored.context_preview.truncated).toBe(false);
     expect(textOf(result)).toBe(canonicalJson(stored.context_preview.result));
     expect(result.structuredContent).toEqual({ found: ["note about tea"] });
+  });
+
+  it("answers a call that submits a background task with the submission the history shows; the task's result comes later, in history", async () => {
+    const { client } = await connectClient();
+    const result = await call(client, "notes.report", { title: "q3" }, "report-q3");
+    expect(result.isError).toBeFalsy();
+    expect(result._meta?.["io.toolgate/task"]).toEqual({ task_ref: "report-q3", status: "report 'q3' queued", state: "submitted" });
+    expect(result.structuredContent, "a submission is not the tool's output").toBeUndefined();
+    const stored = await getAssignment(assignmentOf(result));
+    expect(stored.state).toBe("submitted");
+    expect(textOf(result)).toBe(canonicalJson(stored.context_preview.result));
+    await runner.tasks.complete("report-q3", { pages: 12 });
+    const history = await until("the task's result in history", async () => {
+      const h = (await gw.http("GET", `/v1/runs/${stored.run_id}/history`)).body;
+      return h.task_results.find((t: { assignment_id: string }) => t.assignment_id === stored.assignment_id);
+    });
+    expect(history).toMatchObject({ state: "completed", context_preview: { result: { pages: 12 } } });
   });
 
   it("gives a ~200 KiB result as the same bytes the history holds, cut to the tool's budget", async () => {
@@ -359,11 +382,11 @@ describe("toolgate as an MCP server", () => {
         return client;
       };
       const first = await open();
-      expect((await first.listTools()).tools.length).toBe(4);
+      expect((await first.listTools()).tools.length).toBe(5);
       const second = await open();
       await expect(first.listTools()).rejects.toThrow(/404|not open/);
-      expect((await second.listTools()).tools.length).toBe(4);
-      expect((await (await open()).listTools()).tools.length).toBe(4);
+      expect((await second.listTools()).tools.length).toBe(5);
+      expect((await (await open()).listTools()).tools.length).toBe(5);
     } finally {
       await small.close();
     }
@@ -396,7 +419,7 @@ describe("toolgate as an MCP server", () => {
       return JSON.parse(stdout) as Record<string, unknown>;
     };
     const listed = (await inspect("--method", "tools/list")) as { tools: Array<{ name: string }> };
-    expect(listed.tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.write"]);
+    expect(listed.tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.report", "notes.write"]);
     const called = (await inspect("--method", "tools/call", "--tool-name", "notes.find", "--tool-arg", "q=inspector")) as CallToolResult;
     expect(called.structuredContent).toEqual({ found: ["note about inspector"] });
     expect(textOf(called)).toBe(canonicalJson((await getAssignment(assignmentOf(called))).context_preview.result));
@@ -418,7 +441,7 @@ describe("toolgate as an MCP server", () => {
       const client = await connectModern();
       expect(client.getNegotiatedProtocolVersion()).toBe("2026-07-28");
       const { tools } = await client.listTools();
-      expect(tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.write"]);
+      expect(tools.map((t) => t.name).sort()).toEqual(["notes.dump", "notes.find", "notes.image", "notes.report", "notes.write"]);
       const write = tools.find((t) => t.name === "notes.write")!;
       expect(write.annotations).toEqual({ readOnlyHint: false, destructiveHint: true, idempotentHint: false });
       expect(write.execution).toBeUndefined();
