@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Kvm } from "@nats-io/kv";
+import { jetstreamManager } from "@nats-io/jetstream";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { CONFIG_BUCKET } from "../../src/config/keys.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -159,11 +159,18 @@ describe("POST /v1/tools/dry-run", () => {
     expect((await dryRun(seedRequest, "tools-exec-key-0123456")).statusCode).toBe(200);
   });
 
-  it("writes nothing", async () => {
-    const kv = await new Kvm(gw.nc).open(CONFIG_BUCKET);
-    const before = (await kv.status()).values;
-    await dryRun(seedRequest);
-    await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: bigResult() }] });
-    expect((await kv.status()).values).toBe(before);
+  it("writes nothing: no stream or KV bucket of the server gains a message", async () => {
+    const jsm = await jetstreamManager(gw.nc);
+    // Every stream's last sequence, KV buckets included (each is a stream): a write anywhere moves one.
+    const lastSequences = async () => {
+      const seen: Record<string, number> = {};
+      for await (const s of jsm.streams.list()) seen[s.config.name] = s.state.last_seq;
+      return seen;
+    };
+    const before = await lastSequences();
+    expect(Object.keys(before)).toContain(`KV_${CONFIG_BUCKET}`);
+    expect((await dryRun(seedRequest)).statusCode).toBe(200);
+    expect((await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: bigResult() }] })).statusCode).toBe(200);
+    expect(await lastSequences()).toEqual(before);
   });
 });
