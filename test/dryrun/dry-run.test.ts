@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jetstreamManager } from "@nats-io/jetstream";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { CONFIG_BUCKET } from "../../src/config/keys.js";
-import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { startTestNats, streamWatermarks, type TestNats } from "../helpers/nats.js";
 import { buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { ADMIN_KEY, admin, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
 
@@ -160,17 +159,11 @@ describe("POST /v1/tools/dry-run", () => {
   });
 
   it("writes nothing: no stream or KV bucket of the server gains a message", async () => {
-    const jsm = await jetstreamManager(gw.nc);
     // Every stream's last sequence, KV buckets included (each is a stream): a write anywhere moves one.
-    const lastSequences = async () => {
-      const seen: Record<string, number> = {};
-      for await (const s of jsm.streams.list()) seen[s.config.name] = s.state.last_seq;
-      return seen;
-    };
-    const before = await lastSequences();
+    const before = await streamWatermarks(gw.nc);
     expect(Object.keys(before)).toContain(`KV_${CONFIG_BUCKET}`);
     expect((await dryRun(seedRequest)).statusCode).toBe(200);
     expect((await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: bigResult() }] })).statusCode).toBe(200);
-    expect(await lastSequences()).toEqual(before);
+    expect(await streamWatermarks(gw.nc)).toEqual(before);
   });
 });

@@ -8,10 +8,10 @@ import type { RouteDef } from "../../src/http/route.js";
 import { ClaimReply } from "../../src/wire/messages.js";
 import { decode } from "../../src/wire/codec.js";
 import { STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
-import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { startTestNats, streamWatermarks, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
-import { startCapturedGateway, streamWatermarks, type CapturedGateway } from "./helpers.js";
+import { startCapturedGateway, type CapturedGateway } from "./helpers.js";
 
 /**
  * Garbage at the receipt and claim subjects and at every declared HTTP route (the list comes from the
