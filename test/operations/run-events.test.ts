@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STREAMS } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { SseClient, type ReceivedEvent } from "../helpers/sse-client.js";
 
 const SCOPE = "events-scope";
@@ -45,10 +46,10 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     const events = await client.until((e) => e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"), "the assignment's creation");
     expect(events.every((e, i) => i === 0 || e.id > events[i - 1]!.id)).toBe(true);
     expect(events.find((e) => e.data.type === "assignment")!.data).toMatchObject({ from: null, to: "pending", tool_name: "notes.read", generation: 0, executor_id: null });
-    await eventually(async () => (client.heartbeats > 0 ? true : undefined), 5_000, "a heartbeat comment");
+    await until("a heartbeat comment", async () => (client.heartbeats > 0 ? true : undefined), 5_000);
     expect(await consumersOnEvents()).toBe(1);
     await client.close();
-    await eventually(async () => ((await consumersOnEvents()) === 0 ? true : undefined), 5_000, "the reader's consumer to be deleted");
+    await until("the reader's consumer to be deleted", async () => ((await consumersOnEvents()) === 0 ? true : undefined), 5_000);
   });
 
   it("completes the run while no client is connected; Last-Event-ID (and ?after=) gets exactly the missed events", async () => {

@@ -12,7 +12,8 @@ import { Receipt } from "../../src/wire/messages.js";
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
 import { CRASH_POINTS, type CrashPoint } from "../fixtures/crash-points.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { publishTasksAgent, startTestGateway, type TestGateway } from "./helpers/gateway.js";
+import { until } from "../helpers/until.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/crash-executor.ts", import.meta.url));
 const SETTLED = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);

@@ -6,7 +6,8 @@ import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { exited } from "../helpers/processes.js";
-import { startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { startTestGateway, type TestGateway } from "./helpers/gateway.js";
+import { until } from "../helpers/until.js";
 
 /**
  * The example executor of examples/ is one command: it registers itself in the executor registry

@@ -5,7 +5,8 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CancelRequested, ToolRunner } from "../../src/runner/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { publishTasksAgent, startTestGateway, type TestGateway } from "./helpers/gateway.js";
+import { until } from "../helpers/until.js";
 
 /** `runner.detach()` and `runner.close({ deadlineMs })` against the real gateway. */
 describe("ToolRunner leaving: detach and close", () => {

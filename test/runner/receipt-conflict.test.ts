@@ -11,7 +11,8 @@ import type { Receipt } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
-import { FAST_RUNNER_TIMING, publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { FAST_RUNNER_TIMING, publishTasksAgent, startTestGateway, type TestGateway } from "./helpers/gateway.js";
+import { until } from "../helpers/until.js";
 
 const SCOPE = "conflict";
 const EXECUTOR = "exec-conflict";

@@ -8,7 +8,8 @@ import { BusinessFailure, dryRun, ToolRunner, type ToolRunnerOptions } from "../
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { publishTasksAgent, startTestGateway, type TestGateway } from "./helpers/gateway.js";
+import { until } from "../helpers/until.js";
 
 const SCOPE = "tasks-product";
 const TERMINAL = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);

@@ -10,7 +10,8 @@ import { decode } from "../../src/wire/codec.js";
 import { STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, streamWatermarks, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
-import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { startCapturedGateway, type CapturedGateway } from "./helpers.js";
 
 /**
@@ -180,10 +181,10 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     });
 
     // The consumer got through all of it (never stuck), and nothing moved but the receipts' audit.
-    await eventually(async () => {
+    await until("receipt consumer drained", async () => {
       const info = await jsm.consumers.info(STREAMS.receipts, "gateway");
       return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
-    }, 60_000, "receipt consumer drained");
+    }, 60_000);
     expect((await jsm.streams.info(STREAMS.receipts)).state.last_seq).toBe(receiptsBefore + receipts.length);
     expect(await streamWatermarks(nc, [STREAMS.receipts])).toEqual(before);
     // What the gateway did, by its own counters: every receipt answered (or terminated) and none recorded;

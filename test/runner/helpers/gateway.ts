@@ -52,5 +52,3 @@ export async function publishTasksAgent(
   const session = await gw.api("POST", "/v1/sessions", { agent_version: agentVersion.agent_version, subject: "user-42" });
   return { sessionId: session.session_id, agentVersion: agentVersion.agent_version };
 }
-
-export { until } from "../../helpers/until.js";
