@@ -118,7 +118,7 @@ describe("MCP executor: @modelcontextprotocol/server-everything through a real g
     const { runId, assignmentId } = await toolCall(gw, sessionId, "trigger-long-running-operation", { duration: 1, steps: 4 });
     const events = await SseClient.open(`${gw.baseUrl}/v1/runs/${runId}/events`, { authorization: `Bearer ${ADMIN_KEY}` });
     try {
-      const seen = await events.until((e) => e.filter((x) => x.data.type === "progress").length === 4, "the operation's four progress events");
+      const seen = await events.until("the operation's four progress events", (e) => e.filter((x) => x.data.type === "progress").length === 4);
       const progress = seen.filter((e) => e.data.type === "progress");
       expect(progress.map((e) => [e.data.seq, e.data.progress])).toEqual([1, 2, 3, 4].map((i) => [i, { progress: i, total: 4 }]));
     } finally {

@@ -41,9 +41,9 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
     const client = await SseClient.open(eventsUrl(run.run_id), auth);
     expect(client.status).toBe(200);
-    await client.until((e) => e.some((x) => x.data.type === "run" && x.data.state === "active"), "the run's first event");
+    await client.until("the run's first event", (e) => e.some((x) => x.data.type === "run" && x.data.state === "active"));
     const { assignment } = (await gw.http("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "notes.read", arguments: {} })).body;
-    const events = await client.until((e) => e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"), "the assignment's creation");
+    const events = await client.until("the assignment's creation", (e) => e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"));
     expect(events.every((e, i) => i === 0 || e.id > events[i - 1]!.id)).toBe(true);
     expect(events.find((e) => e.data.type === "assignment")!.data).toMatchObject({ from: null, to: "pending", tool_name: "notes.read", generation: 0, executor_id: null });
     await until("a heartbeat comment", async () => (client.heartbeats > 0 ? true : undefined), 5_000);
@@ -56,7 +56,7 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
     const { assignment } = (await gw.http("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "notes.read", arguments: {} })).body;
     const first = await SseClient.open(eventsUrl(run.run_id), auth);
-    const seen = await first.until((e) => e.some((x) => x.data.type === "assignment" && x.data.to === "pending"), "the pending assignment");
+    const seen = await first.until("the pending assignment", (e) => e.some((x) => x.data.type === "assignment" && x.data.to === "pending"));
     const lastSeen = seen.at(-1)!.id;
     await first.close(); // the tab is closed
 
@@ -71,7 +71,7 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     expect((await gw.http("GET", `/v1/assignments/${assignment.assignment_id}`)).body.state).toBe("completed");
 
     const full = await SseClient.open(eventsUrl(run.run_id), auth);
-    const everything = await full.until(runEnded, "the whole run");
+    const everything = await full.until("the whole run", runEnded);
     await full.close();
     const missed = everything.filter((e) => e.id > lastSeen);
     expect(missed.map((e) => [e.data.type, e.data.to ?? e.data.state ?? e.data.seq])).toEqual([
@@ -85,7 +85,7 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
 
     for (const resume of [{ headers: { ...auth, "last-event-id": String(lastSeen) }, query: "" }, { headers: auth, query: `?after=${lastSeen}` }]) {
       const again = await SseClient.open(eventsUrl(run.run_id, resume.query), resume.headers);
-      expect(await again.until(runEnded, "the missed events")).toEqual(missed);
+      expect(await again.until("the missed events", runEnded)).toEqual(missed);
       await again.close();
     }
   });
