@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Kvm } from "@nats-io/kv";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { CONFIG_BUCKET } from "../../src/config/keys.js";
-import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { startTestNats, streamWatermarks, type TestNats } from "../helpers/nats.js";
 import { buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { ADMIN_KEY, admin, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
 
@@ -159,12 +158,13 @@ describe("POST /v1/tools/dry-run", () => {
     expect((await dryRun(seedRequest, "tools-exec-key-0123456")).statusCode).toBe(200);
   });
 
-  it("writes nothing", async () => {
-    const kv = await new Kvm(gw.nc).open(CONFIG_BUCKET);
-    const before = (await kv.status()).values;
-    await dryRun(seedRequest);
-    await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: bigResult() }] });
-    expect((await kv.status()).values).toBe(before);
+  it("writes nothing: no stream or KV bucket of the server gains a message", async () => {
+    // Every stream's last sequence, KV buckets included (each is a stream): a write anywhere moves one.
+    const before = await streamWatermarks(gw.nc);
+    expect(Object.keys(before)).toContain(`KV_${CONFIG_BUCKET}`);
+    expect((await dryRun(seedRequest)).statusCode).toBe(200);
+    expect((await dryRun({ ...seedRequest, mock_receipts: [{ receipt_id: "big", kind: "completed", result: bigResult() }] })).statusCode).toBe(200);
+    expect(await streamWatermarks(gw.nc)).toEqual(before);
   });
   it("shows each step of an async task: the submission whole as the call's answer, progress unseen, the completed as its own task result cut to the budget", async () => {
     const res = await dryRun({

@@ -7,7 +7,8 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { exited } from "../helpers/processes.js";
-import { publishTasksAgent, startTestGateway, type TestGateway } from "../runner/helpers/gateway.js";
+import { publishTasksAgent } from "../runner/helpers/tasks-agent.js";
+import { ADMIN_KEY, startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 
 const run = promisify(execFile);
 
@@ -24,11 +25,11 @@ describe("examples/agent-loop", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     dir = mkdtempSync(join(tmpdir(), "toolgate-agent-loop-"));
     ({ sessionId } = await publishTasksAgent(gw, { scope: "tasks-product", readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent" }));
     executor = spawn(process.execPath, ["--import", "tsx", "examples/tasks-executor.ts"], {
-      env: { PATH: process.env.PATH ?? "", NATS_URL: nats.url, RUNNER_STORE: join(dir, "tasks-executor.db"), TOOLGATE_ADMIN_KEY: gw.apiKey, TOOLGATE_URL: gw.baseUrl },
+      env: { PATH: process.env.PATH ?? "", NATS_URL: nats.url, RUNNER_STORE: join(dir, "tasks-executor.db"), TOOLGATE_ADMIN_KEY: ADMIN_KEY, TOOLGATE_URL: gw.baseUrl },
       stdio: ["ignore", "pipe", "inherit"],
     });
     await new Promise<void>((resolve, reject) => {
@@ -50,7 +51,7 @@ describe("examples/agent-loop", () => {
   /** Runs the loop for a session; resolves to its steps (one JSON line each). */
   async function agentLoop(session: string, env: Record<string, string> = {}): Promise<{ step: string; [fact: string]: unknown }[]> {
     const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/agent-loop/agent-loop.ts"], {
-      env: { PATH: process.env.PATH ?? "", TOOLGATE_URL: gw.baseUrl, TOOLGATE_KEY: gw.apiKey, TOOLGATE_SESSION: session, ...env },
+      env: { PATH: process.env.PATH ?? "", TOOLGATE_URL: gw.baseUrl, TOOLGATE_KEY: ADMIN_KEY, TOOLGATE_SESSION: session, ...env },
     });
     return stdout.trim().split("\n").map((line) => JSON.parse(line));
   }

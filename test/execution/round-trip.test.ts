@@ -23,7 +23,8 @@ import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { registerExecutor } from "../helpers/registry.js";
-import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 
 const SCOPE = "prod";
 
@@ -358,7 +359,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect((await assignment(pendingId)).state).toBe("withdrawn");
     const jsm = await jetstreamManager(nc);
     expect(await jsm.streams.getMessage(STREAMS.candidates, { seq: pendingSeq })).toBeNull();
-    const told = await eventually(async () => exec.controls.find((c) => c.type === "run_cancelled" && c.run_id === runId), 5_000, "run_cancelled control");
+    const told = await until("run_cancelled control", async () => exec.controls.find((c) => c.type === "run_cancelled" && c.run_id === runId), 5_000);
     expect(told).toMatchObject({ assignment_ids: expect.arrayContaining([running.assignment_id, claimedId]) });
 
     expect(await exec.send(exec.accepted(claimed.grant))).toMatchObject({ status: "rejected", code: "run_terminated" });

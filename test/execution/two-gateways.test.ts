@@ -4,7 +4,8 @@ import { ConfigStore } from "../../src/config/config-store.js";
 import type { Candidate } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
-import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { startGatewayProcess, type GatewayProcess } from "../helpers/processes.js";
 
 const SCOPE = "bulk";
@@ -85,7 +86,7 @@ describe("two gateway processes on the same streams", () => {
       }),
     );
 
-    await eventually(async () => (answers.recorded + answers.other.length >= TOOL_CALLS ? true : undefined), 90_000, "every tool call answered", 100);
+    await until("every tool call answered", async () => (answers.recorded + answers.other.length >= TOOL_CALLS ? true : undefined), 90_000, 100);
     const histories = await Promise.all(runIds.map((id, r) => http(bases[r % 2]!, "GET", `/v1/runs/${id}/history`)));
     stop = true;
     clearInterval(heartbeats);

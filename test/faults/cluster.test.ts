@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsCluster, type NatsCluster } from "../../src/nats/nats-cluster.js";
 import { EXECUTION_BUCKETS } from "../../src/kv/buckets.js";
 import { STREAMS } from "../../src/wire/subjects.js";
-import { FaultRig, size, until } from "./rig.js";
+import { FaultRig, size } from "./rig.js";
+import { until } from "../helpers/until.js";
 
 const ASSIGNMENTS = `KV_${EXECUTION_BUCKETS.assignments}`;
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { FaultRig, size, until } from "./rig.js";
+import { FaultRig, size } from "./rig.js";
+import { until } from "../helpers/until.js";
 
 const CALLS = size(100, 1_000);
 const KILLS = size(1, 3);

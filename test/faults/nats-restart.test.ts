@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
-import { FaultRig, size, until } from "./rig.js";
+import { FaultRig, size } from "./rig.js";
+import { until } from "../helpers/until.js";
 
 const CALLS = size(100, 1_000);
 const RESTARTS = size(1, 3);

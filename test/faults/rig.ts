@@ -12,7 +12,7 @@ import { natsServers } from "../../src/nats/servers.js";
 import { STREAMS } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ExecutorPool, startGatewayProcess, type ExecutorSpec, type GatewayProcess } from "../helpers/processes.js";
-import { until as pollUntil } from "../helpers/until.js";
+import { until } from "../helpers/until.js";
 
 /** `TOOLGATE_FAULTS=full` (npm run test:faults) runs every scenario at full size; otherwise the quick slice. */
 export const FULL = process.env.TOOLGATE_FAULTS === "full";
@@ -29,9 +29,8 @@ export const FAULT_EXECUTION: Partial<ExecutionOptions> = { leaseMs: 3_000, swee
 
 const SETTLED = new Set(["completed", "failed", "cancelled", "reconciliation_required", "withdrawn", "revoked", "abandoned"]);
 
-/** Fault scenarios wait longer and poll less often than the unit-sized suites. */
-export const until = <T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000, pollMs = 100): Promise<T> =>
-  pollUntil(what, probe, timeoutMs, pollMs);
+/** Fault scenarios wait longer for a condition than the unit-sized suites. */
+export const FAULT_WAIT_MS = 60_000;
 
 export interface LoadPlan {
   runs: number;
@@ -214,7 +213,7 @@ export class FaultRig {
     await until("every receipt processed", async () => {
       const info = await jsm.consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
       return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
-    });
+    }, FAULT_WAIT_MS);
     const evidence = readEvidence({ ledgers: this.pool.executors.map((e) => e.ledger), outboxes: this.pool.executors.map((e) => e.store) });
     const report = checkHistory(await readHistory(nc), { evidence, snapshot });
     if (!report.ok) process.stderr.write(formatReport(report) + "\n");

@@ -4,7 +4,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readHistory } from "../../src/checker/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { FaultRig, READ_BINDING, SCOPE, WRITE_BINDING, size, until } from "./rig.js";
+import { FAULT_WAIT_MS, FaultRig, READ_BINDING, SCOPE, WRITE_BINDING, size } from "./rig.js";
+import { until } from "../helpers/until.js";
 
 const CYCLES = size(1, 5);
 const CLI = fileURLToPath(new URL("../../src/cli/run.ts", import.meta.url));
@@ -31,9 +32,10 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
   const answered = (executorId: string, assignmentId: string, kind: string) =>
     until(`${kind} of ${assignmentId} by ${executorId} processed`, async () =>
       (await readHistory(nc)).index.find((e) => e.executor_id === executorId && e.assignment_id === assignmentId && e.kind === kind),
+      FAULT_WAIT_MS,
     );
 
-  const stalled = (lines: string[], point: string) => until(`an executor stopped at ${point}`, () => lines.map((l) => l.split(" ")).find((w) => w[0] === "stalled" && w[1] === point)?.[2]);
+  const stalled = (lines: string[], point: string) => until(`an executor stopped at ${point}`, () => lines.map((l) => l.split(" ")).find((w) => w[0] === "stalled" && w[1] === point)?.[2], FAULT_WAIT_MS);
 
   it(`${CYCLES} cycle(s): the lease expires and another executor does the work; a stopped handler's run is cancelled`, async () => {
     const started = Date.now();
@@ -49,7 +51,7 @@ describe("a slow executor (SIGSTOP) loses its lease; after SIGCONT its receipts 
       const done = await until("the call completed by the other executor", async () => {
         const a = await rig.api("GET", `/v1/assignments/${assignment.assignment_id}`);
         return a.state === "completed" ? a : undefined;
-      });
+      }, FAULT_WAIT_MS);
       expect(done).toMatchObject({ executor_id: `fast-${c}`, generation: 1 });
       // 3. Woken, the slow executor sends its old `accepted`: refused, so its handler never runs.
       slow.proc.kill("SIGCONT");

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { rssBytes, type GatewayProcess } from "../helpers/processes.js";
-import { FaultRig, size, until } from "./rig.js";
+import { FaultRig, size } from "./rig.js";
+import { until } from "../helpers/until.js";
 
 const CALLS = size(300, 10_000);
 const RUNS_AT_ONCE = size(20, 100);

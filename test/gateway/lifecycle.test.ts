@@ -8,6 +8,7 @@ import { GatewayEnvSchema, renderGatewayEnvTable } from "../../src/gateway/confi
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, bindingExample } from "../helpers/gateway.js";
 import { runCli, serve } from "../helpers/serve.js";
+import { until } from "../helpers/until.js";
 
 const identities = JSON.stringify([{ name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write"] }]);
 /** A TCP port held by this process, as another program would hold it. */
@@ -32,10 +33,6 @@ function alive(pid: number): boolean {
     return false;
   }
 }
-
-const until = async (check: () => boolean, what: string, timeoutMs = 10_000) => {
-  for (const end = Date.now() + timeoutMs; !check(); await new Promise((r) => setTimeout(r, 20))) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-};
 
 describe("gateway process lifecycle", () => {
   let nats: TestNats;
@@ -116,8 +113,16 @@ describe("gateway process lifecycle", () => {
     const gw = await serve({ NATS_URL: nats.url, TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: identities });
     const body = JSON.stringify(bindingExample);
     const { hostname, port } = new URL(gw.url);
-    // A request whose body is still arriving when the signal comes: in flight, not yet handled.
-    const inFlight = request({ hostname, port, method: "POST", path: "/v1/bindings", headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) } });
+    // A request whose body is still arriving when the signal comes: in flight, not yet handled. Its
+    // `Expect: 100-continue` makes the server say when it has read the headers: then it is in flight there.
+    const inFlight = request({
+      hostname,
+      port,
+      method: "POST",
+      path: "/v1/bindings",
+      headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json", "content-length": Buffer.byteLength(body), expect: "100-continue" },
+    });
+    const seen = new Promise<void>((resolve) => inFlight.once("continue", resolve));
     const response = new Promise<{ status: number; body: string; connection?: string }>((resolve, reject) => {
       inFlight.on("response", (res) => {
         let text = "";
@@ -126,13 +131,14 @@ describe("gateway process lifecycle", () => {
       });
       inFlight.on("error", reject);
     });
+    inFlight.flushHeaders();
+    await seen;
     inFlight.write(body.slice(0, 10));
-    await new Promise((r) => setTimeout(r, 200));
 
     gw.child.kill("SIGTERM");
-    await until(() => gw.logs.some((l) => l.includes("stopping: finishing in-flight work")), "the stop log line");
-    await new Promise((r) => setTimeout(r, 300));
-    await expect(fetch(`${gw.url}/healthz`)).rejects.toThrow();
+    await until("the stop log line", () => (gw.logs.some((l) => l.includes("stopping: finishing in-flight work")) ? true : undefined), 10_000);
+    // The server stops listening as it starts closing: a new connection is refused from then on.
+    await until("/healthz to refuse a new connection", () => fetch(`${gw.url}/healthz`).then(() => undefined, () => true), 10_000);
 
     inFlight.end(body.slice(10));
     const res = await response;

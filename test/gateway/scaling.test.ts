@@ -8,7 +8,8 @@ import type { Candidate } from "../../src/wire/messages.js";
 import { admin } from "../helpers/gateway.js";
 import { requestJson, seedSession } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { serve, type ServeProcess } from "../helpers/serve.js";
 
 const SCOPE = "spread";
@@ -81,7 +82,7 @@ describe("three 'toolgate serve' processes share the receipt consumer", () => {
     const bases = gateways.map((g) => g.url);
     const runs = await Promise.all(bases.map((b) => http(b, "POST", `/v1/sessions/${sessionId}/runs`)));
     for (let i = 0; i < TOOL_CALLS; i++) await http(bases[i % GATEWAYS]!, "POST", `/v1/runs/${runs[i % GATEWAYS].run_id}/tool-calls`, { tool_name: "spread.do", arguments: { i }, tool_call_id: `call-${i}` });
-    await eventually(async () => (completed === TOOL_CALLS ? true : undefined), 60_000, "every tool call completed", 100);
+    await until("every tool call completed", async () => (completed === TOOL_CALLS ? true : undefined), 60_000, 100);
     stop = true;
     await Promise.all(loops);
     for (const e of executors) e.close();

@@ -14,8 +14,13 @@ export interface TestGateway {
   readonly baseUrl: string;
   /** JSON request as the admin (or with `key`); resolves to status and parsed body. */
   http(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: any }>;
+  /** JSON request as the admin; resolves to the parsed body, throws on a non-2xx answer. */
+  api<T = any>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
   close(): Promise<void>;
 }
+
+/** A short lease and sweep, so a test of a crashed or stalled executor does not wait long for its claim to expire. */
+export const SHORT_LEASES: Partial<ExecutionOptions> = { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000 };
 
 /** `env` adds gateway environment variables (NATS credentials, TLS, limits); `definitions` replaces `streams/`. */
 export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}, definitions?: Definition[]): Promise<TestGateway> {
@@ -25,6 +30,11 @@ export async function startExecutionGateway(natsUrl: string, execution: Partial<
     gateway,
     baseUrl,
     http: (method, path, body, key) => requestJson(baseUrl, method, path, body, key),
+    async api(method, path, body) {
+      const res = await requestJson(baseUrl, method, path, body);
+      if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    },
     close: () => gateway.close(),
   };
 }

@@ -1,4 +1,6 @@
 import { existsSync } from "node:fs";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { startNatsServer, type NatsServerOptions, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
 
 /** A NATS JetStream server owned by one test file. */
@@ -61,4 +63,15 @@ async function startContainer(): Promise<TestNats> {
     },
     restart: () => container.restart(),
   };
+}
+
+/**
+ * `last_seq` of every stream but `except`: any write to a stream or a KV bucket moves it, while an
+ * entry expiring (presence TTL) does not.
+ */
+export async function streamWatermarks(nc: NatsConnection, except: readonly string[] = []): Promise<Record<string, number>> {
+  const jsm = await jetstreamManager(nc);
+  const out: Record<string, number> = {};
+  for await (const info of jsm.streams.list()) if (!except.includes(info.config.name)) out[info.config.name] = info.state.last_seq;
+  return out;
 }

@@ -153,14 +153,3 @@ export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise
   let timer: NodeJS.Timeout;
   return Promise.race([p, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]).finally(() => clearTimeout(timer));
 }
-
-/** Polls `probe` until it returns a value (not undefined), or fails after `timeoutMs`. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition", pollMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
-}

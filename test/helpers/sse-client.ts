@@ -1,3 +1,5 @@
+import { until } from "./until.js";
+
 /** One event as a client received it. */
 export interface ReceivedEvent {
   id: number;
@@ -31,13 +33,11 @@ export class SseClient {
   }
 
   /** Waits (bounded) until `predicate` holds for the events received so far. */
-  async until(predicate: (events: ReceivedEvent[]) => boolean, what: string, timeoutMs = 15_000): Promise<ReceivedEvent[]> {
-    const deadline = Date.now() + timeoutMs;
-    while (!predicate(this.events)) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(this.events.map((e) => [e.id, e.data.type, e.data.to ?? e.data.state]))}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    return this.events;
+  until(what: string, predicate: (events: ReceivedEvent[]) => boolean, timeoutMs = 15_000): Promise<ReceivedEvent[]> {
+    return until(what, () => {
+      if (predicate(this.events)) return this.events;
+      throw new Error(`got ${JSON.stringify(this.events.map((e) => [e.id, e.data.type, e.data.to ?? e.data.state]))}`);
+    }, timeoutMs, 20);
   }
 
   async close(): Promise<void> {

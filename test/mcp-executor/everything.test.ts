@@ -8,7 +8,7 @@ import { McpExecutor } from "../../src/mcp-executor/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { SseClient } from "../helpers/sse-client.js";
 import { until } from "../helpers/until.js";
-import { startTestGateway, type TestGateway } from "../runner/helpers/gateway.js";
+import { ADMIN_KEY, startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { onlineExecutors, publishMcpServer, referenceImage, referenceServer, registerExecutor, settled, toolCall } from "./helpers.js";
 
 const SCOPE = "everything";
@@ -27,7 +27,7 @@ describe("MCP executor: @modelcontextprotocol/server-everything through a real g
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-everything-"));
     // Started through a link the test can take away: a restart then fails until it is back.
     serverScript = join(dir, "server-everything.js");
@@ -116,9 +116,9 @@ describe("MCP executor: @modelcontextprotocol/server-everything through a real g
 
   it("MCP progress notifications become progress receipts, seen in the run's events", async () => {
     const { runId, assignmentId } = await toolCall(gw, sessionId, "trigger-long-running-operation", { duration: 1, steps: 4 });
-    const events = await SseClient.open(`${gw.baseUrl}/v1/runs/${runId}/events`, { authorization: `Bearer ${gw.apiKey}` });
+    const events = await SseClient.open(`${gw.baseUrl}/v1/runs/${runId}/events`, { authorization: `Bearer ${ADMIN_KEY}` });
     try {
-      const seen = await events.until((e) => e.filter((x) => x.data.type === "progress").length === 4, "the operation's four progress events");
+      const seen = await events.until("the operation's four progress events", (e) => e.filter((x) => x.data.type === "progress").length === 4);
       const progress = seen.filter((e) => e.data.type === "progress");
       expect(progress.map((e) => [e.data.seq, e.data.progress])).toEqual([1, 2, 3, 4].map((i) => [i, { progress: i, total: 4 }]));
     } finally {

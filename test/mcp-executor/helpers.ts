@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import { runCli } from "../helpers/serve.js";
 import { until } from "../helpers/until.js";
-import type { TestGateway } from "../runner/helpers/gateway.js";
+import { ADMIN_KEY, type TestGateway } from "../helpers/execution-gateway.js";
 
 const require = createRequire(import.meta.url);
 
@@ -23,7 +23,7 @@ export const TERMINAL = new Set(["completed", "failed", "cancelled", "reconcilia
  * a session; returns the session id and what the import printed.
  */
 export async function publishMcpServer(gw: TestGateway, args: { importArgs: string[]; toolset: string; agent: string; env?: Record<string, string> }): Promise<{ sessionId: string; printed: any }> {
-  const res = await runCli(["mcp", "import", "--toolset", args.toolset, "--publish", "--gateway", gw.baseUrl, ...args.importArgs], { TOOLGATE_API_KEY: gw.apiKey, ...args.env });
+  const res = await runCli(["mcp", "import", "--toolset", args.toolset, "--publish", "--gateway", gw.baseUrl, ...args.importArgs], { TOOLGATE_API_KEY: ADMIN_KEY, ...args.env });
   if (res.code !== 0) throw new Error(`mcp import failed (${res.code}): ${res.stderr}`);
   const agentVersion = await gw.api("POST", `/v1/agents/${args.agent}/versions`, { toolset: args.toolset, toolset_version: "v1", max_context_tokens: 100_000 });
   const session = await gw.api("POST", "/v1/sessions", { agent_version: agentVersion.agent_version, subject: "user-42" });

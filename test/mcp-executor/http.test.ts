@@ -9,7 +9,7 @@ import { McpExecutor } from "../../src/mcp-executor/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { runCli } from "../helpers/serve.js";
 import { until } from "../helpers/until.js";
-import { startTestGateway, type TestGateway } from "../runner/helpers/gateway.js";
+import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { publishMcpServer, referenceServer, registerExecutor, settled, toolCall } from "./helpers.js";
 
 /** A port nothing listens on right now (the server-everything HTTP transport takes a fixed PORT). */
@@ -34,7 +34,7 @@ describe("MCP executor over Streamable HTTP (server-everything's streamableHttp 
     url = `http://127.0.0.1:${port}/mcp`;
     server = spawn(process.execPath, [referenceServer("@modelcontextprotocol/server-everything"), "streamableHttp"], { env: { PATH: process.env.PATH ?? "", PORT: String(port) }, stdio: "ignore" });
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-http-"));
     await until("the HTTP MCP server to listen", async () => ((await fetch(url, { method: "GET" }).catch(() => undefined)) ? true : undefined));
   });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { exited } from "../helpers/processes.js";
 import { until } from "../helpers/until.js";
-import { startTestGateway, type TestGateway } from "../runner/helpers/gateway.js";
+import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { publishMcpServer, referenceServer, registerExecutor, settled, toolCall } from "./helpers.js";
 
 const SCOPE = "memory";
@@ -33,7 +33,7 @@ describe("MCP executor CLI with @modelcontextprotocol/server-memory: a write too
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-memory-"));
     memoryFile = join(dir, "memory.jsonl");
     ({ sessionId } = await publishMcpServer(gw, { toolset: "memory-tools", agent: "memory-agent", importArgs: [...mapping, ...server()] }));

@@ -11,6 +11,7 @@ import { GatewayMetrics } from "../../src/metrics/metrics.js";
 import { DefinitionSchema, loadDefinitions } from "../../src/streams/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { admin, ADMIN_KEY, bearer } from "../helpers/gateway.js";
+import { until } from "../helpers/until.js";
 
 /** The value of one sample line of the exposition, e.g. `toolgate_nats_connected` or `name{a="b"}`. */
 function sample(text: string, series: string): number | undefined {
@@ -133,8 +134,10 @@ describe("/metrics", () => {
   it("follows the NATS connection through a server restart", async () => {
     const gw = await start();
     await nats.restart();
-    for (let i = 0; i < 100 && sample(await scrape(gw), "toolgate_nats_reconnects_total") !== 1; i++) await new Promise((r) => setTimeout(r, 100));
-    const text = await scrape(gw);
+    const text = await until("the reconnect counted", async () => {
+      const scraped = await scrape(gw);
+      return sample(scraped, "toolgate_nats_reconnects_total") === 1 ? scraped : undefined;
+    }, 10_000, 100);
     expect(sample(text, "toolgate_nats_reconnects_total")).toBe(1);
     expect(sample(text, "toolgate_nats_connected")).toBe(1);
   });

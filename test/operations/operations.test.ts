@@ -12,7 +12,8 @@ import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant, ty
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
 import { definitionsWithPresenceTtl, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { registerExecutor } from "../helpers/registry.js";
 
 /**
@@ -126,8 +127,7 @@ describe("the five operations, side by side", () => {
     return res.body.assignment.assignment_id;
   };
   const get = async (id: string) => (await gw.http("GET", `/v1/assignments/${id}`)).body;
-  const untilState = (id: string, state: string) => eventually(async () => ((await get(id)).state === state ? get(id) : undefined), 20_000, `${id} to be ${state}`);
-  const until = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) => eventually(async () => probe(), 20_000, what);
+  const untilState = (id: string, state: string) => until(`${id} to be ${state}`, async () => ((await get(id)).state === state ? get(id) : undefined));
   const protoExecutor = async (id: string): Promise<ProtocolExecutor> => {
     const e = new ProtocolExecutor(nc, "proto", id, ["proto-write", "proto-read", "proto-safe"]);
     executors.push(e);

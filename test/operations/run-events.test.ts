@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STREAMS } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { SseClient, type ReceivedEvent } from "../helpers/sse-client.js";
 
 const SCOPE = "events-scope";
@@ -40,22 +41,22 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
     const client = await SseClient.open(eventsUrl(run.run_id), auth);
     expect(client.status).toBe(200);
-    await client.until((e) => e.some((x) => x.data.type === "run" && x.data.state === "active"), "the run's first event");
+    await client.until("the run's first event", (e) => e.some((x) => x.data.type === "run" && x.data.state === "active"));
     const { assignment } = (await gw.http("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "notes.read", arguments: {} })).body;
-    const events = await client.until((e) => e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"), "the assignment's creation");
+    const events = await client.until("the assignment's creation", (e) => e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"));
     expect(events.every((e, i) => i === 0 || e.id > events[i - 1]!.id)).toBe(true);
     expect(events.find((e) => e.data.type === "assignment")!.data).toMatchObject({ from: null, to: "pending", tool_name: "notes.read", generation: 0, executor_id: null });
-    await eventually(async () => (client.heartbeats > 0 ? true : undefined), 5_000, "a heartbeat comment");
+    await until("a heartbeat comment", async () => (client.heartbeats > 0 ? true : undefined), 5_000);
     expect(await consumersOnEvents()).toBe(1);
     await client.close();
-    await eventually(async () => ((await consumersOnEvents()) === 0 ? true : undefined), 5_000, "the reader's consumer to be deleted");
+    await until("the reader's consumer to be deleted", async () => ((await consumersOnEvents()) === 0 ? true : undefined), 5_000);
   });
 
   it("completes the run while no client is connected; Last-Event-ID (and ?after=) gets exactly the missed events", async () => {
     const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body;
     const { assignment } = (await gw.http("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "notes.read", arguments: {} })).body;
     const first = await SseClient.open(eventsUrl(run.run_id), auth);
-    const seen = await first.until((e) => e.some((x) => x.data.type === "assignment" && x.data.to === "pending"), "the pending assignment");
+    const seen = await first.until("the pending assignment", (e) => e.some((x) => x.data.type === "assignment" && x.data.to === "pending"));
     const lastSeen = seen.at(-1)!.id;
     await first.close(); // the tab is closed
 
@@ -70,7 +71,7 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     expect((await gw.http("GET", `/v1/assignments/${assignment.assignment_id}`)).body.state).toBe("completed");
 
     const full = await SseClient.open(eventsUrl(run.run_id), auth);
-    const everything = await full.until(runEnded, "the whole run");
+    const everything = await full.until("the whole run", runEnded);
     await full.close();
     const missed = everything.filter((e) => e.id > lastSeen);
     expect(missed.map((e) => [e.data.type, e.data.to ?? e.data.state ?? e.data.seq])).toEqual([
@@ -84,7 +85,7 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
 
     for (const resume of [{ headers: { ...auth, "last-event-id": String(lastSeen) }, query: "" }, { headers: auth, query: `?after=${lastSeen}` }]) {
       const again = await SseClient.open(eventsUrl(run.run_id, resume.query), resume.headers);
-      expect(await again.until(runEnded, "the missed events")).toEqual(missed);
+      expect(await again.until("the missed events", runEnded)).toEqual(missed);
       await again.close();
     }
   });

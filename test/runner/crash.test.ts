@@ -12,7 +12,9 @@ import { Receipt } from "../../src/wire/messages.js";
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
 import { CRASH_POINTS } from "../fixtures/crash-points.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { publishTasksAgent } from "./helpers/tasks-agent.js";
+import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
+import { until } from "../helpers/until.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/crash-executor.ts", import.meta.url));
 const SETTLED = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);
@@ -36,7 +38,7 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url, { leaseMs: 2_500 });
+    gw = await startExecutionGateway(nats.url, { ...SHORT_LEASES, leaseMs: 2_500 });
     nc = await connect({ servers: nats.url });
     dir = mkdtempSync(join(tmpdir(), "toolgate-crash-"));
   });

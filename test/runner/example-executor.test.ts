@@ -6,7 +6,8 @@ import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { exited } from "../helpers/processes.js";
-import { startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { ADMIN_KEY, startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
+import { until } from "../helpers/until.js";
 
 /**
  * The example executor of examples/ is one command: it registers itself in the executor registry
@@ -20,7 +21,7 @@ describe("examples/tasks-executor.ts", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     dir = mkdtempSync(join(tmpdir(), "toolgate-example-"));
     await gw.api("POST", "/v1/bindings", { binding_id: "tasks-read", executor_scope: "tasks-product", tool_kind: "read" });
     await gw.api("POST", "/v1/bindings", { binding_id: "tasks-write", executor_scope: "tasks-product", tool_kind: "write" });
@@ -40,7 +41,7 @@ describe("examples/tasks-executor.ts", () => {
   /** Starts the example as its README says, with the admin key in the environment; resolves once it is online. */
   const start = (): Promise<ChildProcess> => {
     const child = spawn(process.execPath, ["--import", "tsx", "examples/tasks-executor.ts"], {
-      env: { PATH: process.env.PATH ?? "", NATS_URL: nats.url, RUNNER_STORE: join(dir, "tasks-executor.db"), TOOLGATE_ADMIN_KEY: gw.apiKey, TOOLGATE_URL: gw.baseUrl },
+      env: { PATH: process.env.PATH ?? "", NATS_URL: nats.url, RUNNER_STORE: join(dir, "tasks-executor.db"), TOOLGATE_ADMIN_KEY: ADMIN_KEY, TOOLGATE_URL: gw.baseUrl },
       stdio: ["ignore", "pipe", "inherit"],
     });
     return new Promise((resolve, reject) => {

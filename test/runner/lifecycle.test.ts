@@ -5,7 +5,9 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CancelRequested, ToolRunner } from "../../src/runner/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { publishTasksAgent } from "./helpers/tasks-agent.js";
+import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
+import { until } from "../helpers/until.js";
 
 /** `runner.detach()` and `runner.close({ deadlineMs })` against the real gateway. */
 describe("ToolRunner leaving: detach and close", () => {
@@ -17,7 +19,7 @@ describe("ToolRunner leaving: detach and close", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     dir = mkdtempSync(join(tmpdir(), "toolgate-lifecycle-"));
   });
   afterAll(async () => {

@@ -11,7 +11,9 @@ import type { Receipt } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
-import { FAST_RUNNER_TIMING, publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { FAST_RUNNER_TIMING, publishTasksAgent } from "./helpers/tasks-agent.js";
+import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
+import { until } from "../helpers/until.js";
 
 const SCOPE = "conflict";
 const EXECUTOR = "exec-conflict";
@@ -61,7 +63,7 @@ describe("ToolRunner: receipt_conflict", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     nc = await connect({ servers: nats.url });
     dir = mkdtempSync(join(tmpdir(), "toolgate-conflict-"));
   });

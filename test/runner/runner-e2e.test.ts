@@ -8,7 +8,9 @@ import { BusinessFailure, dryRun, ToolRunner, type ToolRunnerOptions } from "../
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { publishTasksAgent, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { publishTasksAgent } from "./helpers/tasks-agent.js";
+import { ADMIN_KEY, startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
+import { until } from "../helpers/until.js";
 
 const SCOPE = "tasks-product";
 const TERMINAL = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);
@@ -30,7 +32,7 @@ describe("ToolRunner against the real gateway", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     ({ sessionId, agentVersion } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent", executorId: "exec-a" }));
     dir = mkdtempSync(join(tmpdir(), "toolgate-runner-e2e-"));
     const nc = tamperingConnection(await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 }), () => tamper);
@@ -160,7 +162,7 @@ describe("ToolRunner against the real gateway", () => {
 
   it("previews what the model will see of a real result sample with the dry-run client", async () => {
     const sample = { next_cursor: "page-2", tasks: Array.from({ length: 60 }, (_, i) => ({ id: `t-${i}`, title: `task ${i}` })) };
-    const preview = await dryRun({ baseUrl: gw.baseUrl, apiKey: gw.apiKey }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [{ result: sample }] });
+    const preview = await dryRun({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [{ result: sample }] });
     expect(preview.execution_verified).toBe(false);
     expect(preview.context_preview).toMatchObject({ max_result_context_bytes: 1024, truncated: true });
     expect(preview.context_preview!.retained_bytes).toBeLessThanOrEqual(1024);
@@ -173,7 +175,7 @@ describe("ToolRunner against the real gateway", () => {
     await gw.close();
     gate.release();
     await until("the completed receipt to be saved", async () => ((await runner.assignment(assignmentId))?.receipts.some((r) => r.kind === "completed") ? true : undefined));
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     expect((await settled(assignmentId)).state).toBe("completed");
     const local = await until("local settle", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined));
     expect(local!.receipts.at(-1)?.answer?.status).toMatch(/^(recorded|duplicate)$/);

@@ -1,6 +1,4 @@
 import { Writable } from "node:stream";
-import { jetstreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
 import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
 import { GatewayEnvSchema } from "../../src/gateway/config.js";
 import { createLogger } from "../../src/log/logger.js";
@@ -39,13 +37,3 @@ export async function startCapturedGateway(natsUrl: string, env: Record<string, 
   return { gateway, lines, close: () => gateway.close() };
 }
 
-/**
- * `last_seq` of every stream but `except`: any write to a stream or a KV bucket moves it, while an
- * entry expiring (presence TTL) does not.
- */
-export async function streamWatermarks(nc: NatsConnection, except: readonly string[]): Promise<Record<string, number>> {
-  const jsm = await jetstreamManager(nc);
-  const out: Record<string, number> = {};
-  for await (const info of jsm.streams.list()) if (!except.includes(info.config.name)) out[info.config.name] = info.state.last_seq;
-  return out;
-}

@@ -27,7 +27,6 @@ import { registerExecutor } from "../helpers/registry.js";
  */
 const ACK_V2 = compareVersions(/v(\d+\.\d+\.\d+)/.exec(execFileSync(natsServerBinary(), ["--version"], { encoding: "utf8" }))![1]!, "2.14.0") >= 0;
 const seedOf = (k: KeyPair) => new TextDecoder().decode(k.getSeed());
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("NATS authorization generated from the executor registry", () => {
   const dir = mkdtempSync(join(tmpdir(), "toolgate-auth-"));
@@ -90,8 +89,7 @@ describe("NATS authorization generated from the executor registry", () => {
   /** Waits for the server's permission violation naming `subject`. */
   const violation = async (kind: "Publish" | "Subscription", subject: string) => {
     const text = `Permissions Violation for ${kind} to "${subject}"`;
-    for (let i = 0; i < 100 && !errors.some((e) => e.includes(text)); i++) await sleep(20);
-    expect(errors.join("\n")).toContain(text);
+    await until(`the server's ${text}`, () => (errors.some((e) => e.includes(text)) ? true : undefined), 5_000, 20);
   };
 
   it("generates only public keys, one account per side", () => {
@@ -214,12 +212,18 @@ describe("NATS authorization generated from the executor registry", () => {
     e1.publish(`${EXECUTOR_JS_API_PREFIX}.CONSUMER.INFO.${STREAMS.candidates}.cand-s1`, new Uint8Array(), { reply: "$KV.tg_config.probe" });
     e1.publish(subjects.claim("s1", "e1"), encode({ assignment_id: "x", executor_id: "e1", generation: 0 }), { reply: "$KV.tg_config.probe" });
     e1.publish(subjects.presence("s1", "e1"), encode({}), { reply: "$KV.tg_config.probe" });
-    await e1.flush();
-    await sleep(300);
+    // Barriers: the same three requests with an ordinary reply, answered after the probes on the same
+    // paths; then a write to the bucket, stored after anything those answers could have written.
+    await e1.request(`${EXECUTOR_JS_API_PREFIX}.CONSUMER.INFO.${STREAMS.candidates}.cand-s1`, new Uint8Array(), { timeout: 5_000 });
+    await e1.request(subjects.claim("s1", "e1"), encode({ assignment_id: "x", executor_id: "e1", generation: 0 }), { timeout: 5_000 });
+    await e1.request(subjects.presence("s1", "e1"), encode({}), { timeout: 5_000 });
+    const barrier = await kv.put("barrier", "after the probes");
+    expect(barrier, "nothing was written to the bucket between the probe entry and the barrier").toBe(revision + 1);
     const entry = await kv.get("probe");
     expect(entry?.string()).toBe("original");
     expect(entry?.revision).toBe(revision);
     await kv.delete("probe");
+    await kv.delete("barrier");
   });
 
   it("keeps executors of another scope working while one misbehaves", async () => {

@@ -7,7 +7,8 @@ import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply, type 
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { registerExecutor } from "../helpers/registry.js";
 import { startCapturedGateway, type CapturedGateway } from "./helpers.js";
 
@@ -183,6 +184,6 @@ describe("the executor registry decides who may claim what", () => {
       expect(decode(ControlQueryResult, await ask(subjects.controlQuery(SCOPE, "clumsy"), body))).toMatchObject({ status: "refused", code: "malformed" });
     expect(decode(ClaimReply, await ask(subjects.claim(SCOPE, "clumsy"), garbage))).toMatchObject({ status: "refused", code: "malformed" });
     expect(decode(PresenceReply, await ask(subjects.presence(SCOPE, "clumsy"), garbage))).toMatchObject({ status: "refused", code: "malformed" });
-    await eventually(async () => (refusalLines("malformed", "clumsy").length === 6 ? true : undefined), 5_000, "six malformed log lines");
+    await until("six malformed log lines", async () => (refusalLines("malformed", "clumsy").length === 6 ? true : undefined), 5_000);
   });
 });

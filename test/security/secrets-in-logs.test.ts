@@ -12,7 +12,8 @@ import { renderNatsAuth } from "../../src/security/nats-auth.js";
 import { executorInboxPrefix } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { registerExecutor } from "../helpers/registry.js";
-import { ProtocolExecutor, eventually } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 import { lineSink, startCapturedGateway, type CapturedGateway } from "./helpers.js";
 
 /** Full flows at debug level (gateway, protocol executor, ToolRunner); then no log line may contain the API key, a seed or a claim token. */
@@ -111,10 +112,10 @@ describe("secrets never reach the logs", () => {
       const run = JSON.parse((await http("POST", `/v1/sessions/${sessionId}/runs`)).body).run_id;
       const call = async (tool_name: string, args: object) => JSON.parse((await http("POST", `/v1/runs/${run}/tool-calls`, { tool_name, arguments: args })).body).assignment.assignment_id as string;
       const ids = [await call("tasks.read", {}), await call("tasks.create", { title: "refuse me" })];
-      const states = await eventually(async () => {
+      const states = await until("both calls settled", async () => {
         const got = await Promise.all(ids.map(async (id) => JSON.parse((await http("GET", `/v1/assignments/${id}`)).body).state as string));
         return got.every((st) => st === "completed" || st === "failed") ? got : undefined;
-      }, 20_000, "both calls settled");
+      }, 20_000);
       expect(states).toEqual(["completed", "failed"]);
       const tokens = await Promise.all(ids.map(async (id) => (await store.getAssignment(id))!.grant.claim_token));
 

@@ -5,7 +5,8 @@ import { EXECUTION_BUCKETS } from "../../../src/kv/buckets.js";
 import type { ClaimReply, Grant } from "../../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../../helpers/execution-gateway.js";
-import { ProtocolExecutor, eventually } from "../../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../../helpers/protocol-executor.js";
+import { until } from "../../helpers/until.js";
 
 const SCOPE = "quota";
 const MAX = 3;
@@ -73,7 +74,7 @@ describe("in-flight claims per executor", () => {
 
     // A confirmed claim keeps its slot; an unconfirmed one gives it back when its lease expires.
     expect((await exec.send(exec.accepted(accepted!))).status).toBe("recorded");
-    await eventually(async () => ((await state(unconfirmed!.assignment_id)).state === "pending" ? true : undefined), LEASE_MS + 5_000, "lease expiry");
+    await until("lease expiry", async () => ((await state(unconfirmed!.assignment_id)).state === "pending" ? true : undefined), LEASE_MS + 5_000);
     grantOf(await exec.claim(refusedIds.pop()!, 0));
 
     // Ending the run revokes and abandons everything this executor held there.

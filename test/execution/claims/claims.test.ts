@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../../helpers/execution-gateway.js";
-import { ProtocolExecutor, eventually } from "../../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../../helpers/protocol-executor.js";
+import { until } from "../../helpers/until.js";
 
 const SCOPE = "race";
 const LEASE_MS = 400;
@@ -64,10 +65,10 @@ suite("claims: leases", LEASE_MS, (ctx) => {
     const reply = await first.claim(id, 0);
     if (reply.status !== "granted") throw new Error("claim refused");
 
-    const returned = await eventually(async () => {
+    const returned = await until("the lease to expire", async () => {
       const a = await state(ctx(), id);
       return a.state === "pending" && a.generation === 1 ? a : undefined;
-    }, 10_000, "the lease to expire");
+    }, 10_000);
     expect(returned.executor_id).toBeNull();
     const candidate = await second.pullFor(id, 1);
     expect(candidate.generation).toBe(1);

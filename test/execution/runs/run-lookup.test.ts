@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
+import { Kvm, type KV } from "@nats-io/kv";
 import { RunRecord } from "../../../src/execution/model/records.js";
 import { RunLookup } from "../../../src/execution/runs/run-lookup.js";
-import { VersionedStore } from "../../../src/kv/versioned-store.js";
+import { VersionedStore, type Versioned } from "../../../src/kv/versioned-store.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 
 const BUCKET = "run_lookup_test";
@@ -23,15 +23,26 @@ const run = (runId: string, state: RunRecord["state"] = "active"): RunRecord => 
   ended_at: null,
 });
 
+/** The store with every read it was asked for kept, so a test can wait for one to finish. */
+class WatchedStore<T> extends VersionedStore<T> {
+  readonly reads: Array<{ key: string; read: Promise<Versioned<T> | null> }> = [];
+  override get(key: string): Promise<Versioned<T> | null> {
+    const read = super.get(key);
+    this.reads.push({ key, read });
+    return read;
+  }
+}
+
 describe("RunLookup: the run read beside its assignment", () => {
   let nats: TestNats;
   let nc: NatsConnection;
+  let kv: KV;
   let runs: VersionedStore<RunRecord>;
 
   beforeAll(async () => {
     nats = await startTestNats();
     nc = await connect({ servers: nats.url });
-    const kv = await new Kvm(nc).create(BUCKET);
+    kv = await new Kvm(nc).create(BUCKET);
     runs = new VersionedStore(kv, RunRecord, { bucket: BUCKET, js: jetstream(nc), jsm: await jetstreamManager(nc) });
     await runs.create("run_a", run("run_a"));
     await runs.create("run_b", run("run_b"));
@@ -58,15 +69,17 @@ describe("RunLookup: the run read beside its assignment", () => {
   });
 
   it("reads a remembered run early, and forgets the oldest facts beyond its capacity", async () => {
-    const lookup = new RunLookup(runs, 2);
+    const watched = new WatchedStore(kv, RunRecord, { bucket: BUCKET, js: jetstream(nc), jsm: await jetstreamManager(nc) });
+    const lookup = new RunLookup(watched, 2);
     lookup.remember("asg_x", "run_b");
     lookup.remember("asg_y", "run_b");
     lookup.remember("asg_z", "run_b");
     const before = (await runs.get("run_b"))!;
     const forgotten = lookup.start("asg_x");
     const remembered = lookup.start("asg_z");
-    // Plenty for a local read to finish; then the run moves on.
-    await new Promise((r) => setTimeout(r, 100));
+    // Only the remembered one started a read; once it has finished, the run moves on.
+    expect(watched.reads.map((r) => r.key)).toEqual(["run_b"]);
+    await watched.reads[0]!.read;
     await runs.mutate("run_b", (r) => ({ write: { ...r, assignment_ids: ["asg_z"] }, result: undefined }), before);
     // The remembered one was read when started; the forgotten one only when asked for.
     expect((await remembered.of({ assignment_id: "asg_z", run_id: "run_b" }))?.revision).toBe(before.revision);
@@ -83,8 +96,10 @@ describe("RunLookup: the run read beside its assignment", () => {
     process.on("unhandledRejection", onUnhandled);
     try {
       const read = lookup.start("asg_3");
+      // close() fails the pending read before it resolves; Node reports a rejection nobody handles
+      // once the microtasks of that turn have run, so one turn of the event loop is enough to see it.
       await other.close();
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setImmediate(r));
       expect(unhandled).toEqual([]);
       // Asked for after all, the failure reaches the one who asks.
       await expect(read.of({ assignment_id: "asg_3", run_id: "run_a" })).rejects.toThrow();

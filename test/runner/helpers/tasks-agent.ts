@@ -1,32 +1,7 @@
-import type { ExecutionOptions } from "../../../src/execution/execution.js";
-import { ADMIN_KEY, startExecutionGateway as startGateway } from "../../helpers/execution-gateway.js";
+import type { TestGateway } from "../../helpers/execution-gateway.js";
 
 /** Runner timings short enough for a test to see resends and answers quickly. */
 export const FAST_RUNNER_TIMING = { answerTimeoutMs: 500, maxResendIntervalMs: 1_000, requestTimeoutMs: 1_000, pullExpiresMs: 1_000, releaseDelayMs: 100 } as const;
-
-/** The whole gateway in this process (config plane, execution path, HTTP) on a test NATS server. */
-export interface TestGateway {
-  readonly baseUrl: string;
-  readonly apiKey: string;
-  /** JSON over HTTP with the admin key; throws on a non-2xx answer. */
-  api<T = any>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
-  close(): Promise<void>;
-}
-
-/** The shared test gateway with a short lease and sweep, so crash tests do not wait long for an expired claim. */
-export async function startTestGateway(natsUrl: string, options: Partial<ExecutionOptions> = {}): Promise<TestGateway> {
-  const gw = await startGateway(natsUrl, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000, ...options });
-  return {
-    baseUrl: gw.baseUrl,
-    apiKey: ADMIN_KEY,
-    async api(method, path, body) {
-      const res = await gw.http(method, path, body);
-      if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
-      return res.body;
-    },
-    close: () => gw.close(),
-  };
-}
 
 /**
  * Registers the two bindings and, given its id, the executor serving them (`POST /v1/executors`, the
@@ -52,5 +27,3 @@ export async function publishTasksAgent(
   const session = await gw.api("POST", "/v1/sessions", { agent_version: agentVersion.agent_version, subject: "user-42" });
   return { sessionId: session.session_id, agentVersion: agentVersion.agent_version };
 }
-
-export { until } from "../../helpers/until.js";
