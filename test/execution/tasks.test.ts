@@ -13,7 +13,8 @@ import { TASK_STATUS_MAX_BYTES, type Grant } from "../../src/wire/messages.js";
 import { STREAMS, subjects } from "../../src/wire/subjects.js";
 import { definitionsWithPresenceTtl, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { eventually, ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { until } from "../helpers/until.js";
 
 /**
  * The `submission` receipt and the `submitted` state at the wire: a protocol-level executor (no SDK)
@@ -89,7 +90,7 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const js = (await import("@nats-io/jetstream")).jetstream(nc);
     await js.publish(subjects.receipt(SCOPE, executor.executorId, created.assignment_id), encode(huge), { msgID: huge.receipt_id });
     const jsm = await jetstreamManager(nc);
-    await eventually(async () => {
+    await until("the receipt consumer drained", async () => {
       const info = await jsm.consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
       return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
     });
@@ -101,7 +102,7 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const { runId, grant } = await confirmed();
     await executor.send(executor.receipt(grant, { kind: "submission", task_ref: "job-race", status: "queued" }));
     expect((await gw.http("POST", `/v1/assignments/${grant.assignment_id}:cancel-task`, { reason: "stop" })).body.state).toBe("submitted");
-    await eventually(async () => (executor.controls.some((c) => c.type === "task_cancel_requested" && c.assignment_id === grant.assignment_id) ? true : undefined));
+    await until("the task cancel told to the executor", async () => (executor.controls.some((c) => c.type === "task_cancel_requested" && c.assignment_id === grant.assignment_id) ? true : undefined));
     const answers = await Promise.all([
       executor.send(executor.receipt(grant, { kind: "completed", result: { done: true } })),
       executor.send(executor.receipt(grant, { kind: "cancelled", reason: "stopped" })),
@@ -111,7 +112,7 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const winner = answers.find((a) => a.status === "recorded")!;
     const a = await assignment(grant.assignment_id);
     expect(a.state).toBe("kind" in winner ? winner.kind : "");
-    const history = await eventually(async () => {
+    const history = await until("the task result in history", async () => {
       const h = (await gw.http("GET", `/v1/runs/${runId}/history`)).body;
       return h.task_results.length > 0 ? h : undefined;
     });
@@ -123,7 +124,7 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const submitted = await confirmed();
     await executor.send(executor.receipt(submitted.grant, { kind: "submission", task_ref: "job-kept", status: "queued" }));
     // No more heartbeats: the sweeper detaches the running work once the presence lapsed.
-    const detached = await eventually(async () => {
+    const detached = await until("the running work detached", async () => {
       const a = await assignment(running.grant.assignment_id);
       return a.state === "reconciliation_required" ? a : undefined;
     }, 20_000);

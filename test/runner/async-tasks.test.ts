@@ -12,7 +12,9 @@ import { submission } from "../../src/runner/tools.js";
 import { Receipt, TASK_STATUS_MAX_BYTES } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { SseClient } from "../helpers/sse-client.js";
-import { FAST_RUNNER_TIMING, startTestGateway, until, type TestGateway } from "./helpers/gateway.js";
+import { ADMIN_KEY, SHORT_LEASES, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { until } from "../helpers/until.js";
+import { FAST_RUNNER_TIMING } from "./helpers/tasks-agent.js";
 
 const SCOPE = "reports-product";
 const BINDING = "reports-write";
@@ -37,7 +39,7 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     nc = await connect({ servers: nats.url });
     dir = mkdtempSync(join(tmpdir(), "toolgate-async-"));
     await gw.api("POST", "/v1/bindings", { binding_id: BINDING, executor_scope: SCOPE, tool_kind: "write" });
@@ -105,7 +107,7 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
 
   it("answers the tool call with the submission at once, then takes progress and the completed result as its own history entry", async () => {
     const { runId, assignmentId, taskRef } = await submitted("reports.generate", "Q3");
-    const events = await SseClient.open(`${gw.baseUrl}/v1/runs/${runId}/events`, { authorization: `Bearer ${gw.apiKey}` });
+    const events = await SseClient.open(`${gw.baseUrl}/v1/runs/${runId}/events`, { authorization: `Bearer ${ADMIN_KEY}` });
     try {
       const before = await gw.api("GET", `/v1/runs/${runId}/history`);
       const submission = { task_ref: taskRef, status: "report 'Q3' queued, about a minute" };
@@ -132,7 +134,7 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       expect(after.task_results[0]).toMatchObject({ assignment_id: assignmentId, tool_call_id: "call-1", task_ref: taskRef, state: "completed", after_tool_calls: 2, receipt_id: a.final_receipt_id, outcome: null });
       expect(after.task_results[0].context_preview).toEqual(a.context_preview);
       expect(after.task_results[0].context_preview.retained_bytes).toBeLessThanOrEqual(1024);
-      await events.until((e) => e.some((x) => x.data.type === "task_result" && x.data.assignment_id === assignmentId), "the task_result event");
+      await events.until("the task_result event", (e) => e.some((x) => x.data.type === "task_result" && x.data.assignment_id === assignmentId));
       const types = events.events.filter((e) => e.data.assignment_id === assignmentId).map((e) => (e.data.type === "assignment" ? `${e.data.from}->${e.data.to}` : e.data.type));
       expect(types).toEqual(expect.arrayContaining(["submitted->completed", "progress", "task_result"]));
       // The task view: both tasks, the first completed with its one result and its progress.
@@ -252,7 +254,7 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
     await gw.close();
     // Saved in the runner's store now, sent when a gateway answers.
     await runner.tasks.complete(taskRef, { report: "done while the gateway was away" });
-    gw = await startTestGateway(nats.url);
+    gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     await inState(assignmentId, "completed");
     const history = await until("the task result", async () => {
       const h = await gw.api("GET", `/v1/runs/${runId}/history`);
