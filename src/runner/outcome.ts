@@ -1,6 +1,7 @@
 import type { Grant } from "../wire/messages.js";
 import { buildReceipt, UnrepresentableValueError, type FinalReport } from "./receipts.js";
 import type { OutboxReceipt } from "./store.js";
+import type { RunnerCode, RunnerError } from "../errors/protocol-codes.js";
 
 // Brands instead of `instanceof` alone: a product bundling two copies of toolgate still gets its
 // confirmed failures recognised rather than turned into reconciliation.
@@ -55,7 +56,7 @@ export function reportOf(outcome: PromiseSettledResult<unknown>): FinalReport {
 }
 
 /** Code and message of an unexpected error (never its stack: receipts end up in history). */
-export function describeError(code: string, err: unknown): { code: string; message: string } {
+export function describeError(code: RunnerCode, err: unknown): RunnerError {
   if (!(err instanceof Error)) return { code, message: `non-error thrown: ${String(err)}` };
   const errno = (err as { code?: unknown }).code;
   return { code, message: `${err.name}${typeof errno === "string" ? ` [${errno}]` : ""}: ${err.message}` };

@@ -6,6 +6,7 @@ import { defaultLogger, errorText, type Logger } from "./logger.js";
 import { natsClientEnv, type NatsClientEnv } from "../nats/client-options.js";
 import { NatsLink, type CandidateDelivery } from "./nats-link.js";
 import { describeError, finalReceipt, reportOf } from "./outcome.js";
+import type { RunnerError } from "../errors/protocol-codes.js";
 import { Outbox } from "./outbox.js";
 import { answerChange, transition, type Phase } from "./phases.js";
 import { ProgressReporter } from "./progress.js";
@@ -243,7 +244,7 @@ export class ToolRunner {
     for (const claim of this.active.values()) {
       if (!claim.handler) continue;
       claim.abort.abort(new CancelRequested("shutdown", "the executor is shutting down"));
-      const error = { code: "executor_shutdown", message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown` };
+      const error: RunnerError = { code: "executor_shutdown", message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown` };
       await this.report(claim.grant, finalReceipt(claim.grant, { kind: "reconciliation_required", error }, Date.now()), claim.handler.phase);
     }
     await this.outbox.flush(Math.max(until - Date.now(), 1_000));
@@ -283,7 +284,7 @@ export class ToolRunner {
       if (local.phase === "confirmed") await this.startHandler(local.grant, "confirmed", receipts);
       else if (local.phase === "running" && local.grant.tool_kind === "read") await this.startHandler(local.grant, "running", receipts);
       else if (local.phase === "running") {
-        const error = { code: "executor_restarted", message: "the executor stopped while the write handler was running; its outcome is unknown" };
+        const error: RunnerError = { code: "executor_restarted", message: "the executor stopped while the write handler was running; its outcome is unknown" };
         await this.report(local.grant, finalReceipt(local.grant, { kind: "reconciliation_required", error }, Date.now()), "running");
       }
     }
@@ -425,7 +426,7 @@ export class ToolRunner {
   }
 
   /** Why a grant must be refused, or undefined when it may be accepted. */
-  private async vet(grant: Grant, tool: RegisteredTool): Promise<{ code: string; message: string } | undefined> {
+  private async vet(grant: Grant, tool: RegisteredTool): Promise<RunnerError | undefined> {
     if (grant.tool_kind !== tool.kind) return { code: "tool_kind_mismatch", message: `the grant says ${grant.tool_kind}, the executor registered ${tool.kind}` };
     if (grant.compensates && !tool.compensate) return { code: "compensation_unsupported", message: `tool '${tool.name}' has no compensate handler in this executor` };
     let digest: string | undefined;
@@ -517,7 +518,7 @@ export class ToolRunner {
    * a second task: the handler may have started one anyway, so that is `reconciliation_required`.
    */
   private async submitTask(grant: Grant, task: Submission, phase: "confirmed" | "running"): Promise<void> {
-    const unknown = (error: { code: string; message: string }) => this.report(grant, finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
+    const unknown = (error: RunnerError) => this.report(grant, finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
     if (this.state === "closed") return unknown({ code: "executor_shutdown", message: "the handler submitted after the runner closed" }); // logged, not saved
     if (this.tasks.holds(task.task_ref)) return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
     let receipt: OutboxReceipt;

@@ -1,4 +1,5 @@
 import { TaskRef, TaskStatus, type Grant } from "../wire/messages.js";
+import type { SubmissionRefusalCode } from "../errors/protocol-codes.js";
 
 /** The grant as a handler and the authorize hook see it: everything but the claim token. */
 export type ToolGrant = Readonly<Omit<Grant, "claim_token">>;
@@ -55,7 +56,7 @@ export function submission(task: { task_ref: string; status: string }): Submissi
 export class SubmissionRefused extends Error {
   override readonly name = "SubmissionRefused";
   constructor(
-    readonly code: "invalid_task_ref" | "invalid_status" | "submission_too_large",
+    readonly code: SubmissionRefusalCode,
     message: string,
   ) {
     super(message);

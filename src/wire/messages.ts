@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
 
 /**
  * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
@@ -80,40 +81,8 @@ export const Grant = z
   .strict();
 export type Grant = z.infer<typeof Grant>;
 
-export const RefusalCode = z.enum([
-  "already_claimed",
-  "not_found",
-  "stale_generation",
-  "executor_offline",
-  "out_of_scope",
-  "run_terminated",
-  "withdrawn",
-  "too_many_claims",
-  "claim_revoked",
-  "lease_expired",
-  "invalid_token",
-  "malformed",
-  /** Same `receipt_id` as a stored receipt, different body. */
-  "receipt_conflict",
-  /** A `completed` result (or any body) that is not representable as canonical JSON (NaN, Infinity, binary...). */
-  "invalid_result",
-  /** The state table has no edge for this receipt from the assignment's state (e.g. a second final receipt). */
-  "illegal_transition",
-  /** Another receipt already reported this progress `seq` with a different body. */
-  "progress_conflict",
-  /** `accepted` names other arguments than the assignment's: the grant was altered on its way. */
-  "argument_digest_mismatch",
-  /** The executor registry has no executor of this id (register it with `POST /v1/executors`). */
-  "executor_unknown",
-  /** The registry does not grant this executor the binding (a heartbeat may not declare more than it). */
-  "binding_not_granted",
-  /** The executor's registration lists NATS nkeys and the request did not come from a connection of one of them. */
-  "identity_mismatch",
-  /** An operator detached the executor; its heartbeats are refused until its presence lapsed. */
-  "executor_detached",
-  /** A receipt query about a receipt that another executor's claim (or another assignment) stored: nothing is told. */
-  "not_yours",
-]);
+/** A refusal or rejection code the gateway answers an executor with; each is declared (where it travels, what it means) in `REFUSAL_CODES`. */
+export const RefusalCode = z.enum(REFUSAL_CODE_NAMES);
 export type RefusalCode = z.infer<typeof RefusalCode>;
 
 /** The answer to a request the gateway does not take up (a claim refused, a malformed request, not the requester's to ask): why, nothing else. */

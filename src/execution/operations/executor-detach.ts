@@ -1,4 +1,5 @@
 import type { Logger } from "../../log/logger.js";
+import type { GatewayOutcomeError } from "../../errors/protocol-codes.js";
 import { nextAssignmentState } from "../model/assignment-states.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
@@ -66,7 +67,7 @@ export class ExecutorDetacher {
       if (cur.state !== "running" || mode !== "gone") return { result: undefined };
       if (retryRead) return written(requeued(cur, "retry_read", this.now()), "retried");
       const to = nextAssignmentState(cur.state, "detach")!;
-      const error = { code: "executor_detached", message: `executor '${executorId}' left while the work ran; its outcome is unknown (the executor or an operator settles it)` };
+      const error: GatewayOutcomeError = { code: "executor_detached", message: `executor '${executorId}' left while the work ran; its outcome is unknown (the executor or an operator settles it)` };
       return written({ ...cur, state: to, outcome: { kind: "reconciliation_required" as const, error }, updated_at: this.now() }, "reconciliation_required");
     });
     if (res?.written && res.value.state === "pending") await this.dispatcher.dispatch(a.assignment_id);

@@ -1,4 +1,5 @@
 import type { Logger } from "../../log/logger.js";
+import type { GatewayOutcomeError } from "../../errors/protocol-codes.js";
 import type { Receipt } from "../../wire/messages.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import { nextAssignmentState } from "../model/assignment-states.js";
@@ -62,7 +63,7 @@ export class BackgroundTasks {
     const res = await this.assignments.mutate(a.assignment_id, (cur) => {
       const to = nextAssignmentState(cur.state, "expire_task");
       if (!to || !cur.task) return { result: false };
-      const error = { code: "task_deadline_passed", message: `task '${cur.task.task_ref}' sent no final receipt within the tool's task deadline (${cur.task.deadline_at - cur.task.submitted_at} ms); its outcome is unknown` };
+      const error: GatewayOutcomeError = { code: "task_deadline_passed", message: `task '${cur.task.task_ref}' sent no final receipt within the tool's task deadline (${cur.task.deadline_at - cur.task.submitted_at} ms); its outcome is unknown` };
       return { write: { ...cur, state: to, outcome: { kind: "reconciliation_required" as const, error }, updated_at: this.now() }, result: true };
     });
     if (res?.result) this.log.warn({ assignment_id: a.assignment_id, task_ref: task.task_ref }, "submitted task passed its deadline; reconciliation required");
