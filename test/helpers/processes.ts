@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
+import { until } from "./until.js";
 
 const GATEWAY_CHILD = fileURLToPath(new URL("./gateway-child.ts", import.meta.url));
 const EXECUTOR_FIXTURE = fileURLToPath(new URL("../fixtures/crash-executor.ts", import.meta.url));
@@ -99,17 +100,32 @@ export class ExecutorPool {
     return [...this.kills.values()].reduce((a, b) => a + b, 0);
   }
 
-  /** SIGTERM executors (all by default; a clean close: the runner flushes its outbox) and wait; the supervisor lets them go. */
+  /**
+   * SIGTERM executors (all by default; a clean close: the runner flushes its outbox) and wait; the
+   * supervisor lets them go. A process the supervisor just restarted is first let reach `ready`: one
+   * signalled while still loading has no handler yet and dies without replaying its outbox, which
+   * the checker would rightly call a lost receipt.
+   */
   async stop(which: readonly SupervisedExecutor[] = this.executors): Promise<void> {
-    await Promise.all(
-      which.map(async (e) => {
-        this.stopped.add(e);
-        const done = exited(e.proc);
-        e.proc.kill("SIGCONT");
-        e.proc.kill("SIGTERM");
-        await done;
-      }),
-    );
+    await Promise.all(which.map((e) => this.stopOne(e as SupervisedExecutor & { proc: ChildProcess; lines: string[] })));
+  }
+
+  private async stopOne(e: SupervisedExecutor & { proc: ChildProcess; lines: string[] }): Promise<void> {
+    for (;;) {
+      e.proc.kill("SIGCONT");
+      await until(`${e.spec.executorId} ready before its clean stop`, () => (e.lines.includes("ready") ? true : undefined), 60_000);
+      this.stopped.add(e);
+      const proc = e.proc;
+      const done = exited(proc);
+      proc.kill("SIGCONT");
+      proc.kill("SIGTERM");
+      await done;
+      if (proc.signalCode !== "SIGKILL") return;
+      // It killed itself at a crash point just before the signal: bring it back, so its outbox is replayed.
+      this.stopped.delete(e);
+      this.restarts++;
+      this.launch(e);
+    }
   }
 
   private launch(entry: SupervisedExecutor & { proc: ChildProcess; lines: string[] }): void {
