@@ -103,6 +103,11 @@ function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
+// Python's repr(float) is fixed notation from 1e-4 below 1e16, JS's String from 1e-7 below 1e21: between
+// 1e-4 and 1e16 a float that is not integral is spelled alike (see pythonFloatRepr).
+const FIXED_FLOAT_MIN = 1e-4;
+const FIXED_FLOAT_MAX = 1e16;
+
 /** A JsonFloat's value, which must be a finite float. */
 function floatText(n: number): string {
   if (!Number.isFinite(n)) throw new JsonNumberError(`${n} is not allowed (JSON has no NaN or Infinity)`);
@@ -267,10 +272,16 @@ class Utf8JsonWriter {
     switch (typeof v) {
       case "string":
         return this.string(v);
-      case "number":
+      case "number": {
+        const a = Math.abs(v);
+        if (Number.isInteger(v)) {
+          if (a < 2 ** 31) return this.smallInt(v);
+        } else if (a >= FIXED_FLOAT_MIN && a < FIXED_FLOAT_MAX) {
+          return this.ascii(String(v)); // a float whose fixed notation JS and Python spell alike
+        }
         if (!Number.isFinite(v)) throw new Failure(`${v} is not allowed (JSON has no NaN or Infinity)`);
-        if (Number.isInteger(v) && Math.abs(v) < 2 ** 31) return this.smallInt(v);
         return this.ascii(formatNumber(v));
+      }
       case "bigint":
         return this.ascii(checkedNumber(() => formatBigInt(v)));
       case "boolean":
