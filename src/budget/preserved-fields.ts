@@ -15,6 +15,7 @@
  * - the map is built in canonical key order, the order in which it is measured, stored and served.
  */
 import { compactByteLength, sortKeys } from "./canonical-json.js";
+import { escapedLength } from "./head-tail.js";
 import { JsonFloat } from "./json-numbers.js";
 
 export const PRESERVED_MAX_DEPTH = 3;
@@ -79,7 +80,12 @@ interface Candidate {
   readonly depth: number;
 }
 
-const entryBytes = (path: string, value: unknown): number => compactByteLength(path) + 1 + compactByteLength(value) + 1;
+/** Bytes of a string's canonical JSON literal, counted without writing it. */
+const stringBytes = (s: string): number => escapedLength(s) + 2;
+
+/** Bytes of `"path":value,` in the compact JSON of the map. */
+const entryBytes = (path: string, value: unknown): number =>
+  stringBytes(path) + 1 + (typeof value === "string" ? stringBytes(value) : compactByteLength(value)) + 1;
 
 /**
  * A lower bound of the bytes of a scalar's canonical JSON without writing it: a UTF-16 unit of a string
@@ -197,6 +203,8 @@ function foundCandidates(result: unknown, maxBytes: number): Candidate[][][] {
 
 export interface PreservedSelection {
   readonly fields: Record<string, PreservedValue>;
+  /** The size of the compact JSON of `fields`, as measured while choosing them. */
+  readonly bytes: number;
   /** The requested paths that are not in `fields`, and why. */
   readonly unpreserved: UnpreservedPath[];
 }
@@ -233,5 +241,5 @@ export function preservedFields(result: unknown, maxBytes: number, requested: re
   }
   const fields: Record<string, PreservedValue> = {};
   for (const path of sortKeys([...chosen.keys()])) fields[path] = chosen.get(path) as PreservedValue;
-  return { fields, unpreserved };
+  return { fields, bytes: chosen.size === 0 ? 2 : size, unpreserved };
 }

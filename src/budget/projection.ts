@@ -90,9 +90,11 @@ function previewOf(result: unknown, canonical: Uint8Array, budget: number, reque
   const notice =
     `Result truncated: ${total} bytes exceed max_result_context_bytes=${budget}. preview.head and preview.tail ` +
     `are the start and end of its canonical JSON; omitted_bytes were cut between them. Paginate or filter to see the rest.`;
-  const { fields, unpreserved } = preservedFields(result, Math.floor(budget * PRESERVED_FIELDS_SHARE), requested);
-  const skeleton: PreviewResult = { notice, preserved_fields: fields, preview: { head: "", omitted_bytes: 0, tail: "" } };
-  const skeletonBytes = compactByteLength(skeleton);
+  const preserved = preservedFields(result, Math.floor(budget * PRESERVED_FIELDS_SHARE), requested);
+  const skeleton: PreviewResult = { notice, preserved_fields: {}, preview: { head: "", omitted_bytes: 0, tail: "" } };
+  // The preserved fields were measured as they were chosen: `{}` is in the skeleton, the rest is added.
+  const skeletonBytes = compactByteLength(skeleton) - 2 + preserved.bytes;
+  skeleton.preserved_fields = preserved.fields;
   // omitted_bytes has at most as many digits as the total.
   const room = budget - skeletonBytes - (digits(total) - 1);
 
@@ -111,5 +113,5 @@ function previewOf(result: unknown, canonical: Uint8Array, budget: number, reque
   // The preview's size without writing it again: the skeleton's, plus what the cuts cost escaped.
   const headCost = head.cost - canonicalCost(canonical, headEnd, head.index);
   const tailCost = tail.cost - canonicalCost(canonical, tail.index, tailBegin);
-  return { preview: skeleton, retainedBytes: skeletonBytes + digits(omitted) - 1 + headCost + tailCost, unpreserved };
+  return { preview: skeleton, retainedBytes: skeletonBytes + digits(omitted) - 1 + headCost + tailCost, unpreserved: preserved.unpreserved };
 }
