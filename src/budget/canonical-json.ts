@@ -14,7 +14,7 @@
  * `Buffer.byteLength` cost several times `JSON.stringify` in garbage alone, and this is the hot path.
  */
 
-import { JsonFloat, JsonNumberError, formatBigInt, formatNumber, pythonFloatRepr } from "./json-numbers.js";
+import { EXACT_INTEGER_LIMIT, JsonFloat, JsonNumberError, formatBigInt, formatNumber, pythonFloatRepr } from "./json-numbers.js";
 
 /** Deepest nesting of arrays/objects written, about what CPython's own recursion limit allows. */
 export const MAX_NESTING_DEPTH = 1000;
@@ -76,8 +76,14 @@ function isPlainObject(v: object): boolean {
 }
 
 const HEX = "0123456789abcdef";
-// Two-character escapes Python uses; other controls get \u00XX.
-const SHORT_ESCAPES: Record<number, number> = { 0x22: 0x22, 0x5c: 0x5c, 0x08: 0x62, 0x0c: 0x66, 0x0a: 0x6e, 0x0d: 0x72, 0x09: 0x74 };
+const UNICODE_ESCAPE = 0x75; // `u`
+/**
+ * Per ASCII code: 0 when written as is, else the letter after the backslash: the two-character escapes
+ * Python uses (`\" \\ \b \f \n \r \t`), `u` (`\u00XX`) for the other controls.
+ */
+const ASCII_ESCAPES = new Uint8Array(0x80);
+ASCII_ESCAPES.fill(UNICODE_ESCAPE, 0, 0x20);
+for (const [c, letter] of [[0x22, 0x22], [0x5c, 0x5c], [0x08, 0x62], [0x0c, 0x66], [0x0a, 0x6e], [0x0d, 0x72], [0x09, 0x74]] as const) ASCII_ESCAPES[c] = letter;
 
 // A string at least this long that has no escape and no surrogate is encoded natively; for shorter ones
 // the test costs more than it saves.
@@ -131,6 +137,25 @@ interface WriteOptions {
 }
 const STRICT: WriteOptions = { maxDepth: MAX_NESTING_DEPTH, omitUndefined: false };
 
+/** Digits of a non-negative integer below 2**31. */
+function digitCount(n: number): number {
+  let count = 1;
+  while (n >= 10) {
+    n = (n / 10) | 0;
+    count++;
+  }
+  return count;
+}
+
+/** Writes the last `count` decimal digits of `n` (below 2**31) at `p`, zero-padded; returns the end. */
+function writeDigits(b: Uint8Array, p: number, n: number, count: number): number {
+  for (let k = p + count - 1; k >= p; k--) {
+    b[k] = 0x30 + (n % 10);
+    n = (n / 10) | 0;
+  }
+  return p + count;
+}
+
 class Utf8JsonWriter {
   private buf: Uint8Array;
   private pos = 0;
@@ -169,7 +194,9 @@ class Utf8JsonWriter {
   private raw(bytes: Uint8Array): void {
     this.reserve(bytes.length);
     const b = this.buf;
-    for (let i = 0; i < bytes.length; i++) b[this.pos++] = bytes[i] as number;
+    let p = this.pos;
+    for (let i = 0; i < bytes.length; i++) b[p++] = bytes[i] as number;
+    this.pos = p;
   }
 
   /** `"key":`, copied out of the buffer for reuse. */
@@ -184,24 +211,27 @@ class Utf8JsonWriter {
 
   private ascii(s: string): void {
     this.reserve(s.length);
-    for (let i = 0; i < s.length; i++) this.buf[this.pos++] = s.charCodeAt(i);
+    const b = this.buf;
+    let p = this.pos;
+    for (let i = 0; i < s.length; i++) b[p++] = s.charCodeAt(i);
+    this.pos = p;
   }
 
-  /** Integer digits without allocating a string; the common number in tool results. */
-  private smallInt(n: number): void {
-    this.reserve(11);
+  /** A safe integer's digits without allocating a string: the common number in tool results. */
+  private integer(n: number): void {
+    this.reserve(17);
     const b = this.buf;
+    let p = this.pos;
     if (n < 0) {
-      b[this.pos++] = 0x2d;
+      b[p++] = 0x2d;
       n = -n;
     }
-    let scale = 1;
-    while (scale * 10 <= n) scale *= 10;
-    for (; scale >= 1; scale /= 10) {
-      const digit = Math.floor(n / scale);
-      b[this.pos++] = 0x30 + digit;
-      n -= digit * scale;
-    }
+    // Two halves below 2**31 each, so that the digits come from integer arithmetic.
+    const high = Math.floor(n / 1e8);
+    const low = n - high * 1e8;
+    if (high > 0) p = writeDigits(b, writeDigits(b, p, high, digitCount(high)), low, 8);
+    else p = writeDigits(b, p, low, digitCount(low));
+    this.pos = p;
   }
 
   string(s: string): void {
@@ -221,17 +251,15 @@ class Utf8JsonWriter {
     for (let i = 0; i < n; i++) {
       const c = s.charCodeAt(i);
       if (c < 0x80) {
-        if (c >= 0x20 && c !== 0x22 && c !== 0x5c) {
+        const escape = ASCII_ESCAPES[c] as number;
+        if (escape === 0) {
           b[p++] = c;
           continue;
         }
         if (p + (n - i) * 3 + 4 > b.length) b = this.grown(p, (n - i) * 6 + 1);
         b[p++] = 0x5c;
-        const short = SHORT_ESCAPES[c];
-        if (short !== undefined) {
-          b[p++] = short;
-        } else {
-          b[p++] = 0x75;
+        b[p++] = escape;
+        if (escape === UNICODE_ESCAPE) {
           b[p++] = 0x30;
           b[p++] = 0x30;
           b[p++] = HEX.charCodeAt(c >> 4);
@@ -253,7 +281,7 @@ class Utf8JsonWriter {
       } else {
         if (p + (n - i) * 3 + 4 > b.length) b = this.grown(p, (n - i) * 6 + 1);
         b[p++] = 0x5c;
-        b[p++] = 0x75;
+        b[p++] = UNICODE_ESCAPE;
         for (let shift = 12; shift >= 0; shift -= 4) b[p++] = HEX.charCodeAt((c >> shift) & 15);
       }
     }
@@ -275,7 +303,7 @@ class Utf8JsonWriter {
       case "number": {
         const a = Math.abs(v);
         if (Number.isInteger(v)) {
-          if (a < 2 ** 31) return this.smallInt(v);
+          if (a <= EXACT_INTEGER_LIMIT) return this.integer(v);
         } else if (a >= FIXED_FLOAT_MIN && a < FIXED_FLOAT_MAX) {
           return this.ascii(String(v)); // a float whose fixed notation JS and Python spell alike
         }

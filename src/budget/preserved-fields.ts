@@ -211,13 +211,14 @@ export interface PreservedSelection {
 
 /** The preserved fields of a (canonically valid) result, their compact JSON at most `maxBytes` long. */
 export function preservedFields(result: unknown, maxBytes: number, requested: readonly string[] = []): PreservedSelection {
-  const chosen = new Map<string, unknown>();
+  const paths: string[] = [];
+  const values = new Map<string, unknown>();
   const unpreserved: UnpreservedPath[] = [];
   let size = 1; // "{" + entries each with its comma or the closing "}"
   const take = (path: string, value: unknown, bytes: number): boolean => {
-    if (chosen.has(path)) return true;
     if (size + bytes > maxBytes) return false;
-    chosen.set(path, value);
+    paths.push(path);
+    values.set(path, value);
     size += bytes;
     return true;
   };
@@ -227,19 +228,28 @@ export function preservedFields(result: unknown, maxBytes: number, requested: re
     if (reason !== undefined) unpreserved.push({ path, reason });
     else if (!take(path, value, entryBytes(path, value))) unpreserved.push({ path, reason: "no_room" });
   }
+  const requestedTaken = paths.length;
   for (const buckets of foundCandidates(result, maxBytes)) {
     for (let length = 0; length < buckets.length; length++) {
       // An entry takes at least its sort length (leastEntryBytes): from here on none of this class fits.
       if (size + length > maxBytes) break;
-      // The walk was depth first: the shallower first, each depth in walk order (a stable sort).
-      for (const c of buckets[length]?.sort((a, b) => a.depth - b.depth) ?? []) {
+      for (const c of inWalkOrder(buckets[length])) {
         if (size + leastEntryBytes(c.pathLength, c.value) > maxBytes) continue; // cannot fit: not worth measuring
         const path = pathOf(c);
-        take(path, c.value, entryBytes(path, c.value));
+        if (requestedTaken === 0 || !values.has(path)) take(path, c.value, entryBytes(path, c.value));
       }
     }
   }
   const fields: Record<string, PreservedValue> = {};
-  for (const path of sortKeys([...chosen.keys()])) fields[path] = chosen.get(path) as PreservedValue;
-  return { fields, bytes: chosen.size === 0 ? 2 : size, unpreserved };
+  for (const path of sortKeys(paths)) fields[path] = values.get(path) as PreservedValue;
+  return { fields, bytes: paths.length === 0 ? 2 : size, unpreserved };
+}
+
+/** The candidates of one bucket, shallower first, each depth in walk order: the walk was depth first. */
+function inWalkOrder(candidates: Candidate[] | undefined): readonly Candidate[] {
+  if (candidates === undefined) return [];
+  for (let i = 1; i < candidates.length; i++) {
+    if ((candidates[i] as Candidate).depth < (candidates[i - 1] as Candidate).depth) return candidates.sort((a, b) => a.depth - b.depth); // stable
+  }
+  return candidates;
 }
