@@ -96,6 +96,15 @@ const utf8Encoder = new TextEncoder();
 const SPARE_BUFFER_CAP = 4 << 20;
 let spareBuffer: Uint8Array | undefined;
 
+/**
+ * A byte buffer whose contents are not zeroed first (several MiB for a large result): only the bytes
+ * written are ever read. A plain Uint8Array over the Buffer's memory, whose `slice` copies as expected.
+ */
+function uninitialized(size: number): Uint8Array {
+  const b = Buffer.allocUnsafeSlow(size);
+  return new Uint8Array(b.buffer, b.byteOffset, size);
+}
+
 /** The keys of an object in producer order, sorted, and (once seen twice) encoded as `"key":`. */
 interface Shape {
   readonly keys: readonly string[];
@@ -162,8 +171,11 @@ class Utf8JsonWriter {
   // Per depth, the last object shape seen: arrays of like objects sort and encode their keys once.
   private readonly shapes: (Shape | undefined)[] = [];
 
+  // The buffer this writer started with, given back even when a larger one replaced it.
+  private readonly first: Uint8Array;
+
   constructor(private readonly options: WriteOptions) {
-    this.buf = spareBuffer ?? new Uint8Array(1 << 16);
+    this.buf = this.first = spareBuffer ?? uninitialized(1 << 16);
     spareBuffer = undefined; // taken; a re-entrant measurement (from a getter) allocates its own
   }
 
@@ -172,16 +184,16 @@ class Utf8JsonWriter {
     return this.buf.subarray(0, this.pos);
   }
 
-  /** Gives the buffer back for reuse. */
+  /** Gives the buffer back for reuse: the last one, or, beyond the cap, the first. */
   release(): void {
-    if (this.buf.length <= SPARE_BUFFER_CAP) spareBuffer = this.buf;
+    spareBuffer = this.buf.length <= SPARE_BUFFER_CAP ? this.buf : this.first;
   }
 
   private reserve(n: number): void {
     if (this.pos + n <= this.buf.length) return;
     let size = this.buf.length * 2;
     while (this.pos + n > size) size *= 2;
-    const grown = new Uint8Array(size);
+    const grown = uninitialized(size);
     grown.set(this.buf.subarray(0, this.pos));
     this.buf = grown;
   }
