@@ -14,7 +14,7 @@
  * `Buffer.byteLength` cost several times `JSON.stringify` in garbage alone, and this is the hot path.
  */
 
-import { EXACT_INTEGER_LIMIT, JsonFloat, JsonNumberError, formatBigInt, formatNumber, pythonFloatRepr } from "./json-numbers.js";
+import { EXACT_INTEGER_LIMIT, JsonFloat, JsonNumberError, decimalDigits, formatBigInt, formatNumber, pythonFloatRepr } from "./json-numbers.js";
 
 /** Deepest nesting of arrays/objects written, about what CPython's own recursion limit allows. */
 export const MAX_NESTING_DEPTH = 1000;
@@ -112,7 +112,8 @@ interface Shape {
   encoded: Uint8Array[] | undefined;
 }
 
-function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+/** Whether two key lists are equal, in order: objects of one shape. */
+export function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -145,16 +146,6 @@ interface WriteOptions {
   readonly omitUndefined: boolean;
 }
 const STRICT: WriteOptions = { maxDepth: MAX_NESTING_DEPTH, omitUndefined: false };
-
-/** Digits of a non-negative integer below 2**31. */
-function digitCount(n: number): number {
-  let count = 1;
-  while (n >= 10) {
-    n = (n / 10) | 0;
-    count++;
-  }
-  return count;
-}
 
 /** Writes the last `count` decimal digits of `n` (below 2**31) at `p`, zero-padded; returns the end. */
 function writeDigits(b: Uint8Array, p: number, n: number, count: number): number {
@@ -241,8 +232,8 @@ class Utf8JsonWriter {
     // Two halves below 2**31 each, so that the digits come from integer arithmetic.
     const high = Math.floor(n / 1e8);
     const low = n - high * 1e8;
-    if (high > 0) p = writeDigits(b, writeDigits(b, p, high, digitCount(high)), low, 8);
-    else p = writeDigits(b, p, low, digitCount(low));
+    if (high > 0) p = writeDigits(b, writeDigits(b, p, high, decimalDigits(high)), low, 8);
+    else p = writeDigits(b, p, low, decimalDigits(low));
     this.pos = p;
   }
 

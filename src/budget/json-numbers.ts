@@ -59,6 +59,13 @@ export function parseJsonNumber(token: string): number | bigint | JsonFloat {
   return big <= BigInt(EXACT_INTEGER_LIMIT) && big >= -BigInt(EXACT_INTEGER_LIMIT) ? Number(big) : big;
 }
 
+/** How many decimal digits a non-negative safe integer has, without writing it. */
+export function decimalDigits(n: number): number {
+  let digits = 1;
+  for (let rest = n; rest >= 10; rest = Math.floor(rest / 10)) digits++;
+  return digits;
+}
+
 /** Python's `repr(float)`: shortest round-trip digits, scientific below 1e-4 and from 1e16, `.0` when integral. */
 export function pythonFloatRepr(n: number): string {
   if (n === 0) return Object.is(n, -0) ? "-0.0" : "0.0";

@@ -14,9 +14,9 @@
  *   skipped so that a shorter one behind it may still fit;
  * - the map is built in canonical key order, the order in which it is measured, stored and served.
  */
-import { compactByteLength, sortKeys } from "./canonical-json.js";
+import { compactByteLength, sameKeys, sortKeys } from "./canonical-json.js";
 import { escapedLength } from "./head-tail.js";
-import { JsonFloat } from "./json-numbers.js";
+import { JsonFloat, decimalDigits } from "./json-numbers.js";
 
 export const PRESERVED_MAX_DEPTH = 3;
 export const PRESERVED_PATH_MAX_SEGMENTS = 8;
@@ -93,23 +93,13 @@ const entryBytes = (path: string, value: unknown): number =>
  */
 function leastValueBytes(value: unknown): number {
   if (typeof value === "string") return value.length + 2;
-  if (typeof value === "number" && Number.isSafeInteger(value)) {
-    let digits = value < 0 ? 2 : 1;
-    for (let rest = Math.abs(value); rest >= 10; rest = Math.floor(rest / 10)) digits++;
-    return digits;
-  }
+  if (typeof value === "number" && Number.isSafeInteger(value)) return (value < 0 ? 1 : 0) + decimalDigits(Math.abs(value));
   if (typeof value === "boolean") return value ? 4 : 5;
   return value === null ? 4 : 1;
 }
 
 /** A lower bound of entryBytes: `"path":value,` with the path's UTF-16 units as bytes. */
 const leastEntryBytes = (pathLength: number, value: unknown): number => pathLength + 3 + leastValueBytes(value) + 1;
-
-function decimalLength(n: number): number {
-  let digits = 1;
-  for (let rest = n; rest >= 10; rest = Math.floor(rest / 10)) digits++;
-  return digits;
-}
 
 const pathOf = (c: Candidate): string => (c.outer === undefined ? c.key : c.inner === undefined ? `${c.outer}.${c.key}` : `${c.outer}.${c.inner}.${c.key}`);
 
@@ -137,12 +127,6 @@ interface KeyPlan {
   readonly descend: readonly string[];
 }
 
-function sameKeys(a: readonly string[], b: readonly string[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 function keyPlan(keys: string[]): KeyPlan {
   const sorted = sortKeys(keys.filter((key) => !key.includes(".")));
   return { keys, status: sorted.filter(isStatusKey).map((key) => ({ key, rank: classOf(key) })), descend: sorted };
@@ -167,7 +151,7 @@ class Discovery {
     if (Array.isArray(value)) {
       for (let i = 0; descend && i < value.length; i++) {
         const child: unknown = value[i];
-        if (typeof child === "object" && child !== null) this.into(child, i, decimalLength(i), depth, outer, inner, prefix);
+        if (typeof child === "object" && child !== null) this.into(child, i, decimalDigits(i), depth, outer, inner, prefix);
       }
       return;
     }
