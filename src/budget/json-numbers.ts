@@ -62,7 +62,9 @@ export function parseJsonNumber(token: string): number | bigint | JsonFloat {
 /** How many decimal digits a non-negative safe integer has, without writing it. */
 export function decimalDigits(n: number): number {
   let digits = 1;
-  for (let rest = n; rest >= 10; rest = Math.floor(rest / 10)) digits++;
+  let rest = n;
+  for (; rest >= 2 ** 31; rest = Math.floor(rest / 10)) digits++;
+  for (; rest >= 10; rest = (rest / 10) | 0) digits++; // integer division, several times faster
   return digits;
 }
 
