@@ -147,12 +147,19 @@ interface WriteOptions {
 }
 const STRICT: WriteOptions = { maxDepth: MAX_NESTING_DEPTH, omitUndefined: false };
 
+/** "00" to "99" as ASCII: digits are written two at a time. */
+const DIGIT_PAIRS = Uint8Array.from({ length: 200 }, (_, i) => 0x30 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10));
+
 /** Writes the last `count` decimal digits of `n` (below 2**31) at `p`, zero-padded; returns the end. */
 function writeDigits(b: Uint8Array, p: number, n: number, count: number): number {
-  for (let k = p + count - 1; k >= p; k--) {
-    b[k] = 0x30 + (n % 10);
-    n = (n / 10) | 0;
+  let k = p + count;
+  for (; k - p >= 2; k -= 2) {
+    const pair = (n % 100) * 2;
+    n = (n / 100) | 0;
+    b[k - 2] = DIGIT_PAIRS[pair] as number;
+    b[k - 1] = DIGIT_PAIRS[pair + 1] as number;
   }
+  if (k > p) b[p] = 0x30 + (n % 10);
   return p + count;
 }
 
