@@ -14,7 +14,7 @@
  * `Buffer.byteLength` cost several times `JSON.stringify` in garbage alone, and this is the hot path.
  */
 
-import { JsonFloat, JsonNumberError, formatBigInt, formatNumber, pythonFloatRepr } from "./json-numbers.js";
+import { EXACT_INTEGER_LIMIT, JsonFloat, JsonNumberError, decimalDigits, formatBigInt, formatNumber, pythonFloatRepr } from "./json-numbers.js";
 
 /** Deepest nesting of arrays/objects written, about what CPython's own recursion limit allows. */
 export const MAX_NESTING_DEPTH = 1000;
@@ -76,8 +76,14 @@ function isPlainObject(v: object): boolean {
 }
 
 const HEX = "0123456789abcdef";
-// Two-character escapes Python uses; other controls get \u00XX.
-const SHORT_ESCAPES: Record<number, number> = { 0x22: 0x22, 0x5c: 0x5c, 0x08: 0x62, 0x0c: 0x66, 0x0a: 0x6e, 0x0d: 0x72, 0x09: 0x74 };
+const UNICODE_ESCAPE = 0x75; // `u`
+/**
+ * Per ASCII code: 0 when written as is, else the letter after the backslash: the two-character escapes
+ * Python uses (`\" \\ \b \f \n \r \t`), `u` (`\u00XX`) for the other controls.
+ */
+const ASCII_ESCAPES = new Uint8Array(0x80);
+ASCII_ESCAPES.fill(UNICODE_ESCAPE, 0, 0x20);
+for (const [c, letter] of [[0x22, 0x22], [0x5c, 0x5c], [0x08, 0x62], [0x0c, 0x66], [0x0a, 0x6e], [0x0d, 0x72], [0x09, 0x74]] as const) ASCII_ESCAPES[c] = letter;
 
 // A string at least this long that has no escape and no surrogate is encoded natively; for shorter ones
 // the test costs more than it saves.
@@ -90,6 +96,15 @@ const utf8Encoder = new TextEncoder();
 const SPARE_BUFFER_CAP = 4 << 20;
 let spareBuffer: Uint8Array | undefined;
 
+/**
+ * A byte buffer whose contents are not zeroed first (several MiB for a large result): only the bytes
+ * written are ever read. A plain Uint8Array over the Buffer's memory, whose `slice` copies as expected.
+ */
+function uninitialized(size: number): Uint8Array {
+  const b = Buffer.allocUnsafeSlow(size);
+  return new Uint8Array(b.buffer, b.byteOffset, size);
+}
+
 /** The keys of an object in producer order, sorted, and (once seen twice) encoded as `"key":`. */
 interface Shape {
   readonly keys: readonly string[];
@@ -97,11 +112,17 @@ interface Shape {
   encoded: Uint8Array[] | undefined;
 }
 
-function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+/** Whether two key lists are equal, in order: objects of one shape. */
+export function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
+
+// Python's repr(float) is fixed notation from 1e-4 below 1e16, JS's String from 1e-7 below 1e21: between
+// 1e-4 and 1e16 a float that is not integral is spelled alike (see pythonFloatRepr).
+const FIXED_FLOAT_MIN = 1e-4;
+const FIXED_FLOAT_MAX = 1e16;
 
 /** A JsonFloat's value, which must be a finite float. */
 function floatText(n: number): string {
@@ -126,14 +147,33 @@ interface WriteOptions {
 }
 const STRICT: WriteOptions = { maxDepth: MAX_NESTING_DEPTH, omitUndefined: false };
 
+/** "00" to "99" as ASCII: digits are written two at a time. */
+const DIGIT_PAIRS = Uint8Array.from({ length: 200 }, (_, i) => 0x30 + (i % 2 === 0 ? Math.floor(i / 20) : (i >> 1) % 10));
+
+/** Writes the last `count` decimal digits of `n` (below 2**31) at `p`, zero-padded; returns the end. */
+function writeDigits(b: Uint8Array, p: number, n: number, count: number): number {
+  let k = p + count;
+  for (; k - p >= 2; k -= 2) {
+    const pair = (n % 100) * 2;
+    n = (n / 100) | 0;
+    b[k - 2] = DIGIT_PAIRS[pair] as number;
+    b[k - 1] = DIGIT_PAIRS[pair + 1] as number;
+  }
+  if (k > p) b[p] = 0x30 + (n % 10);
+  return p + count;
+}
+
 class Utf8JsonWriter {
   private buf: Uint8Array;
   private pos = 0;
   // Per depth, the last object shape seen: arrays of like objects sort and encode their keys once.
   private readonly shapes: (Shape | undefined)[] = [];
 
+  // The buffer this writer started with, given back even when a larger one replaced it.
+  private readonly first: Uint8Array;
+
   constructor(private readonly options: WriteOptions) {
-    this.buf = spareBuffer ?? new Uint8Array(1 << 16);
+    this.buf = this.first = spareBuffer ?? uninitialized(1 << 16);
     spareBuffer = undefined; // taken; a re-entrant measurement (from a getter) allocates its own
   }
 
@@ -142,16 +182,16 @@ class Utf8JsonWriter {
     return this.buf.subarray(0, this.pos);
   }
 
-  /** Gives the buffer back for reuse. */
+  /** Gives the buffer back for reuse: the last one, or, beyond the cap, the first. */
   release(): void {
-    if (this.buf.length <= SPARE_BUFFER_CAP) spareBuffer = this.buf;
+    spareBuffer = this.buf.length <= SPARE_BUFFER_CAP ? this.buf : this.first;
   }
 
   private reserve(n: number): void {
     if (this.pos + n <= this.buf.length) return;
     let size = this.buf.length * 2;
     while (this.pos + n > size) size *= 2;
-    const grown = new Uint8Array(size);
+    const grown = uninitialized(size);
     grown.set(this.buf.subarray(0, this.pos));
     this.buf = grown;
   }
@@ -164,7 +204,9 @@ class Utf8JsonWriter {
   private raw(bytes: Uint8Array): void {
     this.reserve(bytes.length);
     const b = this.buf;
-    for (let i = 0; i < bytes.length; i++) b[this.pos++] = bytes[i] as number;
+    let p = this.pos;
+    for (let i = 0; i < bytes.length; i++) b[p++] = bytes[i] as number;
+    this.pos = p;
   }
 
   /** `"key":`, copied out of the buffer for reuse. */
@@ -179,24 +221,27 @@ class Utf8JsonWriter {
 
   private ascii(s: string): void {
     this.reserve(s.length);
-    for (let i = 0; i < s.length; i++) this.buf[this.pos++] = s.charCodeAt(i);
+    const b = this.buf;
+    let p = this.pos;
+    for (let i = 0; i < s.length; i++) b[p++] = s.charCodeAt(i);
+    this.pos = p;
   }
 
-  /** Integer digits without allocating a string; the common number in tool results. */
-  private smallInt(n: number): void {
-    this.reserve(11);
+  /** A safe integer's digits without allocating a string: the common number in tool results. */
+  private integer(n: number): void {
+    this.reserve(17);
     const b = this.buf;
+    let p = this.pos;
     if (n < 0) {
-      b[this.pos++] = 0x2d;
+      b[p++] = 0x2d;
       n = -n;
     }
-    let scale = 1;
-    while (scale * 10 <= n) scale *= 10;
-    for (; scale >= 1; scale /= 10) {
-      const digit = Math.floor(n / scale);
-      b[this.pos++] = 0x30 + digit;
-      n -= digit * scale;
-    }
+    // Two halves below 2**31 each, so that the digits come from integer arithmetic.
+    const high = Math.floor(n / 1e8);
+    const low = n - high * 1e8;
+    if (high > 0) p = writeDigits(b, writeDigits(b, p, high, decimalDigits(high)), low, 8);
+    else p = writeDigits(b, p, low, decimalDigits(low));
+    this.pos = p;
   }
 
   string(s: string): void {
@@ -216,17 +261,15 @@ class Utf8JsonWriter {
     for (let i = 0; i < n; i++) {
       const c = s.charCodeAt(i);
       if (c < 0x80) {
-        if (c >= 0x20 && c !== 0x22 && c !== 0x5c) {
+        const escape = ASCII_ESCAPES[c] as number;
+        if (escape === 0) {
           b[p++] = c;
           continue;
         }
         if (p + (n - i) * 3 + 4 > b.length) b = this.grown(p, (n - i) * 6 + 1);
         b[p++] = 0x5c;
-        const short = SHORT_ESCAPES[c];
-        if (short !== undefined) {
-          b[p++] = short;
-        } else {
-          b[p++] = 0x75;
+        b[p++] = escape;
+        if (escape === UNICODE_ESCAPE) {
           b[p++] = 0x30;
           b[p++] = 0x30;
           b[p++] = HEX.charCodeAt(c >> 4);
@@ -248,7 +291,7 @@ class Utf8JsonWriter {
       } else {
         if (p + (n - i) * 3 + 4 > b.length) b = this.grown(p, (n - i) * 6 + 1);
         b[p++] = 0x5c;
-        b[p++] = 0x75;
+        b[p++] = UNICODE_ESCAPE;
         for (let shift = 12; shift >= 0; shift -= 4) b[p++] = HEX.charCodeAt((c >> shift) & 15);
       }
     }
@@ -267,10 +310,16 @@ class Utf8JsonWriter {
     switch (typeof v) {
       case "string":
         return this.string(v);
-      case "number":
+      case "number": {
+        const a = Math.abs(v);
+        if (Number.isInteger(v)) {
+          if (a <= EXACT_INTEGER_LIMIT) return this.integer(v);
+        } else if (a >= FIXED_FLOAT_MIN && a < FIXED_FLOAT_MAX) {
+          return this.ascii(String(v)); // a float whose fixed notation JS and Python spell alike
+        }
         if (!Number.isFinite(v)) throw new Failure(`${v} is not allowed (JSON has no NaN or Infinity)`);
-        if (Number.isInteger(v) && Math.abs(v) < 2 ** 31) return this.smallInt(v);
         return this.ascii(formatNumber(v));
+      }
       case "bigint":
         return this.ascii(checkedNumber(() => formatBigInt(v)));
       case "boolean":

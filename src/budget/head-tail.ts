@@ -3,6 +3,10 @@
  * inside a canonical JSON string literal (see canonical-json.ts): escaping counts. Cuts fall on code point
  * boundaries only, so a surrogate pair is never split; a lone surrogate is a code point of its own.
  * Each cut is one linear scan bounded by the allowance (at most 32 KiB), never by the string's length.
+ *
+ * The same cuts of canonical JSON text are taken on its UTF-8 bytes, without decoding it: that text has
+ * no raw control character and no lone surrogate, so a character costs its UTF-8 length, and one more
+ * for `"` and `\`.
  */
 import { isHighSurrogate, isLowSurrogate } from "./canonical-json.js";
 
@@ -34,6 +38,21 @@ export function takeTail(s: string, room: number, floor = 0): Cut {
   return scan(s, room, false, floor);
 }
 
+/** The escaped cost of the whole string: its canonical JSON literal without the quotes. */
+export function escapedLength(s: string): number {
+  let cost = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80 && c >= 0x20 && c !== 0x22 && c !== 0x5c) cost++; // the common case, first
+    else if (!isHighSurrogate(c) || i + 1 === s.length || !isLowSurrogate(s.charCodeAt(i + 1))) cost += unitCost(c);
+    else {
+      cost += 4; // a pair: one code point of 4 UTF-8 bytes
+      i++;
+    }
+  }
+  return cost;
+}
+
 function scan(s: string, room: number, forward: boolean, floor: number): Cut {
   let i = forward ? 0 : s.length;
   let cost = 0;
@@ -51,4 +70,50 @@ function scan(s: string, room: number, forward: boolean, floor: number): Cut {
     utf8 += pair ? 4 : unitUtf8(c);
   }
   return { index: i, cost, utf8 };
+}
+
+/** Length of the UTF-8 character that starts with byte `lead`. */
+const utf8Length = (lead: number): number => (lead < 0x80 ? 1 : lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : 4);
+
+/** What writing byte `b` of canonical JSON inside a string literal adds to its length: `"` and `\` are escaped. */
+const escapeExtra = (b: number): number => (b === 0x22 || b === 0x5c ? 1 : 0);
+
+/** The longest prefix of canonical JSON bytes whose escaped cost is at most `room`; `index` is its end byte. */
+export function takeHeadOfCanonical(bytes: Uint8Array, room: number): Cut {
+  let i = 0;
+  let cost = 0;
+  while (i < bytes.length) {
+    const lead = bytes[i] as number;
+    const length = utf8Length(lead);
+    const k = length + escapeExtra(lead);
+    if (cost + k > room) break;
+    cost += k;
+    i += length;
+  }
+  return { index: i, cost, utf8: i };
+}
+
+/**
+ * The longest suffix of canonical JSON bytes starting at or after the character boundary `floor` whose
+ * escaped cost is at most `room`; `index` is its first byte.
+ */
+export function takeTailOfCanonical(bytes: Uint8Array, room: number, floor: number): Cut {
+  let i = bytes.length;
+  let cost = 0;
+  while (i > floor) {
+    let start = i - 1;
+    while (start > floor && ((bytes[start] as number) & 0xc0) === 0x80) start--; // back to the lead byte
+    const k = i - start + escapeExtra(bytes[start] as number);
+    if (cost + k > room) break;
+    cost += k;
+    i = start;
+  }
+  return { index: i, cost, utf8: bytes.length - i };
+}
+
+/** Escaped cost of canonical JSON bytes [from, to), both character boundaries. */
+export function canonicalCost(bytes: Uint8Array, from: number, to: number): number {
+  let cost = to - from;
+  for (let i = from; i < to; i++) cost += escapeExtra(bytes[i] as number);
+  return cost;
 }

@@ -59,6 +59,15 @@ export function parseJsonNumber(token: string): number | bigint | JsonFloat {
   return big <= BigInt(EXACT_INTEGER_LIMIT) && big >= -BigInt(EXACT_INTEGER_LIMIT) ? Number(big) : big;
 }
 
+/** How many decimal digits a non-negative safe integer has, without writing it. */
+export function decimalDigits(n: number): number {
+  let digits = 1;
+  let rest = n;
+  for (; rest >= 2 ** 31; rest = Math.floor(rest / 10)) digits++;
+  for (; rest >= 10; rest = (rest / 10) | 0) digits++; // integer division, several times faster
+  return digits;
+}
+
 /** Python's `repr(float)`: shortest round-trip digits, scientific below 1e-4 and from 1e16, `.0` when integral. */
 export function pythonFloatRepr(n: number): string {
   if (n === 0) return Object.is(n, -0) ? "-0.0" : "0.0";

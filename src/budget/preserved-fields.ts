@@ -14,8 +14,9 @@
  *   skipped so that a shorter one behind it may still fit;
  * - the map is built in canonical key order, the order in which it is measured, stored and served.
  */
-import { compactByteLength, sortKeys } from "./canonical-json.js";
-import { JsonFloat } from "./json-numbers.js";
+import { compactByteLength, sameKeys, sortKeys } from "./canonical-json.js";
+import { escapedLength } from "./head-tail.js";
+import { JsonFloat, decimalDigits } from "./json-numbers.js";
 
 export const PRESERVED_MAX_DEPTH = 3;
 export const PRESERVED_PATH_MAX_SEGMENTS = 8;
@@ -64,23 +65,43 @@ function scalarReason(v: unknown): UnpreservedReason | undefined {
   return scalar ? undefined : "not_a_scalar";
 }
 
+/** A segment above a candidate's key: an object key, or an array index. */
+type Segment = string | number;
+
+/** A field found by its key; its path is spelled out only when it can fit. */
 interface Candidate {
-  readonly path: string;
+  /** The segments above the key, outermost first, when the key sits at depth 2 or 3. */
+  readonly outer: Segment | undefined;
+  readonly inner: Segment | undefined;
+  readonly key: string;
   readonly value: unknown;
-  /** About the size of the entry (UTF-16 units), for ordering; its exact bytes are measured only when taken. */
-  readonly length: number;
-  readonly rank: number;
+  /** Length of the dotted path in UTF-16 units. */
+  readonly pathLength: number;
   readonly depth: number;
-  readonly order: number;
 }
 
-/** `"a":1,` */
-const SMALLEST_ENTRY = 6;
+/** Bytes of a string's canonical JSON literal, counted without writing it. */
+const stringBytes = (s: string): number => escapedLength(s) + 2;
 
-const entryBytes = (path: string, value: unknown): number => compactByteLength(path) + 1 + compactByteLength(value) + 1;
+/** Bytes of `"path":value,` in the compact JSON of the map. */
+const entryBytes = (path: string, value: unknown): number =>
+  stringBytes(path) + 1 + (typeof value === "string" ? stringBytes(value) : compactByteLength(value)) + 1;
 
-/** A lower bound of entryBytes without writing anything: a UTF-16 unit takes at least one byte, a value at least one. */
-const leastEntryBytes = (path: string, value: unknown): number => path.length + 3 + (typeof value === "string" ? value.length + 2 : 1) + 1;
+/**
+ * A lower bound of the bytes of a scalar's canonical JSON without writing it: a UTF-16 unit of a string
+ * takes at least one byte; a safe integer, `true`, `false` and `null` are exact; any other number at least one.
+ */
+function leastValueBytes(value: unknown): number {
+  if (typeof value === "string") return value.length + 2;
+  if (typeof value === "number" && Number.isSafeInteger(value)) return (value < 0 ? 1 : 0) + decimalDigits(Math.abs(value));
+  if (typeof value === "boolean") return value ? 4 : 5;
+  return value === null ? 4 : 1;
+}
+
+/** A lower bound of entryBytes: `"path":value,` with the path's UTF-16 units as bytes. */
+const leastEntryBytes = (pathLength: number, value: unknown): number => pathLength + 3 + leastValueBytes(value) + 1;
+
+const pathOf = (c: Candidate): string => (c.outer === undefined ? c.key : c.inner === undefined ? `${c.outer}.${c.key}` : `${c.outer}.${c.inner}.${c.key}`);
 
 /** The value at a dotted path, or undefined; only own members of plain containers are followed. */
 function valueAt(root: unknown, path: string): unknown {
@@ -93,60 +114,95 @@ function valueAt(root: unknown, path: string): unknown {
   return v;
 }
 
-/** Candidates by key at depth ≤ 3, in walk order (depth, then canonical order). */
-function foundCandidates(result: unknown): Candidate[] {
-  const found: Candidate[] = [];
-  let frontier: { value: object; path: string }[] = typeof result === "object" && result !== null ? [{ value: result, path: "" }] : [];
-  for (let depth = 1; depth <= PRESERVED_MAX_DEPTH && frontier.length > 0; depth++) {
-    const next: typeof frontier = [];
-    for (const { value, path } of frontier) {
-      const isArray = Array.isArray(value);
-      for (const segment of interestingSegments(value, isArray, depth < PRESERVED_MAX_DEPTH)) {
-        const child: unknown = (value as Record<string, unknown>)[segment];
-        const childPath = depth === 1 ? segment : `${path}.${segment}`;
-        if (!isArray && isStatusKey(segment) && scalarReason(child) === undefined)
-          found.push({ path: childPath, value: child, length: childPath.length + (typeof child === "string" ? child.length : 5), rank: classOf(segment), depth, order: found.length });
-        if (depth < PRESERVED_MAX_DEPTH && typeof child === "object" && child !== null) next.push({ value: child, path: childPath });
-      }
-    }
-    frontier = next;
-  }
-  return found;
+/** A string the preserved map may hold: scalarReason for strings, Buffer.byteLength only when the length cannot tell. */
+const isShortString = (s: string): boolean =>
+  s.length <= PRESERVED_MAX_STRING_BYTES / 3 || (s.length <= PRESERVED_MAX_STRING_BYTES && Buffer.byteLength(s, "utf8") <= PRESERVED_MAX_STRING_BYTES);
+
+const isPreservable = (v: unknown): boolean => (typeof v === "string" ? isShortString(v) : scalarReason(v) === undefined);
+
+/** The keys of objects of one shape worth visiting, in canonical order: status keys, and all when descending. */
+interface KeyPlan {
+  readonly keys: readonly string[];
+  readonly status: readonly { key: string; rank: number }[];
+  readonly descend: readonly string[];
 }
 
-/** The keys (or indices) of a container worth visiting, in canonical order; the rest is never sorted. */
-function interestingSegments(value: object, isArray: boolean, descend: boolean): string[] {
-  if (isArray) {
-    const items = value as unknown[];
-    const indices: string[] = [];
-    for (let i = 0; descend && i < items.length; i++) {
-      if (typeof items[i] === "object" && items[i] !== null) indices.push(String(i));
+function keyPlan(keys: string[]): KeyPlan {
+  const sorted = sortKeys(keys.filter((key) => !key.includes(".")));
+  return { keys, status: sorted.filter(isStatusKey).map((key) => ({ key, rank: classOf(key) })), descend: sorted };
+}
+
+/**
+ * Candidates by key at depth ≤ 3, per class and sort length (path and value in UTF-16 units, any non-string
+ * value as 5: the shorter are taken first), each in the order of a depth-first walk in canonical order.
+ * Those whose entry cannot fit `maxBytes` even at its least are left out: they would never be measured.
+ */
+class Discovery {
+  /** [class][sort length], sparse */
+  readonly found: Candidate[][][] = [[], [], []];
+  // Per depth, the plan of the last object shape seen: the items of a listing share one.
+  private readonly plans: (KeyPlan | undefined)[] = [];
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** Visits the members of `value` at `depth`; `prefix` is the length of the path to them, dot included. */
+  visit(value: object, depth: number, outer: Segment | undefined, inner: Segment | undefined, prefix: number): void {
+    const descend = depth < PRESERVED_MAX_DEPTH;
+    if (Array.isArray(value)) {
+      for (let i = 0; descend && i < value.length; i++) {
+        const child: unknown = value[i];
+        if (typeof child === "object" && child !== null) this.into(child, i, decimalDigits(i), depth, outer, inner, prefix);
+      }
+      return;
     }
-    return indices;
+    const keys = Object.keys(value);
+    let plan = this.plans[depth];
+    if (plan === undefined || !sameKeys(plan.keys, keys)) this.plans[depth] = plan = keyPlan(keys);
+    const members = value as Record<string, unknown>;
+    for (const { key, rank } of plan.status) {
+      const child = members[key];
+      const pathLength = prefix + key.length;
+      if (!isPreservable(child) || leastEntryBytes(pathLength, child) >= this.maxBytes) continue;
+      const sortLength = pathLength + (typeof child === "string" ? child.length : 5);
+      ((this.found[rank] as Candidate[][])[sortLength] ??= []).push({ outer, inner, key, value: child, pathLength, depth });
+    }
+    if (!descend) return;
+    for (const key of plan.descend) {
+      const child = members[key];
+      if (typeof child === "object" && child !== null) this.into(child, key, key.length, depth, outer, inner, prefix);
+    }
   }
-  const keys = Object.keys(value).filter((key) => {
-    if (key.includes(".")) return false;
-    const child: unknown = (value as Record<string, unknown>)[key];
-    return isStatusKey(key) || (descend && typeof child === "object" && child !== null);
-  });
-  return sortKeys(keys);
+
+  /** Visits a child container: its segment becomes the outer one at depth 1, the inner one at depth 2. */
+  private into(child: object, segment: Segment, length: number, depth: number, outer: Segment | undefined, inner: Segment | undefined, prefix: number): void {
+    this.visit(child, depth + 1, depth === 1 ? segment : outer, depth === 2 ? segment : inner, prefix + length + 1);
+  }
+}
+
+function foundCandidates(result: unknown, maxBytes: number): Candidate[][][] {
+  const discovery = new Discovery(maxBytes);
+  if (typeof result === "object" && result !== null) discovery.visit(result, 1, undefined, undefined, 0);
+  return discovery.found;
 }
 
 export interface PreservedSelection {
   readonly fields: Record<string, PreservedValue>;
+  /** The size of the compact JSON of `fields`, as measured while choosing them. */
+  readonly bytes: number;
   /** The requested paths that are not in `fields`, and why. */
   readonly unpreserved: UnpreservedPath[];
 }
 
 /** The preserved fields of a (canonically valid) result, their compact JSON at most `maxBytes` long. */
 export function preservedFields(result: unknown, maxBytes: number, requested: readonly string[] = []): PreservedSelection {
-  const chosen = new Map<string, unknown>();
+  const paths: string[] = [];
+  const values = new Map<string, unknown>();
   const unpreserved: UnpreservedPath[] = [];
   let size = 1; // "{" + entries each with its comma or the closing "}"
   const take = (path: string, value: unknown, bytes: number): boolean => {
-    if (chosen.has(path)) return true;
     if (size + bytes > maxBytes) return false;
-    chosen.set(path, value);
+    paths.push(path);
+    values.set(path, value);
     size += bytes;
     return true;
   };
@@ -156,13 +212,28 @@ export function preservedFields(result: unknown, maxBytes: number, requested: re
     if (reason !== undefined) unpreserved.push({ path, reason });
     else if (!take(path, value, entryBytes(path, value))) unpreserved.push({ path, reason: "no_room" });
   }
-  const candidates = foundCandidates(result).sort((a, b) => a.rank - b.rank || a.length - b.length || a.depth - b.depth || a.order - b.order);
-  for (const c of candidates) {
-    if (size + SMALLEST_ENTRY > maxBytes) break; // full: measuring the rest would change nothing
-    if (size + leastEntryBytes(c.path, c.value) > maxBytes) continue; // cannot fit: not worth measuring
-    take(c.path, c.value, entryBytes(c.path, c.value));
+  const requestedTaken = paths.length;
+  for (const buckets of foundCandidates(result, maxBytes)) {
+    for (let length = 0; length < buckets.length; length++) {
+      // An entry takes at least its sort length (leastEntryBytes): from here on none of this class fits.
+      if (size + length > maxBytes) break;
+      for (const c of inWalkOrder(buckets[length])) {
+        if (size + leastEntryBytes(c.pathLength, c.value) > maxBytes) continue; // cannot fit: not worth measuring
+        const path = pathOf(c);
+        if (requestedTaken === 0 || !values.has(path)) take(path, c.value, entryBytes(path, c.value));
+      }
+    }
   }
   const fields: Record<string, PreservedValue> = {};
-  for (const path of sortKeys([...chosen.keys()])) fields[path] = chosen.get(path) as PreservedValue;
-  return { fields, unpreserved };
+  for (const path of sortKeys(paths)) fields[path] = values.get(path) as PreservedValue;
+  return { fields, bytes: paths.length === 0 ? 2 : size, unpreserved };
+}
+
+/** The candidates of one bucket, shallower first, each depth in walk order: the walk was depth first. */
+function inWalkOrder(candidates: Candidate[] | undefined): readonly Candidate[] {
+  if (candidates === undefined) return [];
+  for (let i = 1; i < candidates.length; i++) {
+    if ((candidates[i] as Candidate).depth < (candidates[i - 1] as Candidate).depth) return candidates.sort((a, b) => a.depth - b.depth); // stable
+  }
+  return candidates;
 }

@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { compactByteLength, decodeUtf8, withCanonicalResult } from "./canonical-json.js";
-import { takeHead, takeTail } from "./head-tail.js";
+import { canonicalCost, takeHeadOfCanonical, takeTailOfCanonical } from "./head-tail.js";
 import { isMultimodal, projectMultimodal } from "./multimodal.js";
 import { preservedFields, type PreservedValue, type UnpreservedPath } from "./preserved-fields.js";
 
@@ -54,23 +54,11 @@ function project(result: unknown, canonical: Uint8Array, budget: number, kind: R
   } else if (originalBytes <= budget) {
     return unchanged;
   }
-  const { preview, unpreserved } = previewOf(result, canonical, budget, requested);
-  return { result: preview, truncated: true, originalBytes, retainedBytes: compactByteLength(preview), unpreserved };
+  const { preview, retainedBytes, unpreserved } = previewOf(result, canonical, budget, requested);
+  return { result: preview, truncated: true, originalBytes, retainedBytes, unpreserved };
 }
 
 const digits = (n: number): number => String(n).length;
-
-/** Start of the UTF-8 character holding byte `i` (or `i` itself at the end). */
-function charStart(bytes: Uint8Array, i: number): number {
-  while (i > 0 && i < bytes.length && ((bytes[i] as number) & 0xc0) === 0x80) i--;
-  return i;
-}
-
-/** First UTF-8 character start at or after byte `i`. */
-function nextCharStart(bytes: Uint8Array, i: number): number {
-  while (i < bytes.length && ((bytes[i] as number) & 0xc0) === 0x80) i++;
-  return i;
-}
 
 const BACKSLASH = 0x5c;
 
@@ -91,34 +79,39 @@ function escapeAround(bytes: Uint8Array, at: number): [number, number] | undefin
   return undefined;
 }
 
-function previewOf(result: unknown, canonical: Uint8Array, budget: number, requested: readonly string[]): { preview: PreviewResult; unpreserved: UnpreservedPath[] } {
+interface Preview {
+  preview: PreviewResult;
+  retainedBytes: number;
+  unpreserved: UnpreservedPath[];
+}
+
+function previewOf(result: unknown, canonical: Uint8Array, budget: number, requested: readonly string[]): Preview {
   const total = canonical.length;
   const notice =
     `Result truncated: ${total} bytes exceed max_result_context_bytes=${budget}. preview.head and preview.tail ` +
     `are the start and end of its canonical JSON; omitted_bytes were cut between them. Paginate or filter to see the rest.`;
-  const { fields, unpreserved } = preservedFields(result, Math.floor(budget * PRESERVED_FIELDS_SHARE), requested);
-  const skeleton: PreviewResult = { notice, preserved_fields: fields, preview: { head: "", omitted_bytes: 0, tail: "" } };
+  const preserved = preservedFields(result, Math.floor(budget * PRESERVED_FIELDS_SHARE), requested);
+  const skeleton: PreviewResult = { notice, preserved_fields: {}, preview: { head: "", omitted_bytes: 0, tail: "" } };
+  // The preserved fields were measured as they were chosen: `{}` is in the skeleton, the rest is added.
+  const skeletonBytes = compactByteLength(skeleton) - 2 + preserved.bytes;
+  skeleton.preserved_fields = preserved.fields;
   // omitted_bytes has at most as many digits as the total.
-  const room = budget - compactByteLength(skeleton) - (digits(total) - 1);
+  const room = budget - skeletonBytes - (digits(total) - 1);
 
-  // A character costs at least one byte escaped, so a cut of cost c lies within the first (last) c bytes:
-  // only those are decoded, whatever the size of the result.
+  // A character costs at least one byte escaped, so the cuts read at most `room` bytes of each end,
+  // whatever the size of the result.
   const headRoom = Math.floor(room / 2);
-  const headRegion = decodeUtf8(canonical.subarray(0, charStart(canonical, Math.min(headRoom, total))));
-  const head = takeHead(headRegion, headRoom);
+  const head = takeHeadOfCanonical(canonical, headRoom);
   // A cut inside an escape of the canonical text (`\u00`) would show the model half an escape: cut before it.
-  const headEnd = escapeAround(canonical, head.utf8)?.[0] ?? head.utf8;
+  const headEnd = escapeAround(canonical, head.index)?.[0] ?? head.index;
   const tailRoom = room - head.cost;
-  const tailFrom = Math.max(headEnd, total - tailRoom);
-  const tailRegionStart = nextCharStart(canonical, tailFrom);
-  const tail = takeTail(decodeUtf8(canonical.subarray(tailRegionStart)), tailRoom);
-  const tailStart = total - tail.utf8;
-  const tailBegin = escapeAround(canonical, tailStart)?.[1] ?? tailStart; // ...and after it
+  const tail = takeTailOfCanonical(canonical, tailRoom, headEnd);
+  const tailBegin = escapeAround(canonical, tail.index)?.[1] ?? tail.index; // ...and after it
 
-  skeleton.preview = {
-    head: decodeUtf8(canonical.subarray(0, headEnd)),
-    omitted_bytes: total - headEnd - (total - tailBegin),
-    tail: decodeUtf8(canonical.subarray(tailBegin)),
-  };
-  return { preview: skeleton, unpreserved };
+  const omitted = tailBegin - headEnd;
+  skeleton.preview = { head: decodeUtf8(canonical.subarray(0, headEnd)), omitted_bytes: omitted, tail: decodeUtf8(canonical.subarray(tailBegin)) };
+  // The preview's size without writing it again: the skeleton's, plus what the cuts cost escaped.
+  const headCost = head.cost - canonicalCost(canonical, headEnd, head.index);
+  const tailCost = tail.cost - canonicalCost(canonical, tail.index, tailBegin);
+  return { preview: skeleton, retainedBytes: skeletonBytes + digits(omitted) - 1 + headCost + tailCost, unpreserved: preserved.unpreserved };
 }

@@ -6,6 +6,7 @@ import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, R
 import { EXECUTORS_BUCKET } from "../executors/executor-store.js";
 import { ExecutorSchema } from "../executors/schemas.js";
 import { kvStreamName } from "../streams/index.js";
+import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
 import { decode } from "../wire/codec.js";
 import { Receipt } from "../wire/messages.js";
 import { STREAMS } from "../wire/subjects.js";
@@ -42,7 +43,7 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
     const latest = new Map<string, Stamped<T> | null>();
     await scan(kvStreamName(name), (m) => {
       const op = m.headers?.get("KV-Operation");
-      latest.set(m.subject, op === "DEL" || op === "PURGE" ? null : { value: decode(schema, m.data), revision: m.seq, storedAt: millis(m) });
+      latest.set(m.subject, op === "DEL" || op === "PURGE" ? null : { value: decode(schema, m.data, STORED_MAX_JSON_DEPTH), revision: m.seq, storedAt: millis(m) });
     });
     return [...latest.values()].filter((e): e is Stamped<T> => e !== null);
   };

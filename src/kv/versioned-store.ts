@@ -3,6 +3,7 @@ import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nat
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import { isRevisionCheckUnavailable, isRevisionConflict } from "../nats/jetstream-codes.js";
+import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
 import { decode, encode } from "../wire/codec.js";
 import { forEachConcurrently } from "./concurrently.js";
 
@@ -75,7 +76,7 @@ export class VersionedStore<T> {
   async get(key: string): Promise<Versioned<T> | null> {
     const entry = await this.kv.get(key);
     if (!entry || entry.operation !== "PUT") return null;
-    return { value: decode(this.schema, entry.value), revision: entry.revision };
+    return { value: decode(this.schema, entry.value, STORED_MAX_JSON_DEPTH), revision: entry.revision };
   }
 
   /** Unconditional write, for values with one writer (presence) or where the last writer may win (watches). */
@@ -125,7 +126,7 @@ export class VersionedStore<T> {
       const op = m.headers?.get("KV-Operation");
       const key = m.subject.slice(prefix.length);
       if (op === "DEL" || op === "PURGE") listing.removed.push({ key, revision: m.seq });
-      else listing.live.push({ key, value: decode(this.schema, m.data), revision: m.seq });
+      else listing.live.push({ key, value: decode(this.schema, m.data, STORED_MAX_JSON_DEPTH), revision: m.seq });
       if (m.info.pending === 0) break;
     }
     await consumer.delete().catch(() => undefined);

@@ -5,6 +5,22 @@
  */
 export const DEFAULT_MAX_JSON_DEPTH = 64;
 
+/** The highest bound a JSON body may be given (`TOOLGATE_JSON_MAX_DEPTH` allows 8..1024). */
+export const MAX_INGRESS_JSON_DEPTH = 1024;
+
+/**
+ * Levels a stored record may add around a value accepted at an ingress bound: a result that came inside
+ * a receipt sits one level deeper in its projection record (`context_preview.result`).
+ */
+export const RECORD_ENVELOPE_DEPTH = 8;
+
+/**
+ * The bound for reading back what toolgate stored itself (KV records, receipts and events in their
+ * streams): what any ingress bound accepted, inside its record. Reading with an ingress bound would make
+ * a record unreadable whose value was accepted (a 63-level result is 65 levels in its projection record).
+ */
+export const STORED_MAX_JSON_DEPTH = MAX_INGRESS_JSON_DEPTH + RECORD_ENVELOPE_DEPTH;
+
 const OPEN_BRACKET = 0x5b;
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACKET = 0x5d;

@@ -50,8 +50,11 @@ export class MalformedMessageError extends Error {
   }
 }
 
-/** Decodes and validates; throws `MalformedMessageError` with the reason on anything else. */
-export function decode<S extends z.ZodType>(schema: S, data: Uint8Array): z.output<S> {
+/**
+ * Decodes and validates; throws `MalformedMessageError` with the reason on anything else. `maxDepth` bounds
+ * the nesting: a message's by default, STORED_MAX_JSON_DEPTH for a record toolgate stored itself.
+ */
+export function decode<S extends z.ZodType>(schema: S, data: Uint8Array, maxDepth = DEFAULT_MAX_JSON_DEPTH): z.output<S> {
   let value: unknown;
   try {
     value = packr.unpack(data);
@@ -59,7 +62,7 @@ export function decode<S extends z.ZodType>(schema: S, data: Uint8Array): z.outp
     throw new MalformedMessageError(`not msgpack: ${(err as Error).message}`);
   }
   // Everything downstream (canonical JSON, projections) recurses: refuse deep values here, once.
-  if (valueTooDeep(value, DEFAULT_MAX_JSON_DEPTH)) throw new MalformedMessageError(`nested deeper than ${DEFAULT_MAX_JSON_DEPTH} levels`);
+  if (valueTooDeep(value, maxDepth)) throw new MalformedMessageError(`nested deeper than ${maxDepth} levels`);
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message }));

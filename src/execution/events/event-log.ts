@@ -1,5 +1,6 @@
 import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
 import type { Logger } from "../../log/logger.js";
+import { STORED_MAX_JSON_DEPTH } from "../../validation/json-depth.js";
 import { decode, encode } from "../../wire/codec.js";
 import { STREAMS, subjects } from "../../wire/subjects.js";
 import { RunEvent } from "./run-events.js";
@@ -37,7 +38,7 @@ export class RunEventLog {
     signal.addEventListener("abort", stop, { once: true });
     try {
       if (signal.aborted) return;
-      for await (const m of messages) yield { seq: m.seq, event: decode(RunEvent, m.data) };
+      for await (const m of messages) yield { seq: m.seq, event: decode(RunEvent, m.data, STORED_MAX_JSON_DEPTH) };
     } finally {
       signal.removeEventListener("abort", stop);
       await messages.close();

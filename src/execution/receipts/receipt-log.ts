@@ -1,4 +1,5 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
+import { STORED_MAX_JSON_DEPTH } from "../../validation/json-depth.js";
 import { decode } from "../../wire/codec.js";
 import { OperatorReceipt, Receipt } from "../../wire/messages.js";
 import { STREAMS } from "../../wire/subjects.js";
@@ -11,7 +12,8 @@ export class ReceiptLog {
   async read(seq: number): Promise<Receipt | OperatorReceipt> {
     const msg = await this.jsm.streams.getMessage(STREAMS.receipts, { seq });
     if (!msg) throw new Error(`receipt at ${STREAMS.receipts} sequence ${seq} is missing`);
-    return msg.subject.startsWith("tg.oprcpt.") ? decode(OperatorReceipt, msg.data) : decode(Receipt, msg.data);
+    // Read back as stored: an operator's settlement came over HTTP, under that body's own depth bound.
+    return msg.subject.startsWith("tg.oprcpt.") ? decode(OperatorReceipt, msg.data, STORED_MAX_JSON_DEPTH) : decode(Receipt, msg.data, STORED_MAX_JSON_DEPTH);
   }
 
   /** The result of the `completed` receipt at `seq`. */
