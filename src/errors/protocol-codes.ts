@@ -30,6 +30,11 @@ export const REFUSAL_CODES = {
   claim_revoked: { in: ["claim", "receipt"], meaning: "the claim was revoked (the run was cancelled before `accepted`)", action: "do not start" },
   lease_expired: { in: ["receipt"], meaning: "the claim's lease ran out; the assignment went back to the candidates", action: "do not start (the token belongs to an earlier generation)" },
   invalid_token: { in: ["receipt"], meaning: "no claim of the assignment by this executor matches the claim token; not indexed", action: "none: the receipt is not this executor's to send" },
+  protocol_version_unsupported: {
+    in: ["claim", "presence", "rq", "ctlq"],
+    meaning: "the request's `Tg-Protocol` header names a protocol version this gateway does not speak (it speaks `1`); a request without the header is taken as `1`",
+    action: "run an executor of the gateway's protocol version, or upgrade the gateway first",
+  },
   malformed: { in: ["claim", "presence", "receipt", "rq", "ctlq"], meaning: "not the subject's message, or its `executor_id`, scope or assignment is not the subject's", action: "fix the sender (a bug in the executor)" },
   receipt_conflict: { in: ["receipt", "rq"], meaning: "the same `receipt_id` was stored with another body", action: "never resend it with a new body: the executor or its store changed a saved receipt" },
   invalid_result: { in: ["receipt"], meaning: "the receipt is not representable as canonical JSON (NaN, Infinity, binary...)", action: "report a JSON result" },

@@ -29,7 +29,7 @@ import { ReceiptIndex } from "./receipts/receipt-index.js";
 import { ReceiptLog } from "./receipts/receipt-log.js";
 import { ReceiptProcessor } from "./receipts/receipt-processor.js";
 import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./model/records.js";
-import { serveRequests } from "./transport/responder.js";
+import { serveRequests, type Refusal } from "./transport/responder.js";
 import { assignmentEvents, runEvents } from "./events/run-events.js";
 import { RunLookup } from "./runs/run-lookup.js";
 import { RunService } from "./runs/runs.js";
@@ -154,7 +154,7 @@ export async function startExecution(deps: {
   const taskCancel = new TaskCancelService(assignmentStore, control);
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
-  const malformed = (reason: string): RequestRefused => ({ status: "refused", code: "malformed", reason });
+  const refuse = (refusal: Refusal): RequestRefused => ({ status: "refused", ...refusal });
   const refusal = (reply: { status: string; code?: RequestRefused["code"]; reason?: string }) => (reply.status === "refused" && reply.code ? { code: reply.code, reason: reply.reason ?? "" } : undefined);
   const serve = { log, metrics };
   const subscriptions: Subscription[] = [
@@ -167,7 +167,7 @@ export async function startExecution(deps: {
         metrics.claimAnswered(reply.status === "granted" ? "granted" : reply.code);
         return reply;
       },
-      malformed,
+      refuse,
       refusalOf: refusal,
     }),
     serveRequests(nc, {
@@ -175,7 +175,7 @@ export async function startExecution(deps: {
       subject: subjects.presence("*", "*"),
       schema: PresenceHeartbeat,
       handle: (origin, beat) => presence.heartbeat(origin, beat),
-      malformed: (reason): PresenceReply => ({ ...malformed(reason), ttl_ms: presence.ttlMs }),
+      refuse: (refusal): PresenceReply => ({ ...refuse(refusal), ttl_ms: presence.ttlMs }),
       refusalOf: refusal,
     }),
     serveRequests(nc, {
@@ -183,7 +183,7 @@ export async function startExecution(deps: {
       subject: subjects.receiptQuery("*", "*"),
       schema: ReceiptQuery,
       handle: (_origin, query): Promise<ReceiptQueryReply> => index.answerQuery(query),
-      malformed,
+      refuse,
       // A conflict found by the query is as much a refusal as one found by the receipt consumer.
       refusalOf: (reply) => (reply.status === "rejected" && reply.code === "receipt_conflict" ? { code: reply.code, reason: reply.reason ?? "" } : refusal(reply)),
     }),
@@ -192,7 +192,7 @@ export async function startExecution(deps: {
       subject: subjects.controlQuery("*", "*"),
       schema: ControlQuery,
       handle: ({ scope, executorId }, query): Promise<ControlQueryResult> => control.since(scope, executorId, query.since),
-      malformed,
+      refuse,
       refusalOf: (reply) => ("status" in reply ? refusal(reply) : undefined),
     }),
   ];

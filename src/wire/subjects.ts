@@ -50,10 +50,6 @@ export const candidateConsumer = (scope: string): string => `cand-${scope}`;
 /** Queue group shared by all gateway replicas for request/reply subjects. */
 export const GATEWAY_QUEUE = "toolgate-gateway";
 
-/** Header carrying a message's protocol version. */
-export const PROTOCOL_VERSION_HEADER = "Tg-Protocol";
-export const PROTOCOL_VERSION = "1";
-
 const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
 
 /** True when `value` can stand as one subject token (and one KV key token). */

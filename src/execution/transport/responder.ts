@@ -3,6 +3,7 @@ import type { z } from "zod";
 import type { Logger } from "../../log/logger.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
 import { GATEWAY_QUEUE, isSubjectToken } from "../../wire/subjects.js";
+import { unsupportedProtocolVersion } from "../../wire/protocol-version.js";
 import type { RequestOrigin } from "../../executors/admission.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import { EXECUTORS_ACCOUNT } from "../../security/nats-auth.js";
@@ -15,8 +16,17 @@ import type { RefusalCode } from "../../wire/messages.js";
  */
 const REQUEST_INFO_HEADER = "Nats-Request-Info";
 
-/** Refusals that say the requester is not who or where it claims to be: logged at warn, the rest at debug. */
-const ADMISSION_CODES: ReadonlySet<RefusalCode> = new Set(["malformed", "executor_unknown", "out_of_scope", "binding_not_granted", "identity_mismatch", "not_yours", "receipt_conflict"]);
+/** Refusals that say the requester is not who or where it claims to be, or speaks another protocol: logged at warn, the rest at debug. */
+const ADMISSION_CODES: ReadonlySet<RefusalCode> = new Set([
+  "malformed",
+  "protocol_version_unsupported",
+  "executor_unknown",
+  "out_of_scope",
+  "binding_not_granted",
+  "identity_mismatch",
+  "not_yours",
+  "receipt_conflict",
+]);
 
 /** A reply that refuses the request, with its code and reason (what is logged and counted). */
 export interface Refusal {
@@ -28,11 +38,12 @@ export interface Refusal {
  * Serves one request/reply subject of the protocol, `tg.<verb>.<scope>.<executor>`, in the gateways'
  * queue group (each request reaches one replica). Requests are decoded and validated, and their
  * `executor_id` must be the subject's executor token: the server lets an executor publish only on
- * its own tokens, so this is what stops it speaking for another executor of its scope. A malformed
- * request is answered by `malformed` (every request subject answers one, so no requester waits for
- * its timeout). Every refusal, malformed or decided by the handler (`refusalOf`), is logged and
- * counted by verb and code. A failing handler sends no reply, so the requester's timeout and retry
- * take over.
+ * its own tokens, so this is what stops it speaking for another executor of its scope. A request whose
+ * `Tg-Protocol` header names another protocol version is answered by `protocol_version_unsupported`
+ * before its body is read (one without the header is taken as this version), a malformed one by
+ * `malformed`: every request subject answers them, so no requester waits for its timeout. Every
+ * refusal, of these or decided by the handler (`refusalOf`), is logged and counted by verb and code.
+ * A failing handler sends no reply, so the requester's timeout and retry take over.
  */
 export function serveRequests<S extends z.ZodType<{ executor_id: string }>, R>(
   nc: NatsConnection,
@@ -43,7 +54,8 @@ export function serveRequests<S extends z.ZodType<{ executor_id: string }>, R>(
     log: Logger;
     metrics: ExecutionMetrics;
     handle: (origin: RequestOrigin, request: z.output<S>) => Promise<R>;
-    malformed: (reason: string) => R;
+    /** The reply refusing a request before it reached `handle` (malformed, or of another protocol version). */
+    refuse: (refusal: Refusal) => R;
     /** The refusal a reply stands for, if it is one. */
     refusalOf: (reply: R) => Refusal | undefined;
   },
@@ -65,6 +77,8 @@ export function serveRequests<S extends z.ZodType<{ executor_id: string }>, R>(
     callback: (err, msg) => {
       if (err) return log.error({ err, subject: options.subject }, "subscription failed");
       const [scope = "", executorId = ""] = msg.subject.split(".").slice(2);
+      const version = unsupportedProtocolVersion(msg.headers);
+      if (version) return reply(msg, { scope, executorId }, options.refuse({ code: "protocol_version_unsupported", reason: version }));
       let request: z.output<S>;
       try {
         if (!isSubjectToken(scope) || !isSubjectToken(executorId)) throw new MalformedMessageError(`bad scope or executor token in ${msg.subject}`);
@@ -72,7 +86,7 @@ export function serveRequests<S extends z.ZodType<{ executor_id: string }>, R>(
         if (request.executor_id !== executorId)
           throw new MalformedMessageError(`executor_id '${request.executor_id}' is not the executor of the subject ('${executorId}')`);
       } catch (e) {
-        return reply(msg, { scope, executorId }, options.malformed(e instanceof MalformedMessageError ? e.reason : String(e)));
+        return reply(msg, { scope, executorId }, options.refuse({ code: "malformed", reason: e instanceof MalformedMessageError ? e.reason : String(e) }));
       }
       const nkey = requesterNkey(msg);
       options.handle({ scope, executorId, ...(nkey ? { nkey } : {}) }, request).then(
