@@ -14,11 +14,12 @@ import { pino } from "pino";
 import { ToolRunner } from "../../src/runner/index.js";
 import { decode } from "../../src/wire/codec.js";
 import { Candidate } from "../../src/wire/messages.js";
-import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer } from "../../src/wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX } from "../../src/wire/subjects.js";
 import { registerExecutor } from "../../test/helpers/registry.js";
 import { ProtocolExecutor } from "../../test/helpers/protocol-executor.js";
 import { BENCH_PROGRESS, BENCH_RESULT, BENCH_TOOL } from "./protocol-messages.js";
 import { forEachBounded } from "./workload.js";
+import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
 const env = (name: string): string => {
   const value = process.env[name];

@@ -1,15 +1,12 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
-import { EXECUTION_BUCKETS } from "../kv/buckets.js";
+import { EXECUTION_BUCKETS, EXECUTORS_BUCKET, kvStreamName, STREAMS } from "../streams/names.js";
 import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
-import { EXECUTORS_BUCKET } from "../executors/executor-store.js";
 import { ExecutorSchema } from "../executors/schemas.js";
-import { kvStreamName } from "../streams/index.js";
 import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
 import { decode } from "../wire/codec.js";
 import { Receipt } from "../wire/messages.js";
-import { STREAMS } from "../wire/subjects.js";
 import type { CreateOnlyBucket, RegistryHistory, Stamped, StoredHistory, StoredReceipt } from "./history.js";
 
 export interface ReadOptions {

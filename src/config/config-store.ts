@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { ToolgateError } from "../errors/toolgate-error.js";
 import { isRevisionConflict } from "../nats/jetstream-codes.js";
 import { agentOfVersion, agentVersionId, agentVersionNumber } from "./ids.js";
-import { CONFIG_BUCKET, configKeys } from "./keys.js";
+import { configKeys } from "./keys.js";
 import {
   AgentVersionSchema,
   BindingSchema,
@@ -22,6 +22,7 @@ import {
   type ToolsetVersion,
 } from "./schemas.js";
 import { checkToolsetTools } from "./toolset-checks.js";
+import { CONFIG_BUCKET } from "../streams/names.js";
 
 /** True for the error `kv.create` raises when the key already exists. */
 export function isKeyExists(err: unknown): boolean {

@@ -6,7 +6,6 @@
  *   sessions.<session_id>
  *   legacy.<one of the above>     pre-upgrade objects, read only by `toolgate migrate --stored`
  */
-export const CONFIG_BUCKET = "tg_config";
 export const LEGACY_PREFIX = "legacy.";
 
 export const configKeys = {

@@ -4,12 +4,10 @@ import { ToolgateError } from "../errors/toolgate-error.js";
 import type { Execution } from "../execution/execution.js";
 import type { RunRecord } from "../execution/model/records.js";
 import { bucketStores } from "../kv/buckets.js";
+import { CONTEXT_BUCKETS } from "../streams/names.js";
 import type { VersionedStore } from "../kv/versioned-store.js";
 import { CalibrationSchema, emptyCalibration, withSample, type Calibration } from "./estimator.js";
 import { contextWindow, type ContextWindow } from "./window.js";
-
-/** KV buckets of the context window (declared in `streams/kv.<bucket>.json`). */
-export const CONTEXT_BUCKETS = { runs: "tg_run_context", ratios: "tg_token_ratios" } as const;
 
 /** What a usage report says of one model call (`POST /v1/runs/{run_id}/usage`). */
 export const UsageReportSchema = z

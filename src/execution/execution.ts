@@ -7,7 +7,7 @@ import type { Definition } from "../streams/index.js";
 import type { RegistryReader } from "../executors/admission.js";
 import { ClaimRequest, ControlQuery, PresenceHeartbeat, ReceiptQuery, type ClaimReply, type ControlQueryResult, type PresenceReply, type ReceiptQueryReply, type RequestRefused } from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
-import { EXECUTION_BUCKETS, executionStores } from "../kv/buckets.js";
+import { executionStores } from "../kv/buckets.js";
 import { CandidateQueue } from "./dispatch/candidate-queue.js";
 import { ClaimQuota } from "./claims/claim-quota.js";
 import { ClaimService } from "./claims/claim-service.js";
@@ -37,6 +37,7 @@ import { BackgroundTasks } from "./tasks/background-tasks.js";
 import { TaskCancelService } from "./operations/task-cancel.js";
 import { ToolCallService } from "./runs/tool-calls.js";
 import { Watchlist } from "./claims/watchlist.js";
+import { EXECUTION_BUCKETS } from "../streams/names.js";
 
 export interface ExecutionOptions {
   /** How long an unconfirmed claim lives before it returns to the candidates. */

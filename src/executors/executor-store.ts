@@ -3,11 +3,10 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { isKeyExists } from "../config/config-store.js";
 import { openBucket } from "../kv/buckets.js";
+import { EXECUTORS_BUCKET } from "../streams/names.js";
 import type { Binding } from "../config/schemas.js";
 import { ToolgateError, type ErrorDetail } from "../errors/toolgate-error.js";
 import { ExecutorSchema, type Executor, type RegisterExecutor } from "./schemas.js";
-
-export const EXECUTORS_BUCKET = "tg_executors";
 
 const encoder = new TextEncoder();
 

@@ -2,19 +2,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { z } from "zod";
+import { EXECUTION_BUCKETS, kvStreamName } from "../streams/names.js";
 import { VersionedStore } from "./versioned-store.js";
-
-/** The KV buckets of the execution path (declared in `streams/kv.<bucket>.json`). */
-export const EXECUTION_BUCKETS = {
-  runs: "tg_runs",
-  assignments: "tg_assignments",
-  watch: "tg_watch",
-  receiptIndex: "tg_receipt_index",
-  progress: "tg_progress",
-  projections: "tg_projections",
-  presence: "tg_presence",
-  claims: "tg_claims",
-} as const;
 
 export type BucketRole = keyof typeof EXECUTION_BUCKETS;
 
@@ -36,7 +25,7 @@ export async function bucketStores(nc: NatsConnection): Promise<<T>(bucket: stri
 
 /** Binds an existing bucket, its reads direct gets where that is safe (above). */
 export async function openBucket(kvm: Kvm, jsm: JetStreamManager, bucket: string): Promise<KV> {
-  const { config } = await jsm.streams.info(`KV_${bucket}`);
+  const { config } = await jsm.streams.info(kvStreamName(bucket));
   return kvm.open(bucket, { bindOnly: true, allow_direct: config.allow_direct === true && config.num_replicas === 1 });
 }
 

@@ -3,6 +3,7 @@ import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nat
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import { isRevisionCheckUnavailable, isRevisionConflict } from "../nats/jetstream-codes.js";
+import { kvStreamName } from "../streams/names.js";
 import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
 import { decode, encode } from "../wire/codec.js";
 import { forEachConcurrently } from "./concurrently.js";
@@ -116,11 +117,11 @@ export class VersionedStore<T> {
    */
   async list(filter = ">"): Promise<Listing<T>> {
     const prefix = `$KV.${this.access.bucket}.`;
-    const info = await this.access.jsm.streams.info(`KV_${this.access.bucket}`, { subjects_filter: prefix + filter });
+    const info = await this.access.jsm.streams.info(kvStreamName(this.access.bucket), { subjects_filter: prefix + filter });
     const count = Object.keys(info.state.subjects ?? {}).length;
     const listing: Listing<T> = { live: [], removed: [] };
     if (count === 0) return listing;
-    const consumer = await this.access.js.consumers.get(`KV_${this.access.bucket}`, { filter_subjects: prefix + filter, deliver_policy: DeliverPolicy.LastPerSubject });
+    const consumer = await this.access.js.consumers.get(kvStreamName(this.access.bucket), { filter_subjects: prefix + filter, deliver_policy: DeliverPolicy.LastPerSubject });
     const batch = await consumer.fetch({ max_messages: count, expires: LIST_WAIT_MS });
     for await (const m of batch) {
       const op = m.headers?.get("KV-Operation");
@@ -140,7 +141,7 @@ export class VersionedStore<T> {
    * marker's own revision: a value written to the key since (a higher revision) stays.
    */
   async purgeRemoved(removed: ReadonlyArray<{ key: string; revision: number }>): Promise<void> {
-    const stream = `KV_${this.access.bucket}`;
+    const stream = kvStreamName(this.access.bucket);
     await forEachConcurrently(removed, PURGE_CONCURRENCY, async ({ key, revision }) => {
       await this.access.jsm.streams.purge(stream, { filter: `$KV.${this.access.bucket}.${key}`, seq: revision + 1 });
     });

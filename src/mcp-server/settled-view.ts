@@ -1,7 +1,8 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { RunEventLog } from "../execution/events/event-log.js";
 import type { AssignmentView, HistoryReader } from "../execution/runs/history.js";
-import { STREAMS, subjects } from "../wire/subjects.js";
+import { subjects } from "../wire/subjects.js";
+import { STREAMS } from "../streams/names.js";
 
 /** States a call is settled in: it has an outcome, or needs an operator (never reported as success). */
 export const SETTLED = new Set<AssignmentView["state"]>(["completed", "failed", "cancelled", "reconciliation_required", "withdrawn", "revoked", "abandoned"]);

@@ -18,9 +18,10 @@ import {
   type ReceiptQuery,
 } from "../wire/messages.js";
 import { natsClientOptions, type NatsClientEnv } from "../nats/client-options.js";
-import { candidateConsumer, EXECUTOR_JS_API_PREFIX, executorInboxPrefix, STREAMS, subjects } from "../wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../wire/subjects.js";
 import { PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER } from "../wire/protocol-version.js";
 import type { Logger } from "./logger.js";
+import { candidateConsumer, STREAMS } from "../streams/names.js";
 
 /** One pulled candidate and what the runner may do with its message. */
 export interface CandidateDelivery {

@@ -1,5 +1,6 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { EXECUTOR_JS_API_PREFIX, GATEWAY_QUEUE, STREAMS } from "../wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, GATEWAY_QUEUE } from "../wire/subjects.js";
+import { STREAMS } from "../streams/names.js";
 
 /** The only JetStream operations executors use: info and pull of a candidate consumer. */
 const OPERATIONS = ["INFO", "MSG.NEXT"] as const;

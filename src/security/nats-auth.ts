@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Executor } from "../executors/schemas.js";
-import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, executorInboxPrefix, subjects } from "../wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../wire/subjects.js";
+import { candidateConsumer, STREAMS } from "../streams/names.js";
 
 /**
  * The NATS server's authorization, generated from the executor registry (`toolgate nats-config`).

@@ -67,11 +67,6 @@ export type KvDefinition = z.infer<typeof KvDefinitionSchema>;
 export type ConsumerDefinition = z.infer<typeof ConsumerDefinitionSchema>;
 export type Definition = z.infer<typeof DefinitionSchema>;
 
-/** JetStream keeps a KV bucket in the stream `KV_<bucket>`. */
-export function kvStreamName(bucket: string): string {
-  return `KV_${bucket}`;
-}
-
 /** A human label such as `stream TG_CANDIDATES`, `kv tg_config`, `consumer TG_CANDIDATES/scope-a`. */
 export function definitionLabel(def: Definition): string {
   switch (def.kind) {

@@ -1,5 +1,6 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
-import { kvStreamName, type Definition } from "./definitions.js";
+import { type Definition } from "./definitions.js";
+import { kvStreamName } from "./names.js";
 
 /** The JetStream stream of every declared stream and bucket (consumers live inside those). */
 export function declaredStreamNames(defs: readonly Definition[]): string[] {

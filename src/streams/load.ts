@@ -2,7 +2,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { DefinitionSchema, definitionLabel, kvStreamName, type Definition } from "./definitions.js";
+import { DefinitionSchema, definitionLabel, type Definition } from "./definitions.js";
+import { kvStreamName } from "./names.js";
 
 /** The package's own `streams/` (two levels up from both `src/streams/` and `dist/streams/`). */
 export const defaultStreamsDir = fileURLToPath(new URL("../../streams/", import.meta.url));

@@ -1,7 +1,7 @@
 import type { ConsumerConfig, ConsumerInfo, StreamConfig, StreamInfo } from "@nats-io/jetstream";
 import { millis, nanos } from "@nats-io/transport-node";
 import type { ConsumerDefinition, Definition, KvDefinition, StreamDefinition } from "./definitions.js";
-import { kvStreamName } from "./definitions.js";
+import { kvStreamName } from "./names.js";
 
 /**
  * The comparable shape of one JetStream object: exactly the fields toolgate manages, in the units of

@@ -38,15 +38,6 @@ export const subjects = {
   runEvents: (runId: string) => `tg.evt.${runId}`,
 } as const;
 
-/** JetStream streams of the executor protocol (declared in `streams/`). */
-export const STREAMS = { candidates: "TG_CANDIDATES", receipts: "TG_RECEIPTS", control: "TG_CONTROL", events: "TG_EVENTS" } as const;
-
-/**
- * Name of the one durable pull consumer of a scope on `TG_CANDIDATES` (filter `candidateFilter(scope)`),
- * shared by all executors of that scope. The gateway creates it when a binding of the scope is registered.
- */
-export const candidateConsumer = (scope: string): string => `cand-${scope}`;
-
 /** Queue group shared by all gateway replicas for request/reply subjects. */
 export const GATEWAY_QUEUE = "toolgate-gateway";
 

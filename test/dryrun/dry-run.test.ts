@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/gateway/gateway.js";
-import { CONFIG_BUCKET } from "../../src/config/keys.js";
+import { CONFIG_BUCKET } from "../../src/streams/names.js";
 import { startTestNats, streamWatermarks, type TestNats } from "../helpers/nats.js";
 import { buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { ADMIN_KEY, admin, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";

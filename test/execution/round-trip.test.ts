@@ -19,12 +19,13 @@ import { createLogger } from "../../src/log/logger.js";
 import { argumentDigest } from "../../src/wire/digest.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { Candidate, type Grant, type Receipt } from "../../src/wire/messages.js";
-import { STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+import { subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
+import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
 const SCOPE = "prod";
 

@@ -2,8 +2,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsCluster, type NatsCluster } from "../../src/nats/nats-cluster.js";
-import { EXECUTION_BUCKETS } from "../../src/kv/buckets.js";
-import { STREAMS } from "../../src/wire/subjects.js";
+import { EXECUTION_BUCKETS, STREAMS } from "../../src/streams/names.js";
 import { FaultRig, size } from "./rig.js";
 import { until } from "../helpers/until.js";
 

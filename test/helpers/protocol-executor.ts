@@ -14,8 +14,9 @@ import {
   type PresenceHeartbeat,
   type Receipt,
 } from "../../src/wire/messages.js";
-import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, subjects } from "../../src/wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { registerExecutor } from "./registry.js";
+import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
 type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "receipt_id" | "assignment_id" | "executor_id" | "claim_token"> : never) : never;
 

@@ -9,12 +9,13 @@ import { checkHistory, readHistory } from "../../src/checker/index.js";
 import { BusinessCancelled, BusinessFailure, CancelRequested, ToolRunner } from "../../src/runner/index.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant, type Receipt } from "../../src/wire/messages.js";
-import { STREAMS, subjects } from "../../src/wire/subjects.js";
+import { subjects } from "../../src/wire/subjects.js";
 import { definitionsWithPresenceTtl, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
 import { registerExecutor } from "../helpers/registry.js";
+import { STREAMS } from "../../src/streams/names.js";
 
 /**
  * The five operations of docs/protocol.md section 4, one row of docs/operations-matrix.md per test,

@@ -1,7 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { STREAMS } from "../../src/wire/subjects.js";
+import { STREAMS } from "../../src/streams/names.js";
 import { ADMIN_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";

@@ -9,12 +9,13 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decode } from "../../src/wire/codec.js";
 import { Receipt } from "../../src/wire/messages.js";
-import { STREAMS, subjects } from "../../src/wire/subjects.js";
+import { subjects } from "../../src/wire/subjects.js";
 import { CRASH_POINTS } from "../fixtures/crash-points.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { publishTasksAgent } from "./helpers/tasks-agent.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
+import { STREAMS } from "../../src/streams/names.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/crash-executor.ts", import.meta.url));
 const SETTLED = new Set(["completed", "failed", "cancelled", "reconciliation_required"]);

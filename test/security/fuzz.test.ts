@@ -7,12 +7,13 @@ import { ErrorBodySchema } from "../../src/http/errors.js";
 import type { RouteDef } from "../../src/http/route.js";
 import { ClaimReply } from "../../src/wire/messages.js";
 import { decode } from "../../src/wire/codec.js";
-import { STREAMS, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
+import { executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, streamWatermarks, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
 import { startCapturedGateway, type CapturedGateway } from "./helpers.js";
+import { RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
 
 /**
  * Garbage at the receipt and claim subjects and at every declared HTTP route (the list comes from the
@@ -182,7 +183,7 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
 
     // The consumer got through all of it (never stuck), and nothing moved but the receipts' audit.
     await until("receipt consumer drained", async () => {
-      const info = await jsm.consumers.info(STREAMS.receipts, "gateway");
+      const info = await jsm.consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
       return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
     }, 60_000);
     expect((await jsm.streams.info(STREAMS.receipts)).state.last_seq).toBe(receiptsBefore + receipts.length);

@@ -12,13 +12,14 @@ import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
 import { ExecutorStore } from "../../src/executors/executor-store.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply } from "../../src/wire/messages.js";
-import { EXECUTOR_JS_API_PREFIX, STREAMS, candidateConsumer, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
+import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
 import { natsServerBinary, startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
 import { compareVersions } from "../../src/nats/server-version.js";
 import { until } from "../helpers/until.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { registerExecutor } from "../helpers/registry.js";
+import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
 /**
  * nats-server runs with the config `toolgate nats-config` generates; every refusal below comes

@@ -24,9 +24,11 @@ export async function startToolgate(tree: ToolgateTree, executor: ExecutorKind, 
   const children: BenchChild[] = [];
   try {
     const { PERMISSIONS } = await importFromTree<{ PERMISSIONS: readonly string[] }>(tree, "http/identities.js");
-    // The buckets moved to kv/ with the execution rooms; a baseline from before has them in execution/.
+    // The names are in streams/names; a baseline from before has the buckets in kv/ or, older, in execution/.
     type Buckets = { EXECUTION_BUCKETS: { projections: string } };
-    const { EXECUTION_BUCKETS } = await importFromTree<Buckets>(tree, "kv/buckets.js").catch(() => importFromTree<Buckets>(tree, "execution/buckets.js"));
+    const { EXECUTION_BUCKETS } = await importFromTree<Buckets>(tree, "streams/names.js")
+      .catch(() => importFromTree<Buckets>(tree, "kv/buckets.js"))
+      .catch(() => importFromTree<Buckets>(tree, "execution/buckets.js"));
     const port = await freePort();
     const gatewayUrl = `http://127.0.0.1:${port}`;
     const gatewayLog = process.env.BENCH_GATEWAY_LOG ?? "info";

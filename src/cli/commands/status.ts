@@ -8,7 +8,7 @@ import { isOnline } from "../../execution/claims/presence.js";
 import { PresenceRecord } from "../../execution/model/records.js";
 import { connectForCommand } from "../../nats/connect.js";
 import { declaredStreamNames, defaultStreamsDir, inspectStreams, loadDefinitions, type Definition, type JetStreamSnapshot } from "../../streams/index.js";
-import { candidateConsumer, STREAMS } from "../../wire/subjects.js";
+import { candidateConsumer, STREAMS } from "../../streams/names.js";
 
 const usage = `Usage: toolgate status [--json] [--server URL] [--dir DIR]
 

@@ -3,7 +3,8 @@ import { ConsumerDefinitionSchema, ensureStreams, type ConsumerDefinition } from
 import { isMessageGone } from "../../nats/jetstream-codes.js";
 import { encode } from "../../wire/codec.js";
 import type { Candidate } from "../../wire/messages.js";
-import { STREAMS, candidateConsumer, subjects } from "../../wire/subjects.js";
+import { subjects } from "../../wire/subjects.js";
+import { candidateConsumer, STREAMS } from "../../streams/names.js";
 
 /**
  * The candidates: a WorkQueue stream, one message per assignment generation on

@@ -2,8 +2,9 @@ import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
 import type { Logger } from "../../log/logger.js";
 import { STORED_MAX_JSON_DEPTH } from "../../validation/json-depth.js";
 import { decode, encode } from "../../wire/codec.js";
-import { STREAMS, subjects } from "../../wire/subjects.js";
+import { subjects } from "../../wire/subjects.js";
 import { RunEvent } from "./run-events.js";
+import { STREAMS } from "../../streams/names.js";
 
 /** One stored event and its sequence in `TG_EVENTS` (the SSE event id). */
 export interface StoredRunEvent {

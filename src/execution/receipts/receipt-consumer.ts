@@ -4,12 +4,10 @@ import type { Logger } from "../../log/logger.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
 import { Receipt } from "../../wire/messages.js";
-import { STREAMS, isSubjectToken, subjects } from "../../wire/subjects.js";
+import { isSubjectToken, subjects } from "../../wire/subjects.js";
 import type { ReceiptProcessor } from "./receipt-processor.js";
 import { StreamWorker } from "../transport/stream-worker.js";
-
-/** The durable consumer every gateway replica shares (declared in `streams/consumer.TG_RECEIPTS.gateway.json`). */
-export const RECEIPT_CONSUMER = "gateway";
+import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
 
 /**
  * Pulls receipts from the shared durable consumer and answers each executor on `tg.ans.<scope>.<executor>`

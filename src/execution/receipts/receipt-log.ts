@@ -2,7 +2,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import { STORED_MAX_JSON_DEPTH } from "../../validation/json-depth.js";
 import { decode } from "../../wire/codec.js";
 import { OperatorReceipt, Receipt } from "../../wire/messages.js";
-import { STREAMS } from "../../wire/subjects.js";
+import { STREAMS } from "../../streams/names.js";
 
 /** The receipts stream read back: every receipt is kept there as received (the audit record). */
 export class ReceiptLog {

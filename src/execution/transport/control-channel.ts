@@ -2,7 +2,8 @@ import { AckPolicy, DeliverPolicy, type JetStreamClient, type JetStreamManager }
 import { nanos } from "@nats-io/transport-node";
 import { decode, encode } from "../../wire/codec.js";
 import { CONTROL_QUERY_MAX, ExecutorControl, type ControlQueryReply } from "../../wire/messages.js";
-import { STREAMS, subjects } from "../../wire/subjects.js";
+import { subjects } from "../../wire/subjects.js";
+import { STREAMS } from "../../streams/names.js";
 
 /** A catch-up reader the server drops by itself should this process die before deleting it. */
 const READER_INACTIVE_MS = 30_000;

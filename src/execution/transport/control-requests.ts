@@ -3,13 +3,11 @@ import { ToolgateError } from "../../errors/toolgate-error.js";
 import type { Logger } from "../../log/logger.js";
 import { decode, MalformedMessageError } from "../../wire/codec.js";
 import { ControlRequest } from "../../wire/messages.js";
-import { STREAMS, subjects } from "../../wire/subjects.js";
+import { subjects } from "../../wire/subjects.js";
 import type { CompensationService } from "../operations/compensation.js";
 import { StreamWorker } from "./stream-worker.js";
 import type { TaskCancelService } from "../operations/task-cancel.js";
-
-/** The durable consumer of product requests (declared in `streams/consumer.TG_CONTROL.gateway.json`). */
-export const CONTROL_REQUEST_CONSUMER = "gateway-requests";
+import { CONTROL_REQUEST_CONSUMER, STREAMS } from "../../streams/names.js";
 
 /**
  * Products may publish a task cancel or a compensation on `tg.ctl.<type>` instead of calling the HTTP

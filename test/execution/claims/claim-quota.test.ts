@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { EXECUTION_BUCKETS } from "../../../src/kv/buckets.js";
+import { EXECUTION_BUCKETS } from "../../../src/streams/names.js";
 import type { ClaimReply, Grant } from "../../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../../helpers/execution-gateway.js";

@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jet
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
 import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
 import type { Candidate } from "../../../src/wire/messages.js";
-import { STREAMS, candidateConsumer } from "../../../src/wire/subjects.js";
+import { candidateConsumer, STREAMS } from "../../../src/streams/names.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 
 const SCOPE = "cq";
