@@ -1,0 +1,190 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
+import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
+import { LeaseSweeper } from "../../../src/execution/claims/lease-sweeper.js";
+import { Watchlist } from "../../../src/execution/claims/watchlist.js";
+import { BackgroundTasks } from "../../../src/execution/tasks/background-tasks.js";
+import { AssignmentRecord, RunRecord, WatchEntry, unstartedAssignment } from "../../../src/execution/model/records.js";
+import type { ExecutorDetacher } from "../../../src/execution/operations/executor-detach.js";
+import type { PresenceService } from "../../../src/execution/claims/presence.js";
+import { executionStores } from "../../../src/kv/buckets.js";
+import type { VersionedStore } from "../../../src/kv/versioned-store.js";
+import { createLogger } from "../../../src/log/logger.js";
+import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
+import { candidateConsumer, STREAMS } from "../../../src/streams/names.js";
+import { decode } from "../../../src/wire/codec.js";
+import { Candidate } from "../../../src/wire/messages.js";
+import { startTestNats, type TestNats } from "../../helpers/nats.js";
+
+/**
+ * `LeaseSweeper.sweepOnce()` driven by an injected clock against a real nats-server (real KV, real
+ * candidate stream): no timer runs and nothing sleeps; the clock is moved by the test.
+ */
+const SCOPE = "sweep";
+const LEASE_MS = 30_000;
+const REOFFER_MS = 60_000;
+const GRACE_MS = 10_000;
+const RUN = "run-sweep";
+
+/** Collaborators the lease and re-offer paths never reach: touching one fails the test. */
+const unreachable = <T extends object>(name: string): T =>
+  new Proxy({} as T, {
+    get: (_t, prop) => {
+      throw new Error(`the sweeper reached ${name}.${String(prop)} on a lease or re-offer path`);
+    },
+  });
+
+describe("the lease sweeper, on an injected clock", () => {
+  let nats: TestNats;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  let assignments: VersionedStore<AssignmentRecord>;
+  let watches: VersionedStore<WatchEntry>;
+  let watchlist: Watchlist;
+  let candidates: CandidateQueue;
+  let dispatcher: Dispatcher;
+  let sweeper: LeaseSweeper;
+  let clock = 1_700_000_000_000;
+  const now = () => clock;
+  let n = 0;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+    await ensureStreams(jsm, loadDefinitions(), { replicas: 1 });
+    const store = await executionStores(nc);
+    const runs = await store("runs", RunRecord);
+    assignments = await store("assignments", AssignmentRecord);
+    watches = await store("watch", WatchEntry);
+    watchlist = new Watchlist(watches);
+    candidates = new CandidateQueue(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
+    dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, REOFFER_MS, GRACE_MS, now);
+    const log = createLogger({ level: "silent" });
+    const tasks = new BackgroundTasks(runs, assignments, watchlist, log, now);
+    sweeper = new LeaseSweeper(assignments, watchlist, dispatcher, candidates, unreachable<PresenceService>("presence"), unreachable<ExecutorDetacher>("detacher"), tasks, log, 1_000, now);
+    await runs.put(RUN, { run_id: RUN, session_id: "s-sweep", agent: "sweeper", agent_version: "sweeper.1", toolset: "ts", toolset_version: "1", subject: "", state: "active", assignment_ids: [], created_at: clock, ended_at: null });
+  });
+  afterEach(async () => {
+    // Each case sweeps only its own assignment.
+    for (const id of await watchlist.watchedIds()) await watchlist.release(id);
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  /** A new read tool call of the run, dispatched by the real path: pending, generation 0, its candidate in the stream, watched for a re-offer. */
+  const dispatched = async (): Promise<AssignmentRecord> => {
+    const id = `asg-sweep-${++n}`;
+    await assignments.put(id, {
+      assignment_id: id,
+      run_id: RUN,
+      tool_call_id: null,
+      tool_name: "tasks.read",
+      binding_id: "b-sweep",
+      scope: SCOPE,
+      tool_kind: "read",
+      arguments: {},
+      argument_digest: "0".repeat(64),
+      operation_key: `op-${id}`,
+      max_result_context_bytes: 4_096,
+      ...unstartedAssignment(),
+      compensates: null,
+      created_at: clock,
+      updated_at: clock,
+    } as AssignmentRecord);
+    const a = await dispatcher.dispatch(id);
+    expect(a).toMatchObject({ state: "pending", generation: 0, candidate_seq: expect.any(Number) });
+    return a!;
+  };
+  /** An executor takes the candidate of `id` (acknowledged: gone from the work queue); earlier cases' leftovers are taken on the way. */
+  const take = async (id: string): Promise<Candidate> => {
+    const consumer = await jetstream(nc).consumers.get(STREAMS.candidates, candidateConsumer(SCOPE));
+    for (;;) {
+      const m = await consumer.next({ expires: 5_000 });
+      if (!m) throw new Error(`no candidate of ${id}`);
+      await m.ackAck();
+      const c = decode(Candidate, m.data);
+      if (c.assignment_id === id) return c;
+    }
+  };
+  /** Its claim, as the claim service writes it: claimed, leased until `clock + LEASE_MS`, watched at the lease's end. */
+  const claimed = async (a: AssignmentRecord): Promise<AssignmentRecord> => {
+    const claim = { executor_id: "exec-gone", generation: a.generation, token_sha256: "a".repeat(64), claimed_at: clock, lease_expires_at: clock + LEASE_MS };
+    const res = await assignments.mutate(a.assignment_id, (cur) => ({ write: { ...cur, state: "claimed", claim, updated_at: clock }, result: undefined }));
+    await watchlist.watch(a.assignment_id, claim.lease_expires_at);
+    return res!.value;
+  };
+  const current = async (id: string) => (await assignments.get(id))!.value;
+  const dueAt = async (id: string) => (await watches.get(id))?.value.due_at;
+  const candidateAt = async (seq: number) => decode(Candidate, (await jsm.streams.getMessage(STREAMS.candidates, { seq }))!.data);
+
+  it("returns an unconfirmed claim past its lease to the candidates with generation + 1", async () => {
+    const a = await dispatched();
+    await take(a.assignment_id);
+    const held = await claimed(a);
+
+    clock = held.claim!.lease_expires_at;
+    await sweeper.sweepOnce();
+
+    const after = await current(a.assignment_id);
+    expect(after).toMatchObject({ state: "pending", generation: 1, claim: null, past_claims: [held.claim], candidate_seq: expect.any(Number) });
+    expect(after.candidate_seq).not.toBe(a.candidate_seq);
+    expect(await candidateAt(after.candidate_seq!)).toMatchObject({ assignment_id: a.assignment_id, generation: 1 });
+    // The new candidate is watched for its re-offer.
+    expect(await dueAt(a.assignment_id)).toBe(clock + REOFFER_MS);
+  });
+
+  it("watches a claim whose watch came due before its lease again at the lease's end, and expires it there", async () => {
+    const a = await dispatched();
+    await take(a.assignment_id);
+    const held = await claimed(a);
+    // A watch older than the lease (as the claim service's holder check writes one) comes due first.
+    await watchlist.watch(a.assignment_id, clock + 1_000);
+
+    clock += 1_000;
+    await sweeper.sweepOnce();
+    expect(await current(a.assignment_id)).toMatchObject({ state: "claimed", generation: 0, claim: held.claim });
+    expect(await dueAt(a.assignment_id)).toBe(held.claim!.lease_expires_at);
+
+    clock = held.claim!.lease_expires_at - 1;
+    await sweeper.sweepOnce();
+    expect(await current(a.assignment_id)).toMatchObject({ state: "claimed", generation: 0 });
+
+    clock = held.claim!.lease_expires_at;
+    await sweeper.sweepOnce();
+    expect(await current(a.assignment_id)).toMatchObject({ state: "pending", generation: 1, claim: null });
+  });
+
+  it("offers a candidate taken but never claimed again with the next generation", async () => {
+    const a = await dispatched();
+    expect(await take(a.assignment_id)).toMatchObject({ generation: 0 });
+
+    clock += REOFFER_MS;
+    await sweeper.sweepOnce();
+
+    const after = await current(a.assignment_id);
+    expect(after).toMatchObject({ state: "pending", generation: 1, claim: null, candidate_seq: expect.any(Number) });
+    expect(after.candidate_seq).not.toBe(a.candidate_seq);
+    expect(await candidates.waiting(after.candidate_seq!)).toBe(true);
+    expect(await take(a.assignment_id)).toMatchObject({ generation: 1 });
+  });
+
+  it("only watches a candidate still waiting in the stream again, one re-offer period later", async () => {
+    const a = await dispatched();
+
+    clock += REOFFER_MS;
+    await sweeper.sweepOnce();
+
+    expect(await current(a.assignment_id)).toMatchObject({ state: "pending", generation: 0, candidate_seq: a.candidate_seq });
+    expect(await candidates.waiting(a.candidate_seq!)).toBe(true);
+    expect(await dueAt(a.assignment_id)).toBe(clock + REOFFER_MS);
+    // Nothing is due before then: a sweep meanwhile leaves it alone.
+    clock += REOFFER_MS - 1;
+    await sweeper.sweepOnce();
+    expect(await current(a.assignment_id)).toMatchObject({ generation: 0, candidate_seq: a.candidate_seq });
+  });
+});
