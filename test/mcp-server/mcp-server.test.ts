@@ -19,6 +19,7 @@ import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { registerExecutor } from "../helpers/registry.js";
 import { until } from "../helpers/until.js";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { onAbort } from "../helpers/abort.js";
 
 /**
  * toolgate as an MCP server, through the official MCP client (Client + Streamable HTTP transport)
@@ -93,7 +94,7 @@ describe("toolgate as an MCP server", () => {
           await ctx.progress({ step: "started" });
           await new Promise<void>((resolve, reject) => {
             gates.set(key, resolve);
-            ctx.signal.addEventListener("abort", () => reject(new BusinessCancelled("stopped as asked")));
+            onAbort(ctx.signal, () => reject(new BusinessCancelled("stopped as asked")));
           });
         }
         return { written: key };

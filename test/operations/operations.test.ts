@@ -16,6 +16,7 @@ import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
 import { registerExecutor } from "../helpers/registry.js";
 import { STREAMS } from "../../src/streams/names.js";
+import { onAbort } from "../helpers/abort.js";
 
 /**
  * The five operations of docs/protocol.md section 4, one row of docs/operations-matrix.md per test,
@@ -79,14 +80,14 @@ describe("the five operations, side by side", () => {
     const work = async (ctx: { arguments: Args; signal: AbortSignal }) => {
       const { key, mode = "quick" } = ctx.arguments;
       started.add(key);
-      ctx.signal.addEventListener("abort", () => aborts.set(key, (ctx.signal.reason as CancelRequested).kind));
+      onAbort(ctx.signal, () => aborts.set(key, (ctx.signal.reason as CancelRequested).kind));
       if (mode === "fail") throw new BusinessFailure("no_room", "the board is full");
       if (mode === "explode") throw new Error("connection lost after the write");
       if (mode === "wait" || mode === "stubborn") {
         await new Promise<void>((resolve, reject) => {
           gates.set(key, resolve);
           // `wait` stops and confirms when asked; `stubborn` finishes its work regardless.
-          if (mode === "wait") ctx.signal.addEventListener("abort", () => reject(new BusinessCancelled(`stopped: ${(ctx.signal.reason as Error).message}`)));
+          if (mode === "wait") onAbort(ctx.signal, () => reject(new BusinessCancelled(`stopped: ${(ctx.signal.reason as Error).message}`)));
         });
       }
       return { task_id: `task-${key}`, done: true };

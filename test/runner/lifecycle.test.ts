@@ -8,6 +8,7 @@ import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { publishTasksAgent } from "./helpers/tasks-agent.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
+import { onAbort } from "../helpers/abort.js";
 
 /** `runner.detach()` and `runner.close({ deadlineMs })` against the real gateway. */
 describe("ToolRunner leaving: detach and close", () => {
@@ -48,7 +49,7 @@ describe("ToolRunner leaving: detach and close", () => {
       kind: "write",
       bindingId: `${scope}-write`,
       async handler(ctx) {
-        ctx.signal.addEventListener("abort", () => signals.set(ctx.arguments.title, (ctx.signal.reason as CancelRequested).kind));
+        onAbort(ctx.signal, () => signals.set(ctx.arguments.title, (ctx.signal.reason as CancelRequested).kind));
         await new Promise<void>((resolve) => gates.set(ctx.arguments.title, resolve));
         return { created: ctx.arguments.title };
       },
@@ -57,7 +58,7 @@ describe("ToolRunner leaving: detach and close", () => {
       kind: "read",
       bindingId: `${scope}-read`,
       async handler(ctx) {
-        ctx.signal.addEventListener("abort", () => signals.set(ctx.arguments.cursor, (ctx.signal.reason as CancelRequested).kind));
+        onAbort(ctx.signal, () => signals.set(ctx.arguments.cursor, (ctx.signal.reason as CancelRequested).kind));
         await new Promise<void>((resolve) => gates.set(ctx.arguments.cursor, resolve));
         return { read: ctx.arguments.cursor };
       },
