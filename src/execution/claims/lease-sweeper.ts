@@ -90,11 +90,12 @@ export class LeaseSweeper {
   }
 
   /**
-   * A pending assignment whose candidate an executor took but never claimed would wait forever:
-   * offer it again with the next generation. One still waiting in the stream is simply watched again.
+   * A pending assignment whose candidate an executor took but never claimed, or whose candidate the
+   * server will never deliver again, would wait forever: offer it again with the next generation.
+   * One still waiting in the stream is simply watched again.
    */
   private async reofferIfTaken(a: AssignmentRecord): Promise<boolean> {
-    if (await this.candidates.waiting(a.candidate_seq!)) {
+    if (await this.candidates.waiting(a.scope, a.candidate_seq!)) {
       await this.dispatcher.rewatch(a.assignment_id);
       return false;
     }

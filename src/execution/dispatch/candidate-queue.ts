@@ -55,9 +55,21 @@ export class CandidateQueue {
     return ack.seq;
   }
 
-  /** Whether the candidate at `seq` is still waiting in the stream (not yet taken by an executor). */
-  async waiting(seq: number): Promise<boolean> {
-    return (await this.jsm.streams.getMessage(STREAMS.candidates, { seq })) !== null;
+  /**
+   * Whether the candidate at `seq` will still reach an executor of `scope`: in the stream (waiting,
+   * or taken but not yet acknowledged: an executor acknowledges once its claim was answered) and not
+   * behind the scope consumer's ack floor.
+   */
+  async waiting(scope: string, seq: number): Promise<boolean> {
+    if ((await this.jsm.streams.getMessage(STREAMS.candidates, { seq })) === null) return false;
+    // In the stream is not enough: nats-server can leave a work-queue message at or below its
+    // consumer's ack floor (seen under executor kills and gateway takeovers; nats-server#5727), and
+    // the consumer never delivers it again. Such a candidate is deleted and counts as gone, so a
+    // sweeper offers the assignment again with the next generation.
+    const consumer = await this.jsm.consumers.info(STREAMS.candidates, candidateConsumer(scope)).catch(() => null);
+    if (!consumer || seq > consumer.ack_floor.stream_seq) return true;
+    await this.delete(seq);
+    return false;
   }
 
   /** Deletes a withdrawn candidate; one already pulled and acknowledged is simply gone. */

@@ -169,7 +169,7 @@ describe("the lease sweeper, on an injected clock", () => {
     const after = await current(a.assignment_id);
     expect(after).toMatchObject({ state: "pending", generation: 1, claim: null, candidate_seq: expect.any(Number) });
     expect(after.candidate_seq).not.toBe(a.candidate_seq);
-    expect(await candidates.waiting(after.candidate_seq!)).toBe(true);
+    expect(await candidates.waiting(after.scope, after.candidate_seq!)).toBe(true);
     expect(await take(a.assignment_id)).toMatchObject({ generation: 1 });
   });
 
@@ -180,7 +180,7 @@ describe("the lease sweeper, on an injected clock", () => {
     await sweeper.sweepOnce();
 
     expect(await current(a.assignment_id)).toMatchObject({ state: "pending", generation: 0, candidate_seq: a.candidate_seq });
-    expect(await candidates.waiting(a.candidate_seq!)).toBe(true);
+    expect(await candidates.waiting(a.scope, a.candidate_seq!)).toBe(true);
     expect(await dueAt(a.assignment_id)).toBe(clock + REOFFER_MS);
     // Nothing is due before then: a sweep meanwhile leaves it alone.
     clock += REOFFER_MS - 1;
