@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { connect } from "@nats-io/transport-node";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, StorageType } from "@nats-io/jetstream";
 import { startNatsServer, type NatsServerProcess } from "./nats-server-process.js";
 import { judgeServer, serverFacts, UnsupportedServerError } from "./server-version.js";
 
@@ -14,7 +14,7 @@ export interface NatsCluster {
   /** Every node's client URL, comma-separated (what NATS_URL takes). */
   readonly url: string;
   readonly urls: readonly string[];
-  /** Resolves once JetStream answers through `servers` (a meta leader is elected). */
+  /** Resolves once JetStream answers through `servers` and can place a stream on every node. */
   waitForJetStream(timeoutMs?: number): Promise<void>;
   /** Stops every node and removes the store dirs. */
   stop(): Promise<void>;
@@ -66,7 +66,12 @@ export async function startNatsCluster(options: { size?: number; name?: string }
       try {
         for (;;) {
           try {
-            await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
+            const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+            // A meta leader is not enough: a stream replicated on every node can be placed only once
+            // every node's JetStream has joined ("no suitable peers for placement" until then).
+            const probe = `toolgate_ready_${process.pid}_${Date.now()}`;
+            await jsm.streams.add({ name: probe, subjects: [`_toolgate.ready.${probe}`], num_replicas: nodes.length, storage: StorageType.Memory });
+            await jsm.streams.delete(probe);
             return;
           } catch (err) {
             if (Date.now() > deadline) throw new Error(`JetStream of the cluster did not answer within ${timeoutMs} ms: ${String(err)}`);

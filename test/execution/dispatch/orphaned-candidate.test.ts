@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
+import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
+import { decode, encode } from "../../../src/wire/codec.js";
+import { Candidate } from "../../../src/wire/messages.js";
+import { subjects } from "../../../src/wire/subjects.js";
+import { candidateConsumer, STREAMS } from "../../../src/streams/names.js";
+import { startTestNats, type TestNats } from "../../helpers/nats.js";
+
+const candidate = (n: number): Candidate => ({ assignment_id: `asg-${n}`, run_id: "run-1", tool_name: "tasks.read", binding_id: "tasks", generation: 0, created_at: 0 });
+
+/**
+ * A candidate nats-server left stored behind its consumer's ack floor (nats-server#5727) is never
+ * delivered again. The state is made with a consumer filter update, which nats-server 2.10 brought:
+ * the Debian 2.9 run of scripts/test-matrix.sh leaves this file out for that reason.
+ */
+describe("an orphaned candidate", () => {
+  let nats: TestNats;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    nc = await connect({ servers: nats.url });
+    jsm = await jetstreamManager(nc);
+    await ensureStreams(
+      jsm,
+      loadDefinitions().filter((d) => d.kind === "stream" && d.name === STREAMS.candidates),
+      { replicas: 1 },
+    );
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it("takes a candidate left behind its consumer's ack floor as gone (never delivered again), deletes it, and delivers the next generation", async () => {
+    const scope = "orphans";
+    const js = jetstream(nc);
+    // The state nats-server can leave a work-queue message in: still stored, its consumer's ack floor
+    // past it. Made here by a consumer that first filtered it out, acknowledged a later one, and was
+    // then widened to the scope's filter.
+    const orphan = { ...candidate(10), generation: 0 };
+    const orphanSeq = (await js.publish(subjects.candidate(scope, "tasks"), encode(orphan), { msgID: "asg-10.0" })).seq;
+    await jsm.consumers.add(STREAMS.candidates, { durable_name: candidateConsumer(scope), filter_subject: subjects.candidate(scope, "other"), ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All });
+    await js.publish(subjects.candidate(scope, "other"), encode({ ...candidate(11), binding_id: "other" }), { msgID: "asg-11.0" });
+    for await (const m of await (await js.consumers.get(STREAMS.candidates, candidateConsumer(scope))).fetch({ max_messages: 1, expires: 2_000 })) await m.ackAck();
+    await jsm.consumers.update(STREAMS.candidates, candidateConsumer(scope), { filter_subject: subjects.candidateFilter(scope) });
+    const laterSeq = (await js.publish(subjects.candidate(scope, "tasks"), encode(candidate(12)), { msgID: "asg-12.0" })).seq;
+    expect(orphanSeq).toBeLessThanOrEqual((await jsm.consumers.info(STREAMS.candidates, candidateConsumer(scope))).ack_floor.stream_seq);
+
+    const orphans = new CandidateQueue(js, jsm, { replicas: 1, ackWaitMs: 30_000 });
+    await expect(orphans.waiting(scope, orphanSeq)).resolves.toBe(false);
+    await expect(jsm.streams.getMessage(STREAMS.candidates, { seq: orphanSeq })).resolves.toBeNull();
+    await expect(orphans.waiting(scope, laterSeq)).resolves.toBe(true);
+    // The next generation of the orphan's assignment is delivered.
+    await orphans.publish(scope, { ...orphan, generation: 1 });
+    const delivered: string[] = [];
+    for await (const m of await (await js.consumers.get(STREAMS.candidates, candidateConsumer(scope))).fetch({ max_messages: 2, expires: 2_000 })) {
+      const c = decode(Candidate, m.data);
+      delivered.push(`${c.assignment_id}.${c.generation}`);
+      m.ack();
+    }
+    expect(delivered.sort()).toEqual(["asg-10.1", "asg-12.0"]);
+  });
+});
