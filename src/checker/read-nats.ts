@@ -81,8 +81,6 @@ async function readRegistry(jsm: JetStreamManager, scan: (stream: string, onMsg:
 
 /** A scan that receives nothing for this long is stuck (a replica that cannot catch up): fail rather than report a partial history. */
 const SCAN_IDLE_MS = 30_000;
-/** Fresh consumers a scan tries before it reports a stall (they share `SCAN_IDLE_MS`). */
-const SCAN_ATTEMPTS = 3;
 
 /**
  * Every message of a stream up to its last sequence at the start, in order, through an ordered
@@ -94,35 +92,30 @@ async function scanStream(js: JetStreamClient, jsm: JetStreamManager, stream: st
   const { messages: total, last_seq: lastSeq } = (await jsm.streams.info(stream)).state;
   const every = options.progressEvery ?? 10_000;
   if (total === 0) return options.progress?.(stream, 0, 0);
+  const consumer = await js.consumers.get(stream);
+  const messages = await consumer.consume();
   let read = 0;
+  let idle: NodeJS.Timeout | undefined;
+  const stuck = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => void messages.close(), SCAN_IDLE_MS);
+  };
+  stuck();
   let seq = 0;
-  // A consumer placed while the stream's leader was moving (a node just killed or restarted) can
-  // stall; a fresh one resumes after the last message read, so nothing is read twice.
-  for (let attempt = 1; seq < lastSeq; attempt++) {
-    if (attempt > SCAN_ATTEMPTS) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}`);
-    const consumer = await js.consumers.get(stream, seq > 0 ? { opt_start_seq: seq + 1 } : {});
-    const messages = await consumer.consume();
-    let idle: NodeJS.Timeout | undefined;
-    const stuck = () => {
-      clearTimeout(idle);
-      idle = setTimeout(() => void messages.close(), SCAN_IDLE_MS / SCAN_ATTEMPTS);
-    };
-    stuck();
-    try {
-      for await (const m of messages) {
-        stuck();
-        if (m.seq <= seq) continue;
-        onMsg(m);
-        read++;
-        seq = m.seq;
-        if (read % every === 0) options.progress?.(stream, read, total);
-        if (seq >= lastSeq) break;
-      }
-    } finally {
-      clearTimeout(idle);
-      await messages.close();
+  try {
+    for await (const m of messages) {
+      stuck();
+      onMsg(m);
+      read++;
+      seq = m.seq;
+      if (read % every === 0) options.progress?.(stream, read, total);
+      if (seq >= lastSeq) break;
     }
+  } finally {
+    clearTimeout(idle);
+    await messages.close();
   }
+  if (seq < lastSeq) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}`);
   options.progress?.(stream, read, total);
 }
 
