@@ -1,0 +1,91 @@
+/**
+ * `npm run bench:census`: every NATS message of N sequential tool calls (create, claim, `accepted`,
+ * one progress, `completed`), counted by what it is for: a KV read or write of which bucket, a stream
+ * publish, its acknowledgement, a request and its reply. Where `bench:e2e` says how many messages a
+ * call costs, this says which ones, so a redesign knows what to cut. One gateway in this process, a
+ * protocol-level executor, a nats-server of its own (random port); nothing is timed.
+ * Environment: CENSUS_CALLS (default 200), TOOLGATE_NATS_SERVER (the nats-server binary).
+ */
+import { connect, type Msg } from "@nats-io/transport-node";
+import { startTestNats } from "../test/helpers/nats.js";
+import { seedSession, startExecutionGateway } from "../test/helpers/execution-gateway.js";
+import { ProtocolExecutor } from "../test/helpers/protocol-executor.js";
+
+const CALLS = Number(process.env.CENSUS_CALLS ?? 200);
+const SCOPE = "census";
+
+/** The class of a message by its subject; replies are classed by the request they answer. */
+function classify(subject: string): string {
+  const t = subject.split(".");
+  if (subject.startsWith("$JS.API.DIRECT.GET.")) return `kv read ${t[4]!.replace(/^KV_/, "")}`;
+  if (subject.startsWith("$KV.")) return `kv write ${t[1]}`;
+  if (subject.startsWith("$JS.API.")) return `js api ${t.slice(2, 4).join(".")}`;
+  if (subject.startsWith("$JS.ACK.")) return "consumer ack";
+  if (subject.startsWith("$JS.")) return t.slice(0, 3).join(".");
+  if (subject.startsWith("tg.")) return t.slice(0, 2).join(".");
+  return t[0]!;
+}
+
+async function main(): Promise<void> {
+  const nats = await startTestNats();
+  const gw = await startExecutionGateway(nats.url);
+  const sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "census-bot", tools: [{ name: "census.read", binding_id: "b-census" }] });
+  const nc = await connect({ servers: nats.url, name: "census-executor" });
+  const exec = new ProtocolExecutor(nc, SCOPE, "exec-census", ["b-census"]);
+  await exec.heartbeat();
+  const run = await gw.http("POST", `/v1/sessions/${sessionId}/runs`);
+  const runId: string = run.body.run_id;
+
+  const spy = await connect({ servers: nats.url, name: "census-spy" });
+  const counts = new Map<string, number>();
+  const replyClass = new Map<string, string>();
+  let counting = false;
+  spy.subscribe(">", {
+    callback: (_err, m: Msg) => {
+      if (!counting) return;
+      const asked = replyClass.get(m.subject);
+      const what = asked ? `${asked} (reply)` : classify(m.subject);
+      if (asked) replyClass.delete(m.subject);
+      else if (m.reply) replyClass.set(m.reply, what);
+      counts.set(what, (counts.get(what) ?? 0) + 1);
+    },
+  });
+  await spy.flush();
+
+  const oneCall = async (i: number) => {
+    const created = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "census.read", arguments: { i } });
+    const id: string = created.body.assignment.assignment_id;
+    const candidate = await exec.pullFor(id);
+    const reply = await exec.claim(id, candidate.generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    await exec.send(exec.accepted(reply.grant));
+    await exec.send(exec.receipt(reply.grant, { kind: "progress", seq: 1, progress: { done: 1 } }));
+    await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
+  };
+  for (let i = 0; i < 5; i++) await oneCall(i); // warm: consumers made, run known
+  counting = true;
+  for (let i = 0; i < CALLS; i++) {
+    await oneCall(i);
+    if (i % 50 === 49) process.stderr.write(`census: ${i + 1}/${CALLS} calls\n`);
+  }
+  await spy.flush();
+  counting = false;
+
+  const rows = [...counts.entries()].sort((a, b) => b[1] - a[1]);
+  const total = rows.reduce((s, [, n]) => s + n, 0);
+  process.stdout.write(`Messages per tool call, ${CALLS} sequential calls (one progress each), by class (the executor's pulls included):\n\n`);
+  process.stdout.write("| class | per call |\n| --- | --- |\n");
+  for (const [what, n] of rows) process.stdout.write(`| ${what} | ${(n / CALLS).toFixed(2)} |\n`);
+  process.stdout.write(`| **all** | **${(total / CALLS).toFixed(2)}** |\n`);
+
+  await spy.close();
+  exec.close();
+  await nc.close();
+  await gw.close();
+  await nats.stop();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`census: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
