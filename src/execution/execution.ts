@@ -100,6 +100,15 @@ export interface Execution {
   stop(): Promise<void>;
 }
 
+/**
+ * Assignments whose last written or read revision this process keeps for claims and receipts to
+ * start from (`VersionedStore.recent`): the work in flight of a busy gateway, a few MiB.
+ */
+const ASSIGNMENTS_REMEMBERED = 4_096;
+
+/** Executors whose claim holdings this process keeps the last revision of (see `ClaimQuota.read`). */
+const EXECUTORS_REMEMBERED = 1_024;
+
 /** The presence TTL is the max age declared for the presence bucket: one number, in `streams/`. */
 export function presenceTtlMs(definitions: readonly Definition[]): number {
   const def = definitions.find((d) => d.kind === "kv" && d.bucket === EXECUTION_BUCKETS.presence);
@@ -130,9 +139,10 @@ export async function startExecution(deps: {
   const jsm = await jetstreamManager(nc);
   const store = await executionStores(nc);
 
-  const events = new RunEventLog(js, log);
+  const events = new RunEventLog(nc, js, log);
   const runStore = (await store("runs", RunRecord)).observeWrites((previous, next) => runEvents(previous, next).forEach((e) => events.publish(e)));
   const assignmentStore = (await store("assignments", AssignmentRecord))
+    .withRevisionCache(ASSIGNMENTS_REMEMBERED)
     .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))
     .observeWrites((previous, next) => assignmentEvents(previous, next).forEach((e) => events.publish(e)));
   const runLookup = new RunLookup(runStore);
@@ -143,9 +153,9 @@ export async function startExecution(deps: {
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs, options.dispatchGraceMs);
   const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);
   const presence = new PresenceService(await store("presence", PresenceRecord), deps.registry, config, candidates, detacher, presenceTtlMs(deps.definitions));
-  const quota = new ClaimQuota(await store("claims", ClaimHoldings), assignmentStore, options.maxClaimsPerExecutor);
+  const quota = new ClaimQuota((await store("claims", ClaimHoldings)).withRevisionCache(EXECUTORS_REMEMBERED), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
-  const claims = new ClaimService(runLookup, assignmentStore, deps.registry, presence, watchlist, quota, receiptLog, options.leaseMs, presence.ttlMs);
+  const claims = new ClaimService(runLookup, assignmentStore, deps.registry, presence, watchlist, dispatcher, quota, receiptLog, options.leaseMs, presence.ttlMs);
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignmentStore);
   const progress = new ProgressStore(await store("progress", ProgressEntry));
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));

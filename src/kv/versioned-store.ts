@@ -7,12 +7,16 @@ import { kvStreamName } from "../streams/names.js";
 import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
 import { decode, encode } from "../wire/codec.js";
 import { forEachConcurrently } from "./concurrently.js";
+import { RevisionCache } from "./revision-cache.js";
 
 /** A stored value and the KV revision it was read at. */
 export interface Versioned<T> {
   readonly value: T;
   readonly revision: number;
 }
+
+/** A value as `recent` found it: `cached` when it came from this process's memory, so possibly stale. */
+export type Recent<T> = Versioned<T> & { readonly cached: boolean };
 
 /** What a `mutate` decider returns: a new value to write, or no write; `result` is handed back either way. */
 export type Decision<T, R> = { write: T; result: R } | { write?: undefined; result: R };
@@ -57,6 +61,7 @@ export type WriteObserver<T> = (previous: T | undefined, next: T) => void;
 
 export class VersionedStore<T> {
   private readonly observers: WriteObserver<T>[] = [];
+  private cache: RevisionCache<T> | undefined;
 
   constructor(
     private readonly kv: KV,
@@ -74,20 +79,55 @@ export class VersionedStore<T> {
     return this;
   }
 
+  /**
+   * Keeps the last value this process wrote or read of up to `capacity` keys, for `recent`: the
+   * gateway that just wrote a record (created an assignment, claimed it) reads it next from memory,
+   * not from the server.
+   */
+  withRevisionCache(capacity: number): this {
+    this.cache = new RevisionCache(capacity);
+    return this;
+  }
+
+  /** The value as it stands on the server. */
   async get(key: string): Promise<Versioned<T> | null> {
     const entry = await this.kv.get(key);
-    if (!entry || entry.operation !== "PUT") return null;
-    return { value: decode(this.schema, entry.value, STORED_MAX_JSON_DEPTH), revision: entry.revision };
+    if (!entry || entry.operation !== "PUT") {
+      this.cache?.forget(key);
+      return null;
+    }
+    const read = { value: decode(this.schema, entry.value, STORED_MAX_JSON_DEPTH), revision: entry.revision };
+    this.cache?.store(key, read);
+    return read;
+  }
+
+  /**
+   * The value this process last wrote or read (`cached`), else a fresh read. A cached value can be
+   * stale: hand it to `mutate` as `known` (a stale revision fails the compare-and-set, which then
+   * reads again), and read afresh with `get` before refusing anything on its account.
+   */
+  async recent(key: string): Promise<Recent<T> | null> {
+    const kept = this.cache?.get(key);
+    if (kept) return { ...kept, cached: true };
+    const read = await this.get(key);
+    return read && { ...read, cached: false };
   }
 
   /** Unconditional write, for values with one writer (presence) or where the last writer may win (watches). */
-  put(key: string, value: T): Promise<number> {
-    return this.kv.put(key, encode(value));
+  async put(key: string, value: T): Promise<number> {
+    const revision = await this.kv.put(key, encode(value));
+    this.cache?.store(key, { value, revision });
+    return revision;
   }
 
-  /** Deletes `key` whatever its revision (a delete marker; nothing to delete is no error). */
-  async remove(key: string): Promise<void> {
-    await this.kv.delete(key);
+  /**
+   * Removes `key` whatever its revision and leaves nothing behind: its messages are purged from the
+   * bucket's stream, so no delete marker stays for listings to deliver and purge later (one request
+   * instead of a delete now and a purge at the next listing). Nothing to remove is no error.
+   */
+  async erase(key: string): Promise<void> {
+    this.cache?.forget(key);
+    await this.access.jsm.streams.purge(kvStreamName(this.access.bucket), { filter: `$KV.${this.access.bucket}.${key}` });
   }
 
   /** Deletes `key` only if it is still at `revision`; false when someone wrote it since. */
@@ -95,6 +135,7 @@ export class VersionedStore<T> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       try {
         await this.kv.delete(key, { previousSeq: revision });
+        this.cache?.forget(key);
         return true;
       } catch (err) {
         if (isRevisionConflict(err)) return false;
@@ -152,6 +193,7 @@ export class VersionedStore<T> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       try {
         const revision = await this.kv.create(key, encode(value));
+        this.cache?.store(key, { value, revision });
         for (const observe of this.observers) observe(undefined, value);
         return { created: true, revision };
       } catch (err) {
@@ -183,6 +225,7 @@ export class VersionedStore<T> {
       }
       try {
         const revision = await this.kv.update(key, encode(decision.write), current.revision);
+        this.cache?.store(key, { value: decision.write, revision });
         for (const observe of this.observers) observe(current.value, decision.write);
         return { result: decision.result, value: decision.write, written: true, revision };
       } catch (err) {

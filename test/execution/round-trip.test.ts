@@ -435,7 +435,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
       assignments,
       index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
       progress: new ProgressStore(await store("progress", ProgressEntry)),
-      events: new RunEventLog(jetstream(nc), createLogger({ level: "silent" })),
+      events: new RunEventLog(nc, jetstream(nc), createLogger({ level: "silent" })),
       projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc))),
       watchlist,
       tasks: new BackgroundTasks(runs, assignments, watchlist, log),

@@ -50,9 +50,12 @@ export class ClaimQuota {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The executor's record as it stands, to hand to `reserve` (read beside the claim's other reads). */
+  /**
+   * The executor's record as this process last wrote or read it (else as it stands), to hand to
+   * `reserve` (read beside the claim's other reads): a stale one only costs a retry of its compare-and-set.
+   */
   read(scope: string, executorId: string): Promise<Versioned<ClaimHoldings> | null> {
-    return this.holdings.get(holdingsKey(scope, executorId));
+    return this.holdings.recent(holdingsKey(scope, executorId));
   }
 
   /**

@@ -10,6 +10,13 @@ import type { RunLookup } from "../runs/run-lookup.js";
 import { runTakesWork } from "../model/run-states.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
+import type { Dispatcher } from "../dispatch/dispatcher.js";
+
+/**
+ * A claim this long before its offer's standing watch comes due relies on that watch: a sweeper
+ * visiting the watch meanwhile (it moves it later) is then far enough off not to race the claim.
+ */
+const STANDING_WATCH_MARGIN_MS = 2_000;
 
 /** Why a claim on an assignment in a given state is refused (the table has no `claim` edge from it). */
 const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> = {
@@ -19,6 +26,9 @@ const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> 
 };
 
 const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "refused", code, reason });
+
+/** Whether the assignment waits for a claim at the candidate's generation. */
+const offered = (a: AssignmentRecord, generation: number): boolean => a.state === "pending" && a.generation === generation;
 
 /**
  * The unique claim: an online executor the registry grants the binding (`admissionRefusal`:
@@ -35,6 +45,7 @@ export class ClaimService {
     private readonly registry: RegistryReader,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
+    private readonly offers: Pick<Dispatcher, "standingWatchDue">,
     private readonly quota: ClaimQuota,
     private readonly receipts: ReceiptLog,
     private readonly leaseMs: number,
@@ -47,15 +58,18 @@ export class ClaimService {
     const { scope } = origin;
     // Independent reads, all needed by every claim that can succeed: read together.
     const runRead = this.runs.start(req.assignment_id);
-    const [registered, online, found, holdings] = await Promise.all([
+    const [registered, online, recent, holdings] = await Promise.all([
       this.registry.get(req.executor_id),
       this.presence.online(scope, req.executor_id),
-      this.assignments.get(req.assignment_id),
+      this.assignments.recent(req.assignment_id),
       this.quota.read(scope, req.executor_id),
     ]);
     const unadmitted = admissionRefusal(registered, origin, []);
     if (unadmitted) return refused(unadmitted.code, unadmitted.reason);
     if (!online) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
+    // What this process remembers of the assignment (it made or offered it, say) only starts the
+    // compare-and-set below; a remembered state that would refuse the claim is read afresh first.
+    const found = recent?.cached && !offered(recent.value, req.generation) ? await this.assignments.get(req.assignment_id) : recent;
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
     if (a.scope !== scope) return refused("out_of_scope", `binding '${a.binding_id}' is not served in scope '${scope}'`);
@@ -67,17 +81,22 @@ export class ClaimService {
     const run = await runRead.of(a);
     if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
-    if (a.state !== "pending" || a.generation !== req.generation) return this.lost(a, req);
+    if (!offered(a, req.generation)) return this.lost(a, req);
 
     const { token, sha256 } = newClaimToken();
     const claimedAt = this.now();
     const leaseExpiresAt = claimedAt + this.leaseMs;
     // Watched before the compare-and-set: if this process dies right after winning, a sweeper still
     // expires the lease. The same watch, due no later than the first holder check, looks after the
-    // work once it is confirmed (nothing is written on `accepted`). Independent of the slot: both together.
+    // work once it is confirmed (nothing is written on `accepted`). The offer's own watch does that
+    // when it comes due first (a claim soon after the tool call was made): then none is written.
+    // Independent of the slot: both together.
+    const checkAt = Math.min(leaseExpiresAt, claimedAt + this.holderCheckMs);
+    const standing = this.offers.standingWatchDue(a);
+    const watched = standing !== null && claimedAt + STANDING_WATCH_MARGIN_MS < standing && standing <= checkAt;
     const [reservation] = await Promise.all([
       this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation, holdings),
-      this.watchlist.watch(a.assignment_id, Math.min(leaseExpiresAt, claimedAt + this.holderCheckMs)),
+      watched ? undefined : this.watchlist.watch(a.assignment_id, checkAt),
     ]);
     if (!reservation)
       return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);

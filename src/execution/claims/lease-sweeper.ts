@@ -4,11 +4,14 @@ import type { CandidateQueue } from "../dispatch/candidate-queue.js";
 import type { ExecutorDetacher } from "../operations/executor-detach.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
 import type { PresenceService } from "./presence.js";
-import type { AssignmentRecord } from "../model/records.js";
+import type { AssignmentRecord, WatchEntry } from "../model/records.js";
 import { requeued } from "../dispatch/requeue.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 import type { BackgroundTasks } from "../tasks/background-tasks.js";
+
+/** How long past its time the watch of a creation whose assignment never appeared is kept. */
+const MISSING_ASSIGNMENT_KEPT_MS = 60_000;
 
 /**
  * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
@@ -50,18 +53,22 @@ export class LeaseSweeper {
 
   async sweepOnce(): Promise<void> {
     for (const { entry, revision } of await this.watchlist.due(this.now())) {
-      const settled = await this.settle(entry.assignment_id);
+      const settled = await this.settle(entry);
       if (settled) await this.watchlist.unwatch(entry.assignment_id, revision);
     }
   }
 
   /** Brings one watched assignment forward; true when it needs no more watching. */
-  private async settle(assignmentId: string): Promise<boolean> {
+  private async settle(entry: WatchEntry): Promise<boolean> {
+    const assignmentId = entry.assignment_id;
     const expired = await this.assignments.mutate(assignmentId, (a) => {
       const next = a.claim && a.claim.lease_expires_at <= this.now() ? requeued(a, "expire_lease", this.now()) : undefined;
       return next ? { write: next, result: true } : { result: false };
     });
-    if (!expired) return true;
+    // No assignment (yet): the creation that wrote the watch died, or is still writing it. Its watch
+    // is the only one the assignment will have until its first claim relies on it, so it is kept a
+    // while past its time rather than removed under a creation that is merely slow.
+    if (!expired) return this.now() - entry.due_at >= MISSING_ASSIGNMENT_KEPT_MS;
     if (expired.result) this.log.info({ assignment_id: assignmentId, generation: expired.value.generation }, "unconfirmed claim expired; back to the candidates");
     const a = expired.value;
     if (a.state === "claimed") {

@@ -30,10 +30,11 @@ export class Watchlist {
 
   /**
    * Stops watching a settled assignment, whatever its watch: nothing can need one any more (a claim
-   * racing the settlement fails its compare-and-set), so the watch is removed without reading it.
+   * racing the settlement fails its compare-and-set), so the watch is removed without reading it,
+   * and erased rather than deleted: no removal marker is left for a later listing to purge.
    */
   async release(assignmentId: string): Promise<void> {
-    await this.store.remove(assignmentId);
+    await this.store.erase(assignmentId);
   }
 
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */

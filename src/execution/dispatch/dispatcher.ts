@@ -49,8 +49,9 @@ export class Dispatcher {
     }
     if (a.candidate_seq !== null) return a;
 
-    // Watched before it can be taken: should the executor that takes it vanish without claiming, a sweeper offers it again.
-    if (!known) await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
+    // Watched before it can be taken: should the executor that takes it vanish without claiming, a
+    // sweeper offers it again. A first offer keeps its creation's due time (see `standingWatchDue`).
+    if (!known) await this.watchlist.watch(assignmentId, a.generation === 0 ? Math.max(this.now(), this.creationDue(a.created_at)) : this.now() + this.reofferAfterMs);
     const seq = await this.candidates.publish(a.scope, {
       assignment_id: a.assignment_id,
       run_id: a.run_id,
@@ -78,7 +79,21 @@ export class Dispatcher {
    * is due at the earlier of the two. Returns its revision.
    */
   watchCreation(assignmentId: string, createdAt: number): Promise<number> {
-    return this.watchlist.watch(assignmentId, createdAt + Math.min(this.dispatchGraceMs, this.reofferAfterMs));
+    return this.watchlist.watch(assignmentId, this.creationDue(createdAt));
+  }
+
+  /**
+   * When the watch standing over a first offer (generation 0) comes due: it was written before the
+   * assignment with this time (by `watchCreation`, or by `dispatch` finishing a creation), and
+   * nothing moves it before then. Null for a later generation, whose watch a sweeper wrote at
+   * another time. A claim made well before this time needs no watch of its own (`ClaimService`).
+   */
+  standingWatchDue(a: Pick<AssignmentRecord, "generation" | "created_at">): number | null {
+    return a.generation === 0 ? this.creationDue(a.created_at) : null;
+  }
+
+  private creationDue(createdAt: number): number {
+    return createdAt + Math.min(this.dispatchGraceMs, this.reofferAfterMs);
   }
 
   /** Looks at a dispatched assignment again later (its candidate is still waiting for an executor). */

@@ -1,4 +1,5 @@
 import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log/logger.js";
 import { STORED_MAX_JSON_DEPTH } from "../../validation/json-depth.js";
 import { decode, encode } from "../../wire/codec.js";
@@ -14,18 +15,26 @@ export interface StoredRunEvent {
 
 /**
  * The run event stream `TG_EVENTS` (`tg.evt.<run>`). Events are published after the write they
- * report, without waiting (they are notifications, the records are the truth): one connection keeps
- * them in order, a failed publish is logged. A reader follows one run from any sequence on with an
+ * report, as plain NATS messages the stream stores (they are notifications, the records are the
+ * truth): no PubAck is asked for, which saves the server an acknowledgement and the gateway an
+ * inbox message per event, five per tool call. One connection keeps them in order, and while it
+ * reconnects the client buffers them. A reader follows one run from any sequence on with an
  * ordered consumer (no gaps, no duplicates) that is deleted as soon as the reader stops.
  */
 export class RunEventLog {
   constructor(
+    private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly log: Logger,
   ) {}
 
   publish(event: RunEvent): void {
-    this.js.publish(subjects.runEvents(event.run_id), encode(event)).catch((err: unknown) => this.log.warn({ err, run_id: event.run_id, type: event.type }, "run event not stored"));
+    try {
+      this.nc.publish(subjects.runEvents(event.run_id), encode(event));
+    } catch (err) {
+      // Only a closed connection throws here: the gateway is stopping.
+      this.log.warn({ err, run_id: event.run_id, type: event.type }, "run event not published");
+    }
   }
 
   /** The events of `runId` after sequence `after`, until `signal` aborts. */

@@ -86,7 +86,10 @@ export class ReceiptProcessor {
 
     // All three are needed for a new receipt (the common case), so they are read together.
     const runRead = this.deps.runs.start(r.assignment_id);
-    const [known, found] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.get(r.assignment_id)]);
+    const [known, recent] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.recent(r.assignment_id)]);
+    // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
+    // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
+    const found = recent?.cached && !startsCompareAndSet(recent.value, r, known) ? await this.deps.assignments.get(r.assignment_id) : recent;
     // A receipt the assignment applied is indexed by the assignment record itself.
     const stored = known ?? (found && appliedEntry(found.value, r.receipt_id));
     if (stored) return answer(await this.replay(stored, found?.value ?? null, input, digest));
@@ -188,6 +191,11 @@ export class ReceiptProcessor {
     if (stored === "created") this.deps.events.publish(progressEvent(a.run_id, entry));
     return RECORDED;
   }
+}
+
+/** Whether a remembered assignment may decide `r`: a receipt not stored before, applied by compare-and-set, of a claim it holds. */
+function startsCompareAndSet(a: AssignmentRecord, r: Receipt, indexed: ReceiptIndexEntry | null): boolean {
+  return indexed === null && r.kind !== "progress" && appliedEntry(a, r.receipt_id) === null && provenClaim(a, r) !== null;
 }
 
 /** The claim the receipt proves (current or an earlier one), by executor and constant-time token comparison. */

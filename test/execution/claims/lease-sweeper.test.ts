@@ -173,6 +173,37 @@ describe("the lease sweeper, on an injected clock", () => {
     expect(await take(a.assignment_id)).toMatchObject({ generation: 1 });
   });
 
+  it("keeps the watch of a creation whose assignment is missing for a minute past its time (a slow creation still lands under it)", async () => {
+    const id = `asg-sweep-missing-${++n}`;
+    await watchlist.watch(id, clock);
+    await sweeper.sweepOnce();
+    expect(await dueAt(id)).toBe(clock);
+    clock += 59_999;
+    await sweeper.sweepOnce();
+    expect(await dueAt(id)).toBeDefined();
+    clock += 1;
+    await sweeper.sweepOnce();
+    expect(await dueAt(id)).toBeUndefined();
+  });
+
+  it("looks after a claim that relied on its offer's watch: the lease's end, then the expiry", async () => {
+    const a = await dispatched();
+    // A first offer's watch keeps its creation's due time (what a claim made before then relies on).
+    expect(await dueAt(a.assignment_id)).toBe(a.created_at + GRACE_MS);
+    expect(dispatcher.standingWatchDue(a)).toBe(a.created_at + GRACE_MS);
+    await take(a.assignment_id);
+    const claim = { executor_id: "exec-gone", generation: 0, token_sha256: "b".repeat(64), claimed_at: clock, lease_expires_at: clock + LEASE_MS };
+    await assignments.mutate(a.assignment_id, (cur) => ({ write: { ...cur, state: "claimed", claim, updated_at: clock }, result: undefined }));
+
+    clock = a.created_at + GRACE_MS;
+    await sweeper.sweepOnce();
+    expect(await dueAt(a.assignment_id)).toBe(claim.lease_expires_at);
+    clock = claim.lease_expires_at;
+    await sweeper.sweepOnce();
+    expect(await current(a.assignment_id)).toMatchObject({ state: "pending", generation: 1, claim: null });
+    expect(dispatcher.standingWatchDue(await current(a.assignment_id))).toBeNull();
+  });
+
   it("only watches a candidate still waiting in the stream again, one re-offer period later", async () => {
     const a = await dispatched();
 

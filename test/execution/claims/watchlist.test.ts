@@ -38,13 +38,25 @@ describe("the watchlist's removal markers", () => {
     await nats?.stop();
   });
 
+  it("a released watch leaves nothing behind: no marker for a sweep to list or purge", async () => {
+    await watchlist.watch("asg-released", 0);
+    await watchlist.watch("asg-live", 0);
+    await watchlist.release("asg-released");
+    expect(await keysInStream(jsm)).toEqual(["asg-live"]);
+    expect((await watchlist.due(Date.now())).map((d) => d.entry.assignment_id)).toEqual(["asg-live"]);
+    expect((await store.list()).removed).toEqual([]);
+    await watchlist.release("asg-live");
+    await watchlist.release("asg-never-watched");
+    expect(await keysInStream(jsm)).toEqual([]);
+  });
+
   it("are purged by the next listing, so a sweep lists the work in flight and not every assignment ever watched", async () => {
-    await watchlist.watch("asg-done-1", 0);
-    await watchlist.watch("asg-done-2", 0);
+    const done1 = await watchlist.watch("asg-done-1", 0);
+    const done2 = await watchlist.watch("asg-done-2", 0);
     await watchlist.watch("asg-running", 0);
-    await watchlist.release("asg-done-1");
-    await watchlist.release("asg-done-2");
-    // A released watch leaves its marker as the key's last message.
+    await watchlist.unwatch("asg-done-1", done1);
+    await watchlist.unwatch("asg-done-2", done2);
+    // A watch removed at its revision (a sweeper done with it) leaves its marker as the key's last message.
     expect(await keysInStream(jsm)).toEqual(["asg-done-1", "asg-done-2", "asg-running"]);
 
     expect((await watchlist.due(Date.now())).map((d) => d.entry.assignment_id)).toEqual(["asg-running"]);
@@ -57,8 +69,8 @@ describe("the watchlist's removal markers", () => {
   });
 
   it("are purged only up to their own revision: a watch written again since the marker stays", async () => {
-    await watchlist.watch("asg-again", 0);
-    await watchlist.release("asg-again");
+    const revision = await watchlist.watch("asg-again", 0);
+    await watchlist.unwatch("asg-again", revision);
     const { removed } = await store.list();
     const marker = removed.find((r) => r.key === "asg-again");
     expect(marker).toBeDefined();
