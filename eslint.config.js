@@ -116,8 +116,9 @@ export default defineConfig(
   {
     // Of the type-checked rules, the promise ones: a forgotten await is a lost write or an unhandled
     // rejection. The rest of recommendedTypeChecked is left out: its no-unsafe-* family flags every
-    // JSON body a test reads, and the remainder flagged conventions, not faults (rejecting with an
-    // AbortSignal's reason, async methods of a promise-returning interface that need no await).
+    // JSON body a test reads, and the remainder flagged conventions or style, not faults (rejecting with
+    // an AbortSignal's reason, async methods of a promise-returning interface that need no await, casts
+    // the compiler finds redundant).
     files: TYPED,
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
