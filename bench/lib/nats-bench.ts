@@ -37,7 +37,7 @@ export async function natsBenchPublish(url: string, options: { mode: "sync" | "a
     const column = (name: string) => Number(values[columns.indexOf(name)]);
     return { msgsPerSec: column("MsgsPerSec"), p50Us: column("P50LatencyMicroSecs"), p99Us: column("P99LatencyMicroSecs") };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new Error(`the NATS CLI '${natsCli()}' was not found: run \`npm run tools\` (installs .tools/natscli/nats) or set TOOLGATE_NATS_CLI`);
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new Error(`the NATS CLI '${natsCli()}' was not found: run \`npm run tools\` (installs .tools/natscli/nats) or set TOOLGATE_NATS_CLI`, { cause: err });
     throw err;
   } finally {
     rmSync(dir, { recursive: true, force: true });

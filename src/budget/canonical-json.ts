@@ -88,6 +88,7 @@ for (const [c, letter] of [[0x22, 0x22], [0x5c, 0x5c], [0x08, 0x62], [0x0c, 0x66
 // A string at least this long that has no escape and no surrogate is encoded natively; for shorter ones
 // the test costs more than it saves.
 const NATIVE_ENCODE_MIN_LENGTH = 64;
+// eslint-disable-next-line no-control-regex -- the control characters are what JSON must escape
 const NEEDS_LOOP = /[\u0000-\u001f"\\\ud800-\udfff]/;
 const utf8Encoder = new TextEncoder();
 

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { UsageReportSchema } from "../context/context-windows.js";
+import { UsageReportSchema } from "../context/usage-report.js";
 import { ContextWindowSchema } from "../context/window.js";
 import { AgentVersionListSchema, BindingListSchema, SessionListSchema, ToolsetVersionListSchema } from "../config/routes.js";
 import { AgentVersionSchema, BindingSchema, CreateSessionSchema, PublishAgentVersionSchema, PublishToolsetVersionSchema, SessionSchema, ToolsetVersionSchema } from "../config/schemas.js";

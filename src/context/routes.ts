@@ -2,7 +2,7 @@ import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import { Id } from "../wire/messages.js";
 import type { ContextWindows } from "./context-windows.js";
-import { UsageReportSchema } from "./context-windows.js";
+import { UsageReportSchema } from "./usage-report.js";
 import { ContextWindowSchema } from "./window.js";
 
 const RunParams = z.object({ run_id: Id });

@@ -50,6 +50,8 @@ export interface GatewayOptions {
   definitions?: Definition[];
   /** Execution path settings beyond the environment's (tests shorten the lease and the sweep interval). */
   execution?: Partial<ExecutionOptions>;
+  /** The rate limiter's clock, `Date.now` by default (tests drive the refill instead of waiting for it). */
+  rateLimitClock?: () => number;
 }
 
 export interface Gateway {
@@ -142,7 +144,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
 
     const app = createHttpApp({ logger, bodyLimit: config.TOOLGATE_HTTP_BODY_LIMIT, maxJsonDepth: config.TOOLGATE_JSON_MAX_DEPTH });
     metrics.instrumentHttp(app);
-    const limits = new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST);
+    const limits = new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST, options.rateLimitClock);
     registerRoutes(app, routes, identities, limits);
     registerMcpEndpoint(app, { store, execution, lastEventSeq: lastRunEventSeq(jsm), log: logger, version: MCP_SERVER_VERSION }, config.TOOLGATE_MCP_MAX_SESSIONS, identities, limits);
     registerConsole(app);

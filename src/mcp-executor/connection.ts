@@ -179,7 +179,7 @@ export class McpConnection {
     } catch (err) {
       client.onclose = undefined;
       await client.close().catch(() => undefined);
-      throw new Error(`could not start or reach the MCP server (${describeTarget(this.target)}): ${errorText(err)}`);
+      throw new Error(`could not start or reach the MCP server (${describeTarget(this.target)}): ${errorText(err)}`, { cause: err });
     }
     if (this.closing.signal.aborted) {
       await client.close();

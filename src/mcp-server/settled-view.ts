@@ -44,7 +44,9 @@ export async function settledView(
   let current = await sources.history.assignment(call.assignment_id);
   let seen = 0;
   const report = (entry: AssignmentView["progress"][number]) => {
-    if (entry.seq > seen) (seen = entry.seq), onProgress(entry);
+    if (entry.seq <= seen) return;
+    seen = entry.seq;
+    onProgress(entry);
   };
   current.progress.forEach(report);
   if (until.has(current.state)) return current;

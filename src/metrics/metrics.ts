@@ -101,7 +101,8 @@ export class GatewayMetrics implements ExecutionMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
-    const metrics = this; // prom-client calls collect() with the gauge as `this`
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client calls collect() with the gauge as `this`
+    const metrics = this;
     const consumerGauge = (name: string, help: string, pick: (c: JetStreamSnapshot["consumers"][number]) => number) =>
       new Gauge({
         name,

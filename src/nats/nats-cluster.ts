@@ -74,7 +74,7 @@ export async function startNatsCluster(options: { size?: number; name?: string }
             await jsm.streams.delete(probe);
             return;
           } catch (err) {
-            if (Date.now() > deadline) throw new Error(`JetStream of the cluster did not answer within ${timeoutMs} ms: ${String(err)}`);
+            if (Date.now() > deadline) throw new Error(`JetStream of the cluster did not answer within ${timeoutMs} ms: ${String(err)}`, { cause: err });
             await delay(250);
           }
         }

@@ -60,6 +60,7 @@ describe("canonical compact JSON", () => {
     [1e21, "1e+21"],
     [1e300, "1e+300"],
     [1.7976931348623157e308, "1.7976931348623157e+308"],
+    // eslint-disable-next-line no-loss-of-precision -- the case is a literal past 2**53 that JS rounds
     [12345678901234567, "1.2345678901234568e+16"],
     [2 ** 53 + 2, "9007199254740994.0"],
     [2 ** 53, "9007199254740992"],
@@ -75,6 +76,7 @@ describe("canonical compact JSON", () => {
     [NaN, "$", /NaN/],
     [{ a: [1, { b: Infinity }] }, "$.a[1].b", /Infinity/],
     [{ a: undefined }, "$.a", /undefined/],
+    // eslint-disable-next-line no-sparse-arrays -- the case is an array with a hole
     [[1, , 3], "$[1]", /undefined/],
     [{ f: () => 1 }, "$.f", /function/],
     [{ s: Symbol("x") }, "$.s", /symbol/],

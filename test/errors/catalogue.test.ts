@@ -42,15 +42,8 @@ describe("the error catalogue", () => {
   });
 });
 
+// That no module outside src/http/ imports the HTTP error class is eslint's rule (eslint.config.js).
 describe("the boundary between domain errors and HTTP", () => {
-  it("no module outside src/http/ imports the HTTP error class (domain code throws ToolgateError)", () => {
-    // The package root re-exports it for routes added with defineRoute; it raises nothing itself.
-    const importers = outsideHttp()
-      .filter((s) => s.file !== "index.ts")
-      .filter(({ text }) => /import\s*(?:type\s*)?\{[^}]*\bApiError\b[^}]*\}\s*from\s*"[^"]*\/http\/errors\.js"/.test(text));
-    expect(importers.map((s) => s.file)).toEqual([]);
-  });
-
   it("only src/http/ turns a code into a status: nothing else reads the catalogue's statuses", () => {
     const readers = domain()
       .filter(({ text }) => /HTTP_ERRORS\s*\[[^\]]*\]\s*\.\s*status/.test(text));

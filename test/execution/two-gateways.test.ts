@@ -32,7 +32,7 @@ async function http(base: string, method: string, path: string, body?: unknown):
 
 describe("two gateway processes on the same streams", () => {
   let nats: TestNats;
-  let children: GatewayProcess[] = [];
+  const children: GatewayProcess[] = [];
   let conns: NatsConnection[] = [];
 
   beforeAll(async () => {

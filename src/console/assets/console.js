@@ -54,7 +54,7 @@ async function api(method, path, body) {
     throw new ApiFailure(0, { error: { code: "network_error", message: `the gateway did not answer: ${err.message}` } });
   }
   const text = await res.text();
-  let data = null;
+  let data;
   try {
     data = text ? JSON.parse(text) : null;
   } catch {
