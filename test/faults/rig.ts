@@ -4,10 +4,14 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { AssignmentRecord, WatchEntry } from "../../src/execution/model/records.js";
+import { STORED_MAX_JSON_DEPTH } from "../../src/validation/json-depth.js";
+import { decode } from "../../src/wire/codec.js";
 import { checkHistory, formatReport, readEvidence, readHistory, type CheckReport, type ProjectionSnapshot } from "../../src/checker/index.js";
 import { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
-import { RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
+import { EXECUTION_BUCKETS, RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
 import { natsServers } from "../../src/nats/servers.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ExecutorPool, startGatewayProcess, type ExecutorSpec, type GatewayProcess } from "../helpers/processes.js";
@@ -192,13 +196,36 @@ export class FaultRig {
   /** Polls the run's history (which is what the model reads) until the given calls are settled. */
   private async settled(runId: string, ids: string[]): Promise<void> {
     const wanted = new Set(ids);
-    await until(`run ${runId}: ${ids.length} tool calls settled`, async () => {
-      const history = await this.api("GET", `/v1/runs/${runId}/history`);
-      // Every asked call must be listed and settled: a history missing one (a stale read) is not "settled".
-      const done = history.tool_calls.filter((c: { assignment_id: string; state: string }) => wanted.has(c.assignment_id) && SETTLED.has(c.state));
-      return done.length === wanted.size ? true : undefined;
-    }, 180_000, 250);
+    const done = new Set<string>();
+    try {
+      await until(`run ${runId}: ${ids.length} tool calls settled`, async () => {
+        const history = await this.api("GET", `/v1/runs/${runId}/history`);
+        // Every asked call must be listed and settled: a history missing one (a stale read) is not "settled".
+        done.clear();
+        for (const c of history.tool_calls as Array<{ assignment_id: string; state: string }>) if (wanted.has(c.assignment_id) && SETTLED.has(c.state)) done.add(c.assignment_id);
+        return done.size === wanted.size ? true : undefined;
+      }, 180_000, 250);
+    } catch (err) {
+      process.stderr.write(`${await this.unsettledReport(ids.filter((id) => !done.has(id)))}\n`);
+      throw err;
+    }
     this.stats.settled += ids.length;
+  }
+
+  /** What a stuck call's records say (state, claim, candidate, watch), so a stall names its cause. */
+  private async unsettledReport(ids: string[]): Promise<string> {
+    const kvm = new Kvm(this.nc!);
+    const [assignments, watches] = await Promise.all([kvm.open(EXECUTION_BUCKETS.assignments), kvm.open(EXECUTION_BUCKETS.watch)]);
+    const lines = await Promise.all(
+      ids.map(async (id) => {
+        const [a, w] = await Promise.all([assignments.get(id), watches.get(id)]);
+        const record = a?.operation === "PUT" ? decode(AssignmentRecord, a.value, STORED_MAX_JSON_DEPTH) : null;
+        const watch = w?.operation === "PUT" ? decode(WatchEntry, w.value) : null;
+        const { arguments: _args, ...shown } = record ?? {};
+        return `unsettled ${id}: ${JSON.stringify(record ? shown : null)} watch ${JSON.stringify(watch)} (now ${Date.now()})`;
+      }),
+    );
+    return lines.join("\n");
   }
 
   /**
