@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import type { ResolvedTool } from "../../../src/config/schemas.js";
+import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
+import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
+import { Watchlist } from "../../../src/execution/claims/watchlist.js";
+import { AssignmentRecord, RunRecord, WatchEntry } from "../../../src/execution/model/records.js";
+import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
+import { executionStores } from "../../../src/kv/buckets.js";
+import type { VersionedStore } from "../../../src/kv/versioned-store.js";
+import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
+import type { Candidate } from "../../../src/wire/messages.js";
+import { startTestNats, type TestNats } from "../../helpers/nats.js";
+
+/**
+ * The creation's watch is the one a claim made soon after relies on, so the creating request must
+ * never take it back from an assignment that was offered. An executor can claim the candidate before
+ * the request has recorded the candidate's sequence (it then stays empty on the record): here a claim
+ * is written the moment the candidate is published, through real KV and a real candidate stream.
+ */
+const SCOPE = "fast";
+const RUN = "run-fast";
+
+/** A candidate queue whose every publish is followed at once by a claim of the assignment (a fast executor). */
+class ClaimedOnPublish extends CandidateQueue {
+  assignments!: VersionedStore<AssignmentRecord>;
+
+  override async publish(scope: string, candidate: Candidate): Promise<number> {
+    const seq = await super.publish(scope, candidate);
+    const claim = { executor_id: "exec-fast", generation: candidate.generation, token_sha256: "c".repeat(64), claimed_at: Date.now(), lease_expires_at: Date.now() + 30_000 };
+    await this.assignments.mutate(candidate.assignment_id, (cur) => ({ write: { ...cur, state: "claimed", claim, updated_at: Date.now() }, result: undefined }));
+    return seq;
+  }
+}
+
+describe("a tool call claimed before its creating request finished", () => {
+  let nats: TestNats;
+  let nc: NatsConnection;
+  let service: ToolCallService;
+  let watches: VersionedStore<WatchEntry>;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    nc = await connect({ servers: nats.url });
+    const jsm = await jetstreamManager(nc);
+    await ensureStreams(jsm, loadDefinitions(), { replicas: 1 });
+    const store = await executionStores(nc);
+    const runs = await store("runs", RunRecord);
+    const assignments = await store("assignments", AssignmentRecord);
+    watches = await store("watch", WatchEntry);
+    const watchlist = new Watchlist(watches);
+    const candidates = new ClaimedOnPublish(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
+    candidates.assignments = assignments;
+    const dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, 60_000, 10_000);
+    const tool = { tool: { name: "fast.read", input_schema: { type: "object" }, max_result_context_bytes: 4_096 }, binding: { binding_id: "b-fast", executor_scope: SCOPE, tool_kind: "read" } };
+    service = new ToolCallService(runs, assignments, { resolveTool: async () => tool as unknown as ResolvedTool }, dispatcher, watchlist);
+    await runs.put(RUN, { run_id: RUN, session_id: "s-fast", agent: "fast", agent_version: "fast.1", toolset: "ts", toolset_version: "1", subject: "", state: "active", assignment_ids: [], created_at: Date.now(), ended_at: null });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it("keeps the creation's watch: the claim relies on it for its lease and its holder", async () => {
+    const { assignment, created } = await service.create(RUN, { tool_name: "fast.read", arguments: {} });
+    expect(created).toBe(true);
+    expect(assignment).toMatchObject({ state: "claimed", candidate_seq: null });
+    const watch = await watches.get(assignment.assignment_id);
+    expect(watch?.value).toEqual({ assignment_id: assignment.assignment_id, due_at: assignment.created_at + 10_000 });
+  });
+});
