@@ -1,19 +1,14 @@
 import { z } from "zod";
 import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
+import { Id, Millis, OperationKey, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
 
 /**
  * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
  * ToolRunner SDK both validate with these, so the two sides cannot drift.
  */
 
-/** An id that is also a safe NATS subject / KV key token. */
-export const Id = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "must be 1-128 characters of A-Z a-z 0-9 _ -");
-
-/** Milliseconds since the epoch. */
-const Millis = z.number().int().nonnegative();
-
-/** A sha256 in lowercase hex. */
-const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a sha256 in lowercase hex");
+/** The ToolRunner SDK takes the id primitive from here. */
+export { Id };
 
 /** sha256 (hex) of the arguments' canonical compact JSON (`argumentDigest` of `src/wire/digest.ts`). */
 const ArgumentDigest = Sha256Hex;
@@ -21,14 +16,12 @@ const ArgumentDigest = Sha256Hex;
 /** A JSON value as decoded; whether it is representable (no NaN, no cycles...) is checked by the budget engine's canonical JSON. */
 const JsonValue = z.unknown();
 
-export const ToolKind = z.enum(["read", "write"]);
-
 /** What an executor sees before it holds a claim: ids only, never arguments or a grant. */
 export const Candidate = z
   .object({
     assignment_id: Id,
     run_id: Id,
-    tool_name: z.string().min(1).max(128),
+    tool_name: ToolName,
     binding_id: Id,
     /** Bumped each time the assignment returns to the candidates (lease expiry, release, detach). */
     generation: z.number().int().nonnegative(),
@@ -54,7 +47,7 @@ export const Grant = z
     run_id: Id,
     session_id: Id,
     executor_id: Id,
-    tool_name: z.string(),
+    tool_name: ToolName,
     binding_id: Id,
     tool_kind: ToolKind,
     arguments: JsonValue,
@@ -66,7 +59,7 @@ export const Grant = z
     agent_version: z.string().min(1).max(140),
     toolset: Id,
     toolset_version: z.string(),
-    operation_key: z.string().min(1).max(256),
+    operation_key: OperationKey,
     /** Proof of the claim; every receipt for this assignment must carry it. */
     claim_token: z.string().min(32).max(128),
     generation: z.number().int().nonnegative(),
@@ -76,7 +69,7 @@ export const Grant = z
      * Set on a compensation: the completed write this assignment undoes, with its operation key and
      * its completed result, so the executor's `compensate` handler knows what to undo.
      */
-    compensates: z.object({ assignment_id: Id, operation_key: z.string().min(1).max(256), result: JsonValue }).strict().optional(),
+    compensates: z.object({ assignment_id: Id, operation_key: OperationKey, result: JsonValue }).strict().optional(),
   })
   .strict();
 export type Grant = z.infer<typeof Grant>;

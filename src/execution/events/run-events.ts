@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Id, ToolKind } from "../../wire/messages.js";
+import { Id, Millis, ToolKind } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
 import { Outcome, type AssignmentRecord, type ProgressEntry, type RunRecord } from "../model/records.js";
 import { RUN_STATES } from "../model/run-states.js";
@@ -9,8 +9,6 @@ import { RUN_STATES } from "../model/run-states.js";
  * assignments, progress, and the section-4 requests. Never a full result: a client reads the
  * assignment or the history for that.
  */
-const Millis = z.number().int().nonnegative();
-
 export const RunEvent = z
   .discriminatedUnion("type", [
     z.object({ type: z.literal("run"), run_id: Id, state: z.enum(RUN_STATES), at: Millis }).strict(),

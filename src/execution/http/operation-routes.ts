@@ -4,7 +4,7 @@ import { ToolgateError } from "../../errors/toolgate-error.js";
 import { EventStream } from "../../http/event-stream.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
-import { Id } from "../../wire/messages.js";
+import { Id } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
 import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";

@@ -3,7 +3,7 @@ import { contextPreviewSchema, jsonValueSchema } from "../../budget/index.js";
 import { SessionIdSchema, ToolNameSchema } from "../../config/ids.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
-import { Id, ToolKind } from "../../wire/messages.js";
+import { Id, OperationKey, ToolKind } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
 import type { Execution } from "../execution.js";
 import { RunRecord, TaskResult } from "../model/records.js";
@@ -64,7 +64,7 @@ const CreateToolCallSchema = z
   .strictObject({
     tool_name: ToolNameSchema,
     arguments: jsonValueSchema.default({}).describe("Validated against the tool's input_schema"),
-    operation_key: z.string().min(1).max(256).optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
+    operation_key: OperationKey.optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
     tool_call_id: Id.optional().describe("The model's tool call id: creating the same tool call again returns the same assignment"),
   })
   .meta({ id: "CreateToolCall" });

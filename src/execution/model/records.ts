@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { contextPreviewSchema } from "../../budget/index.js";
-import { Id, ReceiptKind, ReceiptStatus, RefusalCode, TaskRef, TaskStatus, ToolKind } from "../../wire/messages.js";
+import { ReceiptKind, ReceiptStatus, RefusalCode, TaskRef, TaskStatus } from "../../wire/messages.js";
+import { Id, Millis, Sha256Hex, ToolKind } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "./assignment-states.js";
 import { RUN_STATES } from "./run-states.js";
 
@@ -8,10 +9,6 @@ import { RUN_STATES } from "./run-states.js";
  * The records the execution path keeps in JetStream KV (msgpack, validated on every read).
  * Field names are snake_case like the wire messages and the HTTP API, so a record can be shown as is.
  */
-
-const Millis = z.number().int().nonnegative();
-const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/);
-
 
 /** One claim of an assignment. Only the token's sha256 is kept: the token itself exists only in the grant. */
 export const ClaimRecord = z
