@@ -7,7 +7,8 @@ import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
-import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
+import { AssignmentSchema } from "../runs/views.js";
+import { RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
 
 const AssignmentParams = z.object({ assignment_id: Id });
 /** An event id as it travels in a query or a header: decimal digits. */

@@ -39,13 +39,19 @@ export type AppliedReceipt = z.infer<typeof AppliedReceipt>;
 export const ReplacedReceipt = AppliedReceipt.extend({ executor_id: Id });
 export type ReplacedReceipt = z.infer<typeof ReplacedReceipt>;
 
-/** What a final receipt says beyond its kind (the result itself stays in the stream and the projection). */
-export const Outcome = z.union([
-  z.object({ kind: z.literal("completed") }).strict(),
+/** The outcome of a call that ended without a result: the error (failed, reconciliation_required) or the reason (cancelled). */
+export const ErrorOrReason = z.union([
   z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }).strict() }).strict(),
   z.object({ kind: z.literal("cancelled"), reason: z.string() }).strict(),
 ]);
+export type ErrorOrReason = z.infer<typeof ErrorOrReason>;
+
+/** What a final receipt says beyond its kind (the result itself stays in the stream and the projection). */
+export const Outcome = z.union([z.object({ kind: z.literal("completed") }).strict(), ...ErrorOrReason.options]);
 export type Outcome = z.infer<typeof Outcome>;
+
+/** How an outcome ends a call: also the state it leaves the call in (a background task's result entry names it so). */
+export const OUTCOME_KINDS = ["completed", "failed", "cancelled", "reconciliation_required"] as const satisfies readonly Outcome["kind"][];
 
 /** A business task the assignment's `submission` left running in the background (set once, never changed). */
 export const SubmittedTask = z
@@ -69,6 +75,12 @@ export const TaskResult = z
   })
   .strict();
 export type TaskResult = z.infer<typeof TaskResult>;
+
+/** A business-task cancel asked for (recorded once; only the executor's receipt ends the task). */
+export const TaskCancelRequest = z.object({ requested_at: Millis, reason: z.string() }).strict();
+
+/** Who settled a `reconciliation_required` assignment over HTTP, and when. */
+export const OperatorSettled = z.object({ operator: z.string(), at: Millis }).strict();
 
 export const RunRecord = z
   .object({
@@ -128,7 +140,7 @@ export const AssignmentRecord = z
      */
     replaced: z.array(ReplacedReceipt).optional(),
     /** A business-task cancel was asked for (recorded once; only the executor's receipt ends the task). */
-    task_cancel: z.object({ requested_at: Millis, reason: z.string() }).strict().nullable().default(null),
+    task_cancel: TaskCancelRequest.nullable().default(null),
     /** The business task a `submission` left running (state `submitted`, then whatever settled it); absent for a synchronous call, so such records stay readable by the previous release. */
     task: SubmittedTask.optional(),
     /** On a compensation: the completed write it undoes. A compensation lives outside its run's lifecycle. */
@@ -136,7 +148,7 @@ export const AssignmentRecord = z
     /** On a compensated write: its compensation (set once; the original's receipt and projection stay as they are). */
     compensated_by: Id.nullable().default(null),
     /** Who settled a `reconciliation_required` assignment over HTTP (its `final` is then the operator receipt). */
-    settled_by: z.object({ operator: z.string(), at: Millis }).strict().nullable().default(null),
+    settled_by: OperatorSettled.nullable().default(null),
     created_at: Millis,
     updated_at: Millis,
   })
