@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
-import { Id, Millis, OperationKey, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
+import { ErrorBody, Id, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
 
 /**
  * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
@@ -88,9 +88,6 @@ export type ClaimReply = z.infer<typeof ClaimReply>;
 /** `refused`: the executor turns the grant down before any side effect (digest, arguments, authorize), instead of `accepted`. */
 export const ReceiptKind = z.enum(["accepted", "refused", "progress", "submission", "completed", "failed", "cancelled", "reconciliation_required"]);
 export type ReceiptKind = z.infer<typeof ReceiptKind>;
-
-const ErrorBody = z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict();
-const Reason = z.string().max(4096);
 
 const ReceiptBase = {
   /** Chosen by the executor, stable across resends (`Nats-Msg-Id`). */

@@ -34,3 +34,8 @@ export const ToolName = z
 /** The product's idempotency key of an operation (the grant's `operation_key`). */
 export const OPERATION_KEY_MAX_LENGTH = 256;
 export const OperationKey = z.string().min(1).max(OPERATION_KEY_MAX_LENGTH);
+
+/** The error of a refused, failed or reconciliation_required receipt, and of an operator's failed settlement. */
+export const ErrorBody = z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict();
+/** Why something was cancelled (a receipt, a task cancel, an operator's settlement). */
+export const Reason = z.string().max(4096);
