@@ -6,6 +6,7 @@ import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id, Reason } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
+import { DetachResult } from "../operations/executor-detach.js";
 import { OperatorOutcome } from "../operations/operator-settle.js";
 import { AssignmentSchema } from "../runs/views.js";
 import { RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
@@ -16,15 +17,7 @@ const Sequence = z.string().regex(/^[0-9]{1,16}$/, "an event id of this stream (
 
 export const ReconcileSchema = OperatorOutcome.meta({ title: "Reconcile" });
 
-export const DetachResultSchema = z
-  .object({
-    executor_id: Id,
-    scope: Id,
-    released: z.array(Id).describe("Unconfirmed claims returned to the candidates (generation + 1)"),
-    reconciliation_required: z.array(Id).describe("Confirmed work whose outcome is now unknown"),
-    retried: z.array(Id).describe("Confirmed reads offered again (binding retry_reads_safe)"),
-  })
-  .meta({ title: "DetachResult" });
+export const DetachResultSchema = z.object({ executor_id: Id, scope: Id, ...DetachResult.shape }).meta({ title: "DetachResult" });
 
 /** A run event as the event stream serves it: the stored event with its time as RFC 3339. */
 const [runEvent, assignmentEvent, progressEvent, taskCancelEvent, compensationEvent, taskResultEvent] = RunEvent.options;
