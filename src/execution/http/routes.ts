@@ -1,11 +1,11 @@
 import { z } from "zod";
-import { jsonValueSchema } from "../../budget/index.js";
-import { SessionIdSchema, ToolNameSchema } from "../../config/ids.js";
+import { SessionIdSchema } from "../../config/ids.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
-import { Id, OperationKey } from "../../wire/primitives.js";
+import { Id } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunRecord, TaskResult } from "../model/records.js";
+import { ToolCallRequest } from "../runs/tool-calls.js";
 import { AssignmentSchema, RunHistorySchema, RunTasksSchema } from "../runs/views.js";
 
 // The stored run record is what a client reads, with its times as RFC 3339 and a description added.
@@ -16,14 +16,7 @@ const RunSchema = RunRecord.extend({
   ended_at: HttpTimestamp.nullable(),
 }).meta({ id: "Run" });
 
-const CreateToolCallSchema = z
-  .strictObject({
-    tool_name: ToolNameSchema,
-    arguments: jsonValueSchema.default({}).describe("Validated against the tool's input_schema"),
-    operation_key: OperationKey.optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
-    tool_call_id: Id.optional().describe("The model's tool call id: creating the same tool call again returns the same assignment"),
-  })
-  .meta({ id: "CreateToolCall" });
+const CreateToolCallSchema = ToolCallRequest.meta({ id: "CreateToolCall" });
 
 const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
 export { CreateToolCallResultSchema, CreateToolCallSchema, RunSchema };
