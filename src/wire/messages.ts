@@ -114,6 +114,9 @@ export const TaskStatus = z
   .string()
   .min(1)
   .refine((s) => utf8Bytes(s) <= TASK_STATUS_MAX_BYTES, { message: `submission_too_large: at most ${TASK_STATUS_MAX_BYTES} bytes of UTF-8` });
+/** What a `submission` answers the tool call with: the task left running and its status. */
+export const TaskSubmission = z.object({ task_ref: TaskRef, status: TaskStatus }).strict();
+export type TaskSubmission = z.infer<typeof TaskSubmission>;
 
 /**
  * A receipt. The *body* (everything but `claim_token` and `replayed`) is what must be identical on a
@@ -125,7 +128,7 @@ export const Receipt = z.discriminatedUnion("kind", [
   z.object({ ...ReceiptBase, kind: z.literal("refused"), error: ErrorBody }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("progress"), seq: z.number().int().positive(), progress: JsonValue }).strict(),
   /** The business task goes on in the background: the tool call is answered with this, the outcome follows by the same claim. */
-  z.object({ ...ReceiptBase, kind: z.literal("submission"), task_ref: TaskRef, status: TaskStatus }).strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("submission"), ...TaskSubmission.shape }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("completed"), result: JsonValue }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("failed"), error: ErrorBody }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("cancelled"), reason: Reason }).strict(),

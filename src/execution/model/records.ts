@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { contextPreviewSchema } from "../../budget/index.js";
-import { ReceiptKind, ReceiptStatus, RefusalCode, TaskRef, TaskStatus } from "../../wire/messages.js";
-import { Id, Millis, Sha256Hex, ToolKind } from "../../wire/primitives.js";
+import { ReceiptKind, ReceiptStatus, RefusalCode, TaskSubmission } from "../../wire/messages.js";
+import { ErrorBody, Id, Millis, Reason, Sha256Hex, ToolKind } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "./assignment-states.js";
 import { RUN_STATES } from "./run-states.js";
 
@@ -41,8 +41,8 @@ export type ReplacedReceipt = z.infer<typeof ReplacedReceipt>;
 
 /** The outcome of a call that ended without a result: the error (failed, reconciliation_required) or the reason (cancelled). */
 export const ErrorOrReason = z.union([
-  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }).strict() }).strict(),
-  z.object({ kind: z.literal("cancelled"), reason: z.string() }).strict(),
+  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: ErrorBody }).strict(),
+  z.object({ kind: z.literal("cancelled"), reason: Reason }).strict(),
 ]);
 export type ErrorOrReason = z.infer<typeof ErrorOrReason>;
 
@@ -54,9 +54,7 @@ export type Outcome = z.infer<typeof Outcome>;
 export const OUTCOME_KINDS = ["completed", "failed", "cancelled", "reconciliation_required"] as const satisfies readonly Outcome["kind"][];
 
 /** A business task the assignment's `submission` left running in the background (set once, never changed). */
-export const SubmittedTask = z
-  .object({ task_ref: TaskRef, status: TaskStatus, submitted_at: Millis, deadline_at: Millis })
-  .strict();
+export const SubmittedTask = TaskSubmission.extend({ submitted_at: Millis, deadline_at: Millis });
 export type SubmittedTask = z.infer<typeof SubmittedTask>;
 
 /**

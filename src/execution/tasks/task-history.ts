@@ -2,9 +2,10 @@ import { buildContextPreview, type ContextPreview } from "../../budget/index.js"
 import type { AssignmentRecord, SubmittedTask, TaskResult } from "../model/records.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
 import type { TaskResultEntry } from "../runs/views.js";
+import type { TaskSubmission } from "../../wire/messages.js";
 
 /** What the model reads as the answer of a tool call that submitted a task: its reference and status. */
-export function submissionResult(task: SubmittedTask): { task_ref: string; status: string } {
+export function submissionResult(task: SubmittedTask): TaskSubmission {
   return { task_ref: task.task_ref, status: task.status };
 }
 
