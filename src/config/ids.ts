@@ -1,5 +1,4 @@
-import { z } from "zod";
-import { Id, ToolName } from "../wire/primitives.js";
+import { AgentVersionId, Id, ToolName } from "../wire/primitives.js";
 
 /**
  * Identifiers end up as tokens of NATS KV keys and subjects (`toolsets.<toolset>.<version>`), so they
@@ -15,12 +14,7 @@ export const SessionIdSchema = Id.describe("Session id (assigned by the gateway)
 
 export const ToolNameSchema = ToolName.describe("Tool name, unique in its toolset version");
 
-/** `<agent>.<n>`: the agent is readable from the id, so scope checks need no lookup. */
-export const AgentVersionIdSchema = z
-  .string()
-  .max(140)
-  .regex(/^[A-Za-z0-9_-]+\.[1-9][0-9]*$/, "an agent version id looks like <agent>.<n>, e.g. support-bot.3, as returned on publish")
-  .describe("Fixed agent version id returned on publish: <agent>.<n>");
+export const AgentVersionIdSchema = AgentVersionId.describe("Fixed agent version id returned on publish: <agent>.<n>");
 
 export function agentVersionId(agent: string, n: number): string {
   return `${agent}.${n}`;

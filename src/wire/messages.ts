@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
-import { ErrorBody, Id, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
+import { AGENT_VERSION_ID_MAX_LENGTH, ErrorBody, Id, IdentityName, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
 
 /**
  * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
@@ -55,8 +55,8 @@ export const Grant = z
     /** The end user the run acts for. */
     subject: z.string(),
     agent: Id,
-    /** `<agent>.<n>` as published (it has a dot, so it is not an Id token). */
-    agent_version: z.string().min(1).max(140),
+    /** `<agent>.<n>` as published (it has a dot, so it is not an Id token); only its length is checked, so a runner's stored grants read as before. */
+    agent_version: z.string().min(1).max(AGENT_VERSION_ID_MAX_LENGTH),
     toolset: Id,
     toolset_version: z.string(),
     operation_key: OperationKey,
@@ -140,7 +140,7 @@ const OperatorBase = {
   receipt_id: Id,
   assignment_id: Id,
   /** The HTTP identity that settled it. */
-  operator: z.string().min(1).max(128),
+  operator: IdentityName,
   at: Millis,
 };
 

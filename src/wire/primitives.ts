@@ -10,6 +10,16 @@ import { z } from "zod";
 export const ID_TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
 export const Id = z.string().regex(ID_TOKEN, "use 1-128 characters of A-Z a-z 0-9 _ - (no dots, spaces or wildcards: it is a NATS key token)");
 
+/** `<agent>.<n>`: an agent id and the version's number; the agent is readable from it, so scope checks need no lookup. */
+export const AGENT_VERSION_ID_MAX_LENGTH = 140;
+export const AgentVersionId = z
+  .string()
+  .max(AGENT_VERSION_ID_MAX_LENGTH)
+  .regex(/^[A-Za-z0-9_-]+\.[1-9][0-9]*$/, "an agent version id looks like <agent>.<n>, e.g. support-bot.3, as returned on publish");
+
+/** The name of an HTTP identity (also who settled an assignment as an operator). */
+export const IdentityName = z.string().min(1).max(128);
+
 /** Milliseconds since the epoch. */
 export const Millis = z.number().int().nonnegative();
 
