@@ -5,8 +5,7 @@ import { AgentVersionListSchema, BindingListSchema, SessionListSchema, ToolsetVe
 import { AgentVersionSchema, BindingSchema, CreateSessionSchema, PublishAgentVersionSchema, PublishToolsetVersionSchema, SessionSchema, ToolsetVersionSchema } from "../config/schemas.js";
 import { DryRunRequestSchema, DryRunResponseSchema } from "../dryrun/route.js";
 import { CancelTaskSchema, CompensationResultSchema, DetachExecutorSchema, DetachResultSchema, ReconcileSchema, RunEventSchema } from "../execution/http/operation-routes.js";
-import { CreateToolCallResultSchema, CreateToolCallSchema, RunSchema } from "../execution/http/routes.js";
-import { AssignmentSchema, RunHistorySchema, RunTasksSchema } from "../execution/runs/views.js";
+import { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema, RunTasksSchema } from "../execution/http/routes.js";
 
 /** One HTTP operation as the client calls it: the server's own route declaration's method, path and schemas. */
 export interface Operation {

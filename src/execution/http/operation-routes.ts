@@ -8,8 +8,7 @@ import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
 import { DetachResult } from "../operations/executor-detach.js";
 import { OperatorOutcome } from "../operations/operator-settle.js";
-import { AssignmentSchema } from "../runs/views.js";
-import { RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
+import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
 
 const AssignmentParams = z.object({ assignment_id: Id });
 /** An event id as it travels in a query or a header: decimal digits. */

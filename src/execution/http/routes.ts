@@ -6,7 +6,8 @@ import { Id } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunRecord, TaskResult } from "../model/records.js";
 import { ToolCallRequest } from "../runs/tool-calls.js";
-import { AssignmentSchema, RunHistorySchema, RunTasksSchema } from "../runs/views.js";
+import { RUN_STATES } from "../model/run-states.js";
+import { viewSchemas } from "../runs/views.js";
 
 // The stored run record is what a client reads, with its times as RFC 3339 and a description added.
 const RunSchema = RunRecord.extend({
@@ -16,10 +17,24 @@ const RunSchema = RunRecord.extend({
   ended_at: HttpTimestamp.nullable(),
 }).meta({ id: "Run" });
 
+// The reader's views as answers: their times as RFC 3339.
+const views = viewSchemas(HttpTimestamp);
+const HistoryEntrySchema = views.HistoryEntry.meta({ id: "HistoryEntry" });
+const AssignmentSchema = views.Assignment.meta({ id: "Assignment" });
+const TaskResultEntrySchema = views.TaskResultEntry.meta({ id: "TaskResultEntry" });
+
+const RunHistorySchema = z.object({
+  run_id: Id,
+  state: z.enum(RUN_STATES),
+  tool_calls: z.array(HistoryEntrySchema),
+  task_results: z.array(TaskResultEntrySchema).describe("Outcomes of background tasks, each its own entry, in arrival order (docs/async-tasks.md)"),
+});
+const RunTasksSchema = z.object({ run_id: Id, tasks: z.array(views.RunTask).describe("Every background task the run's tool calls submitted, in call order") });
+
 const CreateToolCallSchema = ToolCallRequest.meta({ id: "CreateToolCall" });
 
 const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
-export { CreateToolCallResultSchema, CreateToolCallSchema, RunSchema };
+export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema, RunTasksSchema };
 export const RunParams = z.object({ run_id: Id });
 
 /** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */
