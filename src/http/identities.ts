@@ -1,16 +1,17 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { AgentIdSchema } from "../config/ids.js";
-import { IdentityName, Sha256Hex } from "../wire/primitives.js";
 
 export const PERMISSIONS = ["configuration:read", "configuration:write", "runtime:read", "runtime:write", "tools:execute"] as const;
 export const PermissionSchema = z.enum(PERMISSIONS);
 export type Permission = z.infer<typeof PermissionSchema>;
 
+const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "key_sha256 is the lowercase hex sha256 of the key (64 characters)");
+
 /** One API identity as configured (file `TOOLGATE_IDENTITIES_FILE` or env `TOOLGATE_IDENTITIES`). */
 export const IdentityConfigSchema = z
   .strictObject({
-    name: IdentityName,
+    name: z.string().min(1).max(128),
     key: z.string().min(16, "a key has at least 16 characters").optional(),
     key_sha256: Sha256Hex.optional(),
     agents: z.union([z.literal("*"), z.array(AgentIdSchema)]).describe('Agent scope: a list of agent ids, or "*" for all'),

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
-import { AGENT_VERSION_ID_MAX_LENGTH, ErrorBody, Id, IdentityName, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
+import { AGENT_VERSION_ID_MAX_LENGTH, ErrorBody, Id, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
 
 /**
  * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
@@ -140,7 +140,7 @@ const OperatorBase = {
   receipt_id: Id,
   assignment_id: Id,
   /** The HTTP identity that settled it. */
-  operator: IdentityName,
+  operator: z.string().min(1).max(128),
   at: Millis,
 };
 

@@ -17,9 +17,6 @@ export const AgentVersionId = z
   .max(AGENT_VERSION_ID_MAX_LENGTH)
   .regex(/^[A-Za-z0-9_-]+\.[1-9][0-9]*$/, "an agent version id looks like <agent>.<n>, e.g. support-bot.3, as returned on publish");
 
-/** The name of an HTTP identity (also who settled an assignment as an operator). */
-export const IdentityName = z.string().min(1).max(128);
-
 /** Milliseconds since the epoch. */
 export const Millis = z.number().int().nonnegative();
 
@@ -38,8 +35,11 @@ export const TOOL_NAME_MAX_LENGTH = 64;
 /** Dot-separated segments, e.g. `tasks.read`. */
 export const ToolName = z
   .string()
-  .max(TOOL_NAME_MAX_LENGTH)
-  .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, `use dot-separated segments of A-Z a-z 0-9 _ - such as tasks.read (at most ${TOOL_NAME_MAX_LENGTH} characters)`);
+  .max(TOOL_NAME_MAX_LENGTH, `at most ${TOOL_NAME_MAX_LENGTH} characters`)
+  .regex(
+    /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+    `use dot-separated segments of A-Z a-z 0-9 _ - such as tasks.read (at most ${TOOL_NAME_MAX_LENGTH} characters)`,
+  );
 
 /** The product's idempotency key of an operation (the grant's `operation_key`). */
 export const OPERATION_KEY_MAX_LENGTH = 256;
