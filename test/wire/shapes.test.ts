@@ -50,7 +50,14 @@ describe("one tool name limit", () => {
 
   it("is a length model APIs take for a function name", () => {
     const name = "a".repeat(TOOL_NAME_MAX_LENGTH);
-    const tool: ToolDefinition = { name, description: "d", binding_id: "b", input_schema: { type: "object" }, output_schema: { type: "object" }, max_result_context_bytes: 16_384 };
+    const tool: ToolDefinition = {
+      name,
+      description: "d",
+      binding_id: "b",
+      input_schema: { type: "object" },
+      output_schema: { type: "object" },
+      max_result_context_bytes: 16_384,
+    };
     expect(new ModelTools([tool]).openai()[0]!.function.name).toBe(name);
   });
 
@@ -77,7 +84,8 @@ describe("the runner's receipts and the wire's bounds", () => {
 
   it("makes receipt ids the wire takes as ids, however long the assignment id", () => {
     for (const assignment_id of ["a", "a".repeat(60), "a".repeat(128)]) {
-      for (const kind of Receipt.options.map((o) => o.shape.kind.value)) expect(Id.safeParse(receiptId({ ...grant, assignment_id }, kind, 1)).success, `${kind} of ${assignment_id.length}`).toBe(true);
+      for (const kind of Receipt.options.map((o) => o.shape.kind.value))
+        expect(Id.safeParse(receiptId({ ...grant, assignment_id }, kind, 1)).success, `${kind} of ${assignment_id.length}`).toBe(true);
     }
   });
 

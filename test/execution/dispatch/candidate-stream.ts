@@ -6,7 +6,14 @@ import type { Candidate } from "../../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 
 /** Candidate `n` of one run's `tasks` binding, generation 0. */
-export const candidate = (n: number): Candidate => ({ assignment_id: `asg-${n}`, run_id: "run-1", tool_name: "tasks.read", binding_id: "tasks", generation: 0, created_at: 0 });
+export const candidate = (n: number): Candidate => ({
+  assignment_id: `asg-${n}`,
+  run_id: "run-1",
+  tool_name: "tasks.read",
+  binding_id: "tasks",
+  generation: 0,
+  created_at: 0,
+});
 
 /** A test NATS holding only the candidates stream, a connection and its JetStream manager. */
 export interface CandidateStream {
