@@ -1,35 +1,20 @@
-import { z } from "zod";
+import { AgentVersionId, Id, ToolName } from "../wire/primitives.js";
 
 /**
  * Identifiers end up as tokens of NATS KV keys and subjects (`toolsets.<toolset>.<version>`), so they
  * must not contain dots, wildcards or whitespace. A dot appears only where an id deliberately has
  * hierarchy: tool names (`tasks.read`) and agent version ids (`<agent>.<n>`).
  */
-const TOKEN = /^[A-Za-z0-9_-]+$/;
-const TOKEN_HINT = "use 1-128 characters of A-Z a-z 0-9 _ - (no dots, spaces or wildcards: it is a NATS key token)";
+export const BindingIdSchema = Id.describe("Registered execution binding id");
+export const ExecutorScopeSchema = Id.describe("Executor scope: the group of one product's executors allowed to claim a binding");
+export const ToolsetIdSchema = Id.describe("Toolset id");
+export const ToolsetVersionIdSchema = Id.describe("Toolset version label, chosen by the publisher; immutable once published");
+export const AgentIdSchema = Id.describe("Agent id");
+export const SessionIdSchema = Id.describe("Session id (assigned by the gateway)");
 
-export const IdTokenSchema = z.string().max(128).regex(TOKEN, TOKEN_HINT);
+export const ToolNameSchema = ToolName.describe("Tool name, unique in its toolset version");
 
-export const BindingIdSchema = IdTokenSchema.describe("Registered execution binding id");
-export const ExecutorScopeSchema = IdTokenSchema.describe("Executor scope: the group of one product's executors allowed to claim a binding");
-export const ToolsetIdSchema = IdTokenSchema.describe("Toolset id");
-export const ToolsetVersionIdSchema = IdTokenSchema.describe("Toolset version label, chosen by the publisher; immutable once published");
-export const AgentIdSchema = IdTokenSchema.describe("Agent id");
-export const SessionIdSchema = IdTokenSchema.describe("Session id (assigned by the gateway)");
-
-/** Dot-separated segments, e.g. `tasks.read`. */
-export const ToolNameSchema = z
-  .string()
-  .max(64)
-  .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, "use dot-separated segments of A-Z a-z 0-9 _ - such as tasks.read (at most 64 characters)")
-  .describe("Tool name, unique in its toolset version");
-
-/** `<agent>.<n>`: the agent is readable from the id, so scope checks need no lookup. */
-export const AgentVersionIdSchema = z
-  .string()
-  .max(140)
-  .regex(/^[A-Za-z0-9_-]+\.[1-9][0-9]*$/, "an agent version id looks like <agent>.<n>, e.g. support-bot.3, as returned on publish")
-  .describe("Fixed agent version id returned on publish: <agent>.<n>");
+export const AgentVersionIdSchema = AgentVersionId.describe("Fixed agent version id returned on publish: <agent>.<n>");
 
 export function agentVersionId(agent: string, n: number): string {
   return `${agent}.${n}`;

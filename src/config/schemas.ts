@@ -10,6 +10,7 @@ import {
   ToolsetVersionIdSchema,
 } from "./ids.js";
 import { preserveFieldsSchema, resultContextBudgetSchema } from "../budget/index.js";
+import { ToolKind } from "../wire/primitives.js";
 
 /**
  * The configuration objects (docs/protocol.md sections 1 and 5). Every object is immutable once stored.
@@ -24,7 +25,7 @@ export const BindingSchema = z
   .strictObject({
     binding_id: BindingIdSchema,
     executor_scope: ExecutorScopeSchema,
-    tool_kind: z.enum(["read", "write"]).describe("read tools have no side effects; write tools go through grant/accepted"),
+    tool_kind: ToolKind.describe("read tools have no side effects; write tools go through grant/accepted"),
     retry_reads_safe: z.boolean().default(false).describe("A read tool may be re-executed after an unknown outcome"),
     description: z.string().max(1024).optional(),
   })

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.js";
-import { Id } from "../wire/messages.js";
+import { Id } from "../wire/primitives.js";
 import type { ContextWindows } from "./context-windows.js";
 import { UsageReportSchema } from "./usage-report.js";
 import { ContextWindowSchema } from "./window.js";

@@ -1,6 +1,7 @@
 import { nkeys } from "@nats-io/transport-node";
 import { z } from "zod";
-import { BindingIdSchema, ExecutorScopeSchema, IdTokenSchema } from "../config/ids.js";
+import { BindingIdSchema, ExecutorScopeSchema } from "../config/ids.js";
+import { Id } from "../wire/primitives.js";
 
 /** True for a NATS user public nkey (`U…`, 56 characters, valid checksum); a seed (`SU…`) is not one. */
 export function isUserNkey(value: string): boolean {
@@ -34,7 +35,7 @@ const RegisteredNkeys = NkeyList.default([]).describe(
 
 const Bindings = z.array(BindingIdSchema).max(1024).refine(distinct, "the same binding is listed twice");
 
-export const ExecutorIdSchema = IdTokenSchema.describe("Executor id, unique across scopes (a NATS subject token)");
+export const ExecutorIdSchema = Id.describe("Executor id, unique across scopes (a NATS subject token)");
 
 export const RegisterExecutorSchema = z
   .strictObject({

@@ -1,8 +1,9 @@
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { BindingIdSchema, ToolNameSchema } from "../config/ids.js";
+import type { Binding } from "../config/schemas.js";
 
-export type ToolKind = "read" | "write";
+export type ToolKind = Binding["tool_kind"];
 
 /** How an MCP server's tools become toolgate tools; the executor and `mcp import` share it. */
 export const ToolMappingOptions = z.strictObject({
@@ -67,8 +68,8 @@ export function mapTools(tools: readonly Tool[], input: ToolMappingOptions): { t
       continue;
     }
     const name = options.prefix ? `${options.prefix}.${tool.name}` : tool.name;
-    if (!ToolNameSchema.safeParse(name).success)
-      throw new ToolMappingError(`MCP tool '${tool.name}' cannot be a toolgate tool name ('${name}': dot-separated segments of A-Z a-z 0-9 _ -, at most 64 characters)`);
+    const valid = ToolNameSchema.safeParse(name);
+    if (!valid.success) throw new ToolMappingError(`MCP tool '${tool.name}' cannot be a toolgate tool name ('${name}': ${valid.error.issues.map((i) => i.message).join("; ")})`);
     const flagged: ToolKind | undefined = options.read.includes(tool.name) ? "read" : options.write.includes(tool.name) ? "write" : undefined;
     const kind = flagged ?? kindFromAnnotations(tool);
     const kindFrom = flagged ? "flag" : tool.annotations?.readOnlyHint === undefined ? "default" : "readOnlyHint";

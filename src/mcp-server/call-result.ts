@@ -1,7 +1,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { canonicalJson } from "../budget/canonical-json.js";
 import { isMultimodal } from "../budget/multimodal.js";
-import type { AssignmentView } from "../execution/runs/history.js";
+import type { AssignmentView } from "../execution/runs/views.js";
 
 /** A tool error the model reads and can act on: `isError` with the code and what to do. */
 export function toolError(code: string, message: string, details?: unknown): CallToolResult {

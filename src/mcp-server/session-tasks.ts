@@ -1,5 +1,5 @@
 import type { Execution } from "../execution/execution.js";
-import type { AssignmentView } from "../execution/runs/history.js";
+import type { AssignmentView } from "../execution/runs/views.js";
 import { ToolgateError } from "../errors/toolgate-error.js";
 import { INVALID_PARAMS, McpFault } from "./session-tools.js";
 

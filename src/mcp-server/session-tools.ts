@@ -1,10 +1,10 @@
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { ConfigStore } from "../config/config-store.js";
 import type { Execution } from "../execution/execution.js";
-import type { AssignmentView } from "../execution/runs/history.js";
+import type { AssignmentView } from "../execution/runs/views.js";
 import { ToolgateError } from "../errors/toolgate-error.js";
 import type { Logger } from "../log/logger.js";
-import { Id } from "../wire/messages.js";
+import { Id } from "../wire/primitives.js";
 import { callResult, toolError } from "./call-result.js";
 import { ANSWERED, settledView, type AnswerSources } from "./settled-view.js";
 import { mcpTool } from "./tool-listing.js";

@@ -1,6 +1,7 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { RunEventLog } from "../execution/events/event-log.js";
-import type { AssignmentView, HistoryReader } from "../execution/runs/history.js";
+import type { HistoryReader } from "../execution/runs/history.js";
+import type { AssignmentView } from "../execution/runs/views.js";
 import { subjects } from "../wire/subjects.js";
 import { STREAMS } from "../streams/names.js";
 

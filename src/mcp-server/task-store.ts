@@ -1,7 +1,7 @@
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import { ErrorCode, McpError, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { Execution } from "../execution/execution.js";
-import type { AssignmentView } from "../execution/runs/history.js";
+import type { AssignmentView } from "../execution/runs/views.js";
 import { callResult } from "./call-result.js";
 import { POLL_INTERVAL_MS, SessionTasks } from "./session-tasks.js";
 import { faultsAsMcpErrors } from "./sdk-errors.js";

@@ -9,7 +9,7 @@ import {
   type DetailedTaskV2,
 } from "@modelcontextprotocol/ext-tasks/core/v2";
 import { MissingRequiredClientCapabilityError, type Server, type ServerContext } from "@modelcontextprotocol/server";
-import type { AssignmentView } from "../execution/runs/history.js";
+import type { AssignmentView } from "../execution/runs/views.js";
 import { callResult } from "./call-result.js";
 import { faultsAsProtocolErrors } from "./sdk-errors.js";
 import { POLL_INTERVAL_MS, type SessionTasks } from "./session-tasks.js";

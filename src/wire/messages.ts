@@ -1,19 +1,14 @@
 import { z } from "zod";
 import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
+import { AGENT_VERSION_ID_MAX_LENGTH, ErrorBody, Id, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
 
 /**
  * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
  * ToolRunner SDK both validate with these, so the two sides cannot drift.
  */
 
-/** An id that is also a safe NATS subject / KV key token. */
-export const Id = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "must be 1-128 characters of A-Z a-z 0-9 _ -");
-
-/** Milliseconds since the epoch. */
-const Millis = z.number().int().nonnegative();
-
-/** A sha256 in lowercase hex. */
-const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a sha256 in lowercase hex");
+/** The ToolRunner SDK takes the id primitive from here. */
+export { Id };
 
 /** sha256 (hex) of the arguments' canonical compact JSON (`argumentDigest` of `src/wire/digest.ts`). */
 const ArgumentDigest = Sha256Hex;
@@ -21,14 +16,12 @@ const ArgumentDigest = Sha256Hex;
 /** A JSON value as decoded; whether it is representable (no NaN, no cycles...) is checked by the budget engine's canonical JSON. */
 const JsonValue = z.unknown();
 
-export const ToolKind = z.enum(["read", "write"]);
-
 /** What an executor sees before it holds a claim: ids only, never arguments or a grant. */
 export const Candidate = z
   .object({
     assignment_id: Id,
     run_id: Id,
-    tool_name: z.string().min(1).max(128),
+    tool_name: ToolName,
     binding_id: Id,
     /** Bumped each time the assignment returns to the candidates (lease expiry, release, detach). */
     generation: z.number().int().nonnegative(),
@@ -54,7 +47,7 @@ export const Grant = z
     run_id: Id,
     session_id: Id,
     executor_id: Id,
-    tool_name: z.string(),
+    tool_name: ToolName,
     binding_id: Id,
     tool_kind: ToolKind,
     arguments: JsonValue,
@@ -62,11 +55,11 @@ export const Grant = z
     /** The end user the run acts for. */
     subject: z.string(),
     agent: Id,
-    /** `<agent>.<n>` as published (it has a dot, so it is not an Id token). */
-    agent_version: z.string().min(1).max(140),
+    /** `<agent>.<n>` as published (it has a dot, so it is not an Id token); only its length is checked, so a runner's stored grants read as before. */
+    agent_version: z.string().min(1).max(AGENT_VERSION_ID_MAX_LENGTH),
     toolset: Id,
     toolset_version: z.string(),
-    operation_key: z.string().min(1).max(256),
+    operation_key: OperationKey,
     /** Proof of the claim; every receipt for this assignment must carry it. */
     claim_token: z.string().min(32).max(128),
     generation: z.number().int().nonnegative(),
@@ -76,7 +69,7 @@ export const Grant = z
      * Set on a compensation: the completed write this assignment undoes, with its operation key and
      * its completed result, so the executor's `compensate` handler knows what to undo.
      */
-    compensates: z.object({ assignment_id: Id, operation_key: z.string().min(1).max(256), result: JsonValue }).strict().optional(),
+    compensates: z.object({ assignment_id: Id, operation_key: OperationKey, result: JsonValue }).strict().optional(),
   })
   .strict();
 export type Grant = z.infer<typeof Grant>;
@@ -95,9 +88,6 @@ export type ClaimReply = z.infer<typeof ClaimReply>;
 /** `refused`: the executor turns the grant down before any side effect (digest, arguments, authorize), instead of `accepted`. */
 export const ReceiptKind = z.enum(["accepted", "refused", "progress", "submission", "completed", "failed", "cancelled", "reconciliation_required"]);
 export type ReceiptKind = z.infer<typeof ReceiptKind>;
-
-const ErrorBody = z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict();
-const Reason = z.string().max(4096);
 
 const ReceiptBase = {
   /** Chosen by the executor, stable across resends (`Nats-Msg-Id`). */
@@ -124,6 +114,9 @@ export const TaskStatus = z
   .string()
   .min(1)
   .refine((s) => utf8Bytes(s) <= TASK_STATUS_MAX_BYTES, { message: `submission_too_large: at most ${TASK_STATUS_MAX_BYTES} bytes of UTF-8` });
+/** What a `submission` answers the tool call with: the task left running and its status. */
+export const TaskSubmission = z.object({ task_ref: TaskRef, status: TaskStatus }).strict();
+export type TaskSubmission = z.infer<typeof TaskSubmission>;
 
 /**
  * A receipt. The *body* (everything but `claim_token` and `replayed`) is what must be identical on a
@@ -135,7 +128,7 @@ export const Receipt = z.discriminatedUnion("kind", [
   z.object({ ...ReceiptBase, kind: z.literal("refused"), error: ErrorBody }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("progress"), seq: z.number().int().positive(), progress: JsonValue }).strict(),
   /** The business task goes on in the background: the tool call is answered with this, the outcome follows by the same claim. */
-  z.object({ ...ReceiptBase, kind: z.literal("submission"), task_ref: TaskRef, status: TaskStatus }).strict(),
+  z.object({ ...ReceiptBase, kind: z.literal("submission"), ...TaskSubmission.shape }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("completed"), result: JsonValue }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("failed"), error: ErrorBody }).strict(),
   z.object({ ...ReceiptBase, kind: z.literal("cancelled"), reason: Reason }).strict(),

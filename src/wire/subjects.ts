@@ -7,6 +7,8 @@
  * heartbeats, receipt queries, receipts): NATS permissions then confine an executor to its own
  * tokens, and the gateway refuses a message whose `executor_id` differs from its subject's.
  */
+import { ID_TOKEN } from "./primitives.js";
+
 export const SUBJECT_ROOT = "tg";
 
 export const subjects = {
@@ -41,11 +43,9 @@ export const subjects = {
 /** Queue group shared by all gateway replicas for request/reply subjects. */
 export const GATEWAY_QUEUE = "toolgate-gateway";
 
-const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
-
 /** True when `value` can stand as one subject token (and one KV key token). */
 export function isSubjectToken(value: string): boolean {
-  return TOKEN.test(value);
+  return ID_TOKEN.test(value);
 }
 
 /**

@@ -4,12 +4,11 @@
  * and a result too deep to accept is refused with its reason rather than stored and lost on the next read.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
-import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
+import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 
 const SCOPE = "prod";
+const READ_TOOL = { scope: SCOPE, agent: "support-bot", tools: [{ name: "tasks.read", binding_id: "b-read" }] };
 
 /** A result nested `levels` deep: `levels` arrays/objects, alternating, around a string. */
 function nested(levels: number): unknown {
@@ -19,26 +18,12 @@ function nested(levels: number): unknown {
 }
 
 describe("deeply nested results through the gateway", () => {
-  let nats: TestNats;
-  let gw: TestGateway;
-  let nc: NatsConnection;
-  let exec: ProtocolExecutor;
-  let sessionId: string;
-
+  let fx: ExecutionFixture, gw: TestGateway, exec: ProtocolExecutor, sessionId: string;
   beforeAll(async () => {
-    nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url);
-    sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "support-bot", tools: [{ name: "tasks.read", binding_id: "b-read" }] });
-    nc = await connect({ servers: nats.url });
-    exec = new ProtocolExecutor(nc, SCOPE, "exec-1", ["b-read"]);
-    expect((await exec.heartbeat()).status).toBe("ok");
+    fx = await startExecutionFixture({ ...READ_TOOL, executor: { id: "exec-1", start: "heartbeat" } });
+    ({ gw, executor: exec, sessionId } = fx);
   });
-  afterAll(async () => {
-    exec?.close();
-    await nc?.close();
-    await gw?.close();
-    await nats?.stop();
-  });
+  afterAll(() => fx?.close());
 
   /** A completed call whose result nests `levels` deep; returns the run, the assignment and the receipt's answer. */
   async function complete(levels: number) {
@@ -70,19 +55,12 @@ describe("deeply nested results through the gateway", () => {
 });
 
 describe("deeply nested arguments under a raised body bound", () => {
-  let nats: TestNats;
-  let gw: TestGateway;
-  let sessionId: string;
-
+  let fx: ExecutionFixture, gw: TestGateway, sessionId: string;
   beforeAll(async () => {
-    nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url, {}, { TOOLGATE_JSON_MAX_DEPTH: "200" });
-    sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "support-bot", tools: [{ name: "tasks.read", binding_id: "b-read" }] });
+    fx = await startExecutionFixture({ ...READ_TOOL, executor: { id: "exec-1" }, env: { TOOLGATE_JSON_MAX_DEPTH: "200" } });
+    ({ gw, sessionId } = fx);
   });
-  afterAll(async () => {
-    await gw?.close();
-    await nats?.stop();
-  });
+  afterAll(() => fx?.close());
 
   it("arguments accepted 150 levels deep are readable in the assignment and the history", async () => {
     const runId = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id as string;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Packr } from "msgpackr";
@@ -20,8 +20,7 @@ import { argumentDigest } from "../../src/wire/digest.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { Candidate, type Grant, type Receipt } from "../../src/wire/messages.js";
 import { subjects } from "../../src/wire/subjects.js";
-import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
+import { ADMIN_KEY, SCOPED_KEY, startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
@@ -30,31 +29,18 @@ import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 const SCOPE = "prod";
 
 describe("execution path: round trip over JetStream and HTTP", () => {
-  let nats: TestNats;
-  let gw: TestGateway;
-  let nc: NatsConnection;
-  let exec: ProtocolExecutor;
-  let sessionId: string;
-
+  let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
   beforeAll(async () => {
-    nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url);
-    sessionId = await seedSession(gw.gateway.store, {
+    fx = await startExecutionFixture({
       scope: SCOPE,
       agent: "support-bot",
       tools: [{ name: "tasks.read", binding_id: "b-read", input_schema: { type: "object", properties: { cursor: { type: "string" }, n: { type: "number" }, after: { type: "integer", minimum: 0 } }, additionalProperties: false } }],
+      executor: { id: "exec-1", start: "heartbeat" },
     });
+    ({ gw, nc, executor: exec, sessionId } = fx);
     await gw.gateway.store.putBinding({ binding_id: "b-other", executor_scope: "other", tool_kind: "read" });
-    nc = await connect({ servers: nats.url });
-    exec = new ProtocolExecutor(nc, SCOPE, "exec-1", ["b-read"]);
-    expect((await exec.heartbeat()).status).toBe("ok");
   });
-  afterAll(async () => {
-    exec?.close();
-    await nc?.close();
-    await gw?.close();
-    await nats?.stop();
-  });
+  afterAll(() => fx?.close());
 
   const newRun = async (): Promise<string> => {
     const res = await gw.http("POST", `/v1/sessions/${sessionId}/runs`);

@@ -1,4 +1,4 @@
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
@@ -11,9 +11,8 @@ import { createLogger } from "../../src/log/logger.js";
 import { encode } from "../../src/wire/codec.js";
 import { TASK_STATUS_MAX_BYTES, type Grant } from "../../src/wire/messages.js";
 import { subjects } from "../../src/wire/subjects.js";
-import { definitionsWithPresenceTtl, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
-import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { definitionsWithPresenceTtl, startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
+import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
 
 /**
@@ -24,25 +23,19 @@ const SCOPE = "async-wire";
 const PRESENCE_TTL_MS = 2_000;
 
 describe("async tasks on the wire: submission, submitted, one settlement", () => {
-  let nats: TestNats;
-  let gw: TestGateway;
-  let nc: NatsConnection;
-  let executor: ProtocolExecutor;
-  let sessionId: string;
-
+  let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, executor: ProtocolExecutor, sessionId: string;
   beforeAll(async () => {
-    nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url, { leaseMs: 3_000, sweepIntervalMs: 100 }, {}, definitionsWithPresenceTtl(PRESENCE_TTL_MS));
-    sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "async-agent", tools: [{ name: "report.make", binding_id: "async-write", tool_kind: "write" }] });
-    nc = await connect({ servers: nats.url });
-    executor = new ProtocolExecutor(nc, SCOPE, "wire-exec", ["async-write"]);
+    fx = await startExecutionFixture({
+      scope: SCOPE,
+      agent: "async-agent",
+      tools: [{ name: "report.make", binding_id: "async-write", tool_kind: "write" }],
+      executor: { id: "wire-exec" },
+      execution: { leaseMs: 3_000, sweepIntervalMs: 100 },
+      definitions: definitionsWithPresenceTtl(PRESENCE_TTL_MS),
+    });
+    ({ gw, nc, executor, sessionId } = fx);
   });
-  afterAll(async () => {
-    executor?.close();
-    await nc?.close();
-    await gw?.close();
-    await nats?.stop();
-  });
+  afterAll(() => fx?.close());
 
   /** A tool call claimed and confirmed by the protocol executor: its grant. */
   async function confirmed(): Promise<{ runId: string; grant: Grant }> {

@@ -1,9 +1,12 @@
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
 import type { Gateway } from "../../src/gateway/gateway.js";
 import { loadDefinitions, type Definition } from "../../src/streams/index.js";
+import { executorInboxPrefix } from "../../src/wire/subjects.js";
 import { ADMIN_KEY, admin, startTestGateway } from "./gateway.js";
-import type { ProtocolExecutor } from "./protocol-executor.js";
+import { startTestNats, type TestNats } from "./nats.js";
+import { ProtocolExecutor } from "./protocol-executor.js";
 
 export { ADMIN_KEY };
 export const SCOPED_KEY = "test-scoped-key-0123456789abcdef";
@@ -100,4 +103,59 @@ export async function completeToolCall(gw: TestGateway, executor: ProtocolExecut
 /** The package's `streams/` with a shorter presence TTL, so presence expiry is observable in a test. */
 export function definitionsWithPresenceTtl(ttlMs: number): Definition[] {
   return loadDefinitions().map((d) => (d.kind === "kv" && d.bucket === "tg_presence" ? { ...d, ttl_ms: ttlMs } : d));
+}
+
+/** A test NATS, a gateway on it, a session of `tools`, and a protocol executor of the scope on its own connection. */
+export interface ExecutionFixture {
+  readonly nats: TestNats;
+  readonly gw: TestGateway;
+  /** The executor's connection (its own inbox prefix), also for the test's own JetStream and KV reads. */
+  readonly nc: NatsConnection;
+  readonly executor: ProtocolExecutor;
+  readonly sessionId: string;
+  /** Closes what was started, the executor first, the server last. */
+  close(): Promise<void>;
+}
+
+export interface ExecutionFixtureOptions {
+  scope: string;
+  agent: string;
+  tools: SeededTool[];
+  /**
+   * The protocol executor: its id, its bindings (default: the tools' bindings), and how it starts:
+   * `heartbeat` (online, refused otherwise), `register` (in the registry, no presence yet), or nothing.
+   */
+  executor: { id: string; bindings?: string[]; start?: "heartbeat" | "register" };
+  execution?: Partial<ExecutionOptions>;
+  env?: Record<string, string>;
+  definitions?: Definition[];
+}
+
+/** Starts an {@link ExecutionFixture}; should any step fail, what already started is closed before the error is thrown. */
+export async function startExecutionFixture(options: ExecutionFixtureOptions): Promise<ExecutionFixture> {
+  const closers: Array<() => Promise<unknown> | void> = [];
+  const close = async () => {
+    for (const closer of closers.splice(0).reverse()) await closer();
+  };
+  try {
+    const nats = await startTestNats();
+    closers.push(() => nats.stop());
+    const gw = await startExecutionGateway(nats.url, options.execution, options.env, options.definitions);
+    closers.push(() => gw.close());
+    const sessionId = await seedSession(gw.gateway.store, { scope: options.scope, agent: options.agent, tools: options.tools });
+    const { id, bindings = [...new Set(options.tools.map((t) => t.binding_id))], start } = options.executor;
+    const nc = await connect({ servers: nats.url, inboxPrefix: executorInboxPrefix(options.scope, id) });
+    closers.push(() => nc.close());
+    const executor = new ProtocolExecutor(nc, options.scope, id, bindings);
+    closers.push(() => executor.close());
+    if (start === "register") await executor.register();
+    if (start === "heartbeat") {
+      const reply = await executor.heartbeat();
+      if (reply.status !== "ok") throw new Error(`executor ${id} refused at its first heartbeat: ${reply.code} ${reply.reason}`);
+    }
+    return { nats, gw, nc, executor, sessionId, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ASSIGNMENT_STATES } from "../../src/execution/model/assignment-states.js";
-import type { AssignmentView } from "../../src/execution/runs/history.js";
+import type { AssignmentView } from "../../src/execution/runs/views.js";
 import { callResult } from "../../src/mcp-server/call-result.js";
 import { taskOf } from "../../src/mcp-server/task-store.js";
 

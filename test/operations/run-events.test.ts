@@ -1,10 +1,9 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STREAMS } from "../../src/streams/names.js";
-import { ADMIN_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
-import { startTestNats, type TestNats } from "../helpers/nats.js";
-import { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ADMIN_KEY, startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
+import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
 import { SseClient, type ReceivedEvent } from "../helpers/sse-client.js";
 
@@ -12,26 +11,18 @@ const SCOPE = "events-scope";
 const auth = { authorization: `Bearer ${ADMIN_KEY}` };
 
 describe("run event stream (SSE): a client disconnecting changes nothing, a reconnect resumes exactly", () => {
-  let nats: TestNats;
-  let gw: TestGateway;
-  let nc: NatsConnection;
-  let executor: ProtocolExecutor;
-  let sessionId: string;
-
+  let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, executor: ProtocolExecutor, sessionId: string;
   beforeAll(async () => {
-    nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url, { eventHeartbeatMs: 200 });
-    sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "events-agent", tools: [{ name: "notes.read", binding_id: "notes-read" }] });
-    nc = await connect({ servers: nats.url });
-    executor = new ProtocolExecutor(nc, SCOPE, "exec-events", ["notes-read"]);
-    await executor.heartbeat();
+    fx = await startExecutionFixture({
+      scope: SCOPE,
+      agent: "events-agent",
+      tools: [{ name: "notes.read", binding_id: "notes-read" }],
+      executor: { id: "exec-events", start: "heartbeat" },
+      execution: { eventHeartbeatMs: 200 },
+    });
+    ({ gw, nc, executor, sessionId } = fx);
   });
-  afterAll(async () => {
-    executor?.close();
-    await nc?.close();
-    await gw?.close();
-    await nats?.stop();
-  });
+  afterAll(() => fx?.close());
 
   const eventsUrl = (runId: string, query = "") => `${gw.baseUrl}/v1/runs/${runId}/events${query}`;
   const consumersOnEvents = async () => (await (await jetstreamManager(nc)).streams.info(STREAMS.events)).state.consumer_count;

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { Id, ToolKind } from "../../wire/messages.js";
+import { Id, Millis, ToolKind } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
-import { Outcome, type AssignmentRecord, type ProgressEntry, type RunRecord } from "../model/records.js";
+import { OUTCOME_KINDS, Outcome, type AssignmentRecord, type ProgressEntry, type RunRecord } from "../model/records.js";
 import { RUN_STATES } from "../model/run-states.js";
 
 /**
@@ -9,8 +9,6 @@ import { RUN_STATES } from "../model/run-states.js";
  * assignments, progress, and the section-4 requests. Never a full result: a client reads the
  * assignment or the history for that.
  */
-const Millis = z.number().int().nonnegative();
-
 export const RunEvent = z
   .discriminatedUnion("type", [
     z.object({ type: z.literal("run"), run_id: Id, state: z.enum(RUN_STATES), at: Millis }).strict(),
@@ -36,7 +34,7 @@ export const RunEvent = z
     z.object({ type: z.literal("compensation_requested"), run_id: Id, assignment_id: Id, compensation_assignment_id: Id, at: Millis }).strict(),
     /** A background task's outcome entered the history as its own entry (read it from the history). */
     z
-      .object({ type: z.literal("task_result"), run_id: Id, assignment_id: Id, state: z.enum(["completed", "failed", "cancelled", "reconciliation_required"]), after_tool_calls: z.number().int().nonnegative(), at: Millis })
+      .object({ type: z.literal("task_result"), run_id: Id, assignment_id: Id, state: z.enum(OUTCOME_KINDS), after_tool_calls: z.number().int().nonnegative(), at: Millis })
       .strict(),
   ])
   .meta({ id: "RunEvent" });

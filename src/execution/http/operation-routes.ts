@@ -1,35 +1,22 @@
 import { z } from "zod";
-import { jsonValueSchema } from "../../budget/index.js";
 import { ToolgateError } from "../../errors/toolgate-error.js";
 import { EventStream } from "../../http/event-stream.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
-import { Id } from "../../wire/messages.js";
+import { Id, Reason } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
+import { DetachResult } from "../operations/executor-detach.js";
+import { OperatorOutcome } from "../operations/operator-settle.js";
 import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
 
 const AssignmentParams = z.object({ assignment_id: Id });
 /** An event id as it travels in a query or a header: decimal digits. */
 const Sequence = z.string().regex(/^[0-9]{1,16}$/, "an event id of this stream (a non-negative integer)").transform(Number);
 
-export const ReconcileSchema = z
-  .discriminatedUnion("outcome", [
-    z.strictObject({ outcome: z.literal("completed"), result: jsonValueSchema.describe("The result the operation did produce") }),
-    z.strictObject({ outcome: z.literal("failed"), error: z.strictObject({ code: z.string().min(1).max(128), message: z.string().max(4096) }) }),
-    z.strictObject({ outcome: z.literal("cancelled"), reason: z.string().min(1).max(4096) }),
-  ])
-  .meta({ title: "Reconcile" });
+export const ReconcileSchema = OperatorOutcome.meta({ title: "Reconcile" });
 
-export const DetachResultSchema = z
-  .object({
-    executor_id: Id,
-    scope: Id,
-    released: z.array(Id).describe("Unconfirmed claims returned to the candidates (generation + 1)"),
-    reconciliation_required: z.array(Id).describe("Confirmed work whose outcome is now unknown"),
-    retried: z.array(Id).describe("Confirmed reads offered again (binding retry_reads_safe)"),
-  })
-  .meta({ title: "DetachResult" });
+export const DetachResultSchema = z.object({ executor_id: Id, scope: Id, ...DetachResult.shape }).meta({ title: "DetachResult" });
 
 /** A run event as the event stream serves it: the stored event with its time as RFC 3339. */
 const [runEvent, assignmentEvent, progressEvent, taskCancelEvent, compensationEvent, taskResultEvent] = RunEvent.options;
@@ -44,7 +31,7 @@ export const RunEventSchema = z
   ])
   .meta({ title: "RunEvent" });
 
-export const CancelTaskSchema = z.strictObject({ reason: z.string().min(1).max(4096).optional() }).default({}).meta({ title: "CancelTask" });
+export const CancelTaskSchema = z.strictObject({ reason: Reason.min(1).optional() }).default({}).meta({ title: "CancelTask" });
 export const CompensationResultSchema = z.object({ created: z.boolean().describe("false when this write was compensated before"), compensation: AssignmentSchema });
 export const DetachExecutorSchema = z.strictObject({ scope: Id.describe("The executor scope it belongs to") }).meta({ title: "DetachExecutor" });
 

@@ -1,13 +1,13 @@
 import { z } from "zod";
-import { contextPreviewSchema, jsonValueSchema } from "../../budget/index.js";
-import { SessionIdSchema, ToolNameSchema } from "../../config/ids.js";
+import { SessionIdSchema } from "../../config/ids.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
-import { Id, ToolKind } from "../../wire/messages.js";
-import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
+import { Id } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunRecord, TaskResult } from "../model/records.js";
+import { ToolCallRequest } from "../runs/tool-calls.js";
 import { RUN_STATES } from "../model/run-states.js";
+import { viewSchemas } from "../runs/views.js";
 
 // The stored run record is what a client reads, with its times as RFC 3339 and a description added.
 const RunSchema = RunRecord.extend({
@@ -17,98 +17,24 @@ const RunSchema = RunRecord.extend({
   ended_at: HttpTimestamp.nullable(),
 }).meta({ id: "Run" });
 
-const OutcomeSchema = z.union([
-  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }) }),
-  z.object({ kind: z.literal("cancelled"), reason: z.string() }),
-]);
+// The reader's views as answers: their times as RFC 3339.
+const views = viewSchemas(HttpTimestamp);
+const HistoryEntrySchema = views.HistoryEntry.meta({ id: "HistoryEntry" });
+const AssignmentSchema = views.Assignment.meta({ id: "Assignment" });
+const TaskResultEntrySchema = views.TaskResultEntry.meta({ id: "TaskResultEntry" });
 
-const historyEntryShape = {
-  assignment_id: Id,
-  tool_call_id: Id.nullable(),
-  tool_name: z.string(),
-  arguments: z.unknown(),
-  state: z.enum(ASSIGNMENT_STATES),
-  context_preview: contextPreviewSchema.nullable().describe("The stored projection of the first completed receipt, computed once"),
-  outcome: OutcomeSchema.nullable(),
-  compensated_by: Id.nullable().describe("The compensation undoing this completed write; this entry's projection stays as it was"),
-  task: z
-    .object({ task_ref: z.string(), status: z.string(), submitted_at: HttpTimestamp, deadline_at: HttpTimestamp })
-    .nullable()
-    .describe("The background task this call submitted; context_preview is then the submission, and the task's result is an entry of task_results"),
-  created_at: HttpTimestamp,
-};
-const HistoryEntrySchema = z.object(historyEntryShape).meta({ id: "HistoryEntry" });
-
-const AssignmentSchema = z
-  .object({
-    ...historyEntryShape,
-    run_id: Id,
-    binding_id: Id,
-    tool_kind: ToolKind,
-    argument_digest: z.string(),
-    operation_key: z.string(),
-    generation: z.number().int(),
-    executor_id: Id.nullable(),
-    lease_expires_at: HttpTimestamp.nullable(),
-    accepted_receipt_id: Id.nullable(),
-    final_receipt_id: Id.nullable(),
-    progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: HttpTimestamp })),
-    compensates: Id.nullable().describe("On a compensation: the completed write it undoes"),
-    task_cancel: z.object({ requested_at: HttpTimestamp, reason: z.string() }).nullable().describe("A business-task cancel was requested; the executor's receipt decides the outcome"),
-    settled_by: z.object({ operator: z.string(), at: HttpTimestamp }).nullable().describe("The operator who settled it from reconciliation_required"),
-    updated_at: HttpTimestamp,
-  })
-  .meta({ id: "Assignment" });
-
-const CreateToolCallSchema = z
-  .strictObject({
-    tool_name: ToolNameSchema,
-    arguments: jsonValueSchema.default({}).describe("Validated against the tool's input_schema"),
-    operation_key: z.string().min(1).max(256).optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
-    tool_call_id: Id.optional().describe("The model's tool call id: creating the same tool call again returns the same assignment"),
-  })
-  .meta({ id: "CreateToolCall" });
-
-const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
-const TaskResultEntrySchema = z
-  .object({
-    assignment_id: Id,
-    tool_call_id: Id.nullable(),
-    tool_name: z.string(),
-    task_ref: z.string(),
-    receipt_id: Id.nullable().describe("The final receipt that settled the task; null when its deadline passed"),
-    state: z.enum(["completed", "failed", "cancelled", "reconciliation_required"]),
-    context_preview: contextPreviewSchema.nullable().describe("For completed: the stored projection of its result, computed once with the tool's budget"),
-    outcome: OutcomeSchema.nullable(),
-    after_tool_calls: z.number().int().nonnegative().describe("The entry follows this many tool calls of the run in the model's history"),
-    at: HttpTimestamp,
-  })
-  .meta({ id: "TaskResultEntry" });
-const RunTasksSchema = z.object({
-  run_id: Id,
-  tasks: z
-    .array(
-      z.object({
-        assignment_id: Id,
-        tool_call_id: Id.nullable(),
-        tool_name: z.string(),
-        state: z.enum(ASSIGNMENT_STATES).describe("submitted while the task runs; then how it was settled"),
-        task: z.object({ task_ref: z.string(), status: z.string(), submitted_at: HttpTimestamp, deadline_at: HttpTimestamp }),
-        task_cancel: z.object({ requested_at: HttpTimestamp, reason: z.string() }).nullable(),
-        progress: z.array(z.object({ seq: z.number().int(), progress: z.unknown(), at: HttpTimestamp })),
-        results: z.number().int().nonnegative().describe("How many of the run's task_results are this task's settlements"),
-      }),
-    )
-    .describe("Every background task the run's tool calls submitted, in call order"),
-});
 const RunHistorySchema = z.object({
   run_id: Id,
   state: z.enum(RUN_STATES),
   tool_calls: z.array(HistoryEntrySchema),
   task_results: z.array(TaskResultEntrySchema).describe("Outcomes of background tasks, each its own entry, in arrival order (docs/async-tasks.md)"),
 });
+const RunTasksSchema = z.object({ run_id: Id, tasks: z.array(views.RunTask).describe("Every background task the run's tool calls submitted, in call order") });
 
-export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, HistoryEntrySchema, RunHistorySchema, RunSchema, RunTasksSchema };
+const CreateToolCallSchema = ToolCallRequest.meta({ id: "CreateToolCall" });
+
+const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
+export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema, RunTasksSchema };
 export const RunParams = z.object({ run_id: Id });
 
 /** The agent scope of a run-addressed route: the run's agent, undefined for no such run (the handler answers 404). */

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { contextPreviewSchema } from "../../budget/index.js";
-import { Id, ReceiptKind, ReceiptStatus, RefusalCode, TaskRef, TaskStatus, ToolKind } from "../../wire/messages.js";
+import { ReceiptKind, ReceiptStatus, RefusalCode, TaskSubmission } from "../../wire/messages.js";
+import { ErrorBody, Id, Millis, Reason, Sha256Hex, ToolKind } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "./assignment-states.js";
 import { RUN_STATES } from "./run-states.js";
 
@@ -8,10 +9,6 @@ import { RUN_STATES } from "./run-states.js";
  * The records the execution path keeps in JetStream KV (msgpack, validated on every read).
  * Field names are snake_case like the wire messages and the HTTP API, so a record can be shown as is.
  */
-
-const Millis = z.number().int().nonnegative();
-const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/);
-
 
 /** One claim of an assignment. Only the token's sha256 is kept: the token itself exists only in the grant. */
 export const ClaimRecord = z
@@ -42,18 +39,22 @@ export type AppliedReceipt = z.infer<typeof AppliedReceipt>;
 export const ReplacedReceipt = AppliedReceipt.extend({ executor_id: Id });
 export type ReplacedReceipt = z.infer<typeof ReplacedReceipt>;
 
-/** What a final receipt says beyond its kind (the result itself stays in the stream and the projection). */
-export const Outcome = z.union([
-  z.object({ kind: z.literal("completed") }).strict(),
-  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: z.object({ code: z.string(), message: z.string() }).strict() }).strict(),
-  z.object({ kind: z.literal("cancelled"), reason: z.string() }).strict(),
+/** The outcome of a call that ended without a result: the error (failed, reconciliation_required) or the reason (cancelled). */
+export const ErrorOrReason = z.union([
+  z.object({ kind: z.enum(["failed", "reconciliation_required"]), error: ErrorBody }).strict(),
+  z.object({ kind: z.literal("cancelled"), reason: Reason }).strict(),
 ]);
+export type ErrorOrReason = z.infer<typeof ErrorOrReason>;
+
+/** What a final receipt says beyond its kind (the result itself stays in the stream and the projection). */
+export const Outcome = z.union([z.object({ kind: z.literal("completed") }).strict(), ...ErrorOrReason.options]);
 export type Outcome = z.infer<typeof Outcome>;
 
+/** How an outcome ends a call: also the state it leaves the call in (a background task's result entry names it so). */
+export const OUTCOME_KINDS = ["completed", "failed", "cancelled", "reconciliation_required"] as const satisfies readonly Outcome["kind"][];
+
 /** A business task the assignment's `submission` left running in the background (set once, never changed). */
-export const SubmittedTask = z
-  .object({ task_ref: TaskRef, status: TaskStatus, submitted_at: Millis, deadline_at: Millis })
-  .strict();
+export const SubmittedTask = TaskSubmission.extend({ submitted_at: Millis, deadline_at: Millis });
 export type SubmittedTask = z.infer<typeof SubmittedTask>;
 
 /**
@@ -72,6 +73,12 @@ export const TaskResult = z
   })
   .strict();
 export type TaskResult = z.infer<typeof TaskResult>;
+
+/** A business-task cancel asked for (recorded once; only the executor's receipt ends the task). */
+export const TaskCancelRequest = z.object({ requested_at: Millis, reason: z.string() }).strict();
+
+/** Who settled a `reconciliation_required` assignment over HTTP, and when. */
+export const OperatorSettled = z.object({ operator: z.string(), at: Millis }).strict();
 
 export const RunRecord = z
   .object({
@@ -131,7 +138,7 @@ export const AssignmentRecord = z
      */
     replaced: z.array(ReplacedReceipt).optional(),
     /** A business-task cancel was asked for (recorded once; only the executor's receipt ends the task). */
-    task_cancel: z.object({ requested_at: Millis, reason: z.string() }).strict().nullable().default(null),
+    task_cancel: TaskCancelRequest.nullable().default(null),
     /** The business task a `submission` left running (state `submitted`, then whatever settled it); absent for a synchronous call, so such records stay readable by the previous release. */
     task: SubmittedTask.optional(),
     /** On a compensation: the completed write it undoes. A compensation lives outside its run's lifecycle. */
@@ -139,7 +146,7 @@ export const AssignmentRecord = z
     /** On a compensated write: its compensation (set once; the original's receipt and projection stay as they are). */
     compensated_by: Id.nullable().default(null),
     /** Who settled a `reconciliation_required` assignment over HTTP (its `final` is then the operator receipt). */
-    settled_by: z.object({ operator: z.string(), at: Millis }).strict().nullable().default(null),
+    settled_by: OperatorSettled.nullable().default(null),
     created_at: Millis,
     updated_at: Millis,
   })

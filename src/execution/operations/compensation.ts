@@ -4,8 +4,7 @@ import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { unstartedAssignment, type AssignmentRecord } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
-
-const OPERATION_KEY_MAX = 256;
+import { OPERATION_KEY_MAX_LENGTH } from "../../wire/primitives.js";
 
 /** The compensation's id: derived from the original, so asking twice lands on the same assignment. */
 export function compensationIdFor(originalId: string): string {
@@ -15,7 +14,7 @@ export function compensationIdFor(originalId: string): string {
 /** `<original op key>/compensate`, or a digest of it when that would exceed the wire limit. */
 export function compensationOperationKey(originalKey: string): string {
   const key = `${originalKey}/compensate`;
-  return key.length <= OPERATION_KEY_MAX ? key : `sha256:${createHash("sha256").update(key).digest("hex")}/compensate`;
+  return key.length <= OPERATION_KEY_MAX_LENGTH ? key : `sha256:${createHash("sha256").update(key).digest("hex")}/compensate`;
 }
 
 /**

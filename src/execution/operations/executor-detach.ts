@@ -1,4 +1,6 @@
+import { z } from "zod";
 import type { Logger } from "../../log/logger.js";
+import { Id } from "../../wire/primitives.js";
 import type { GatewayOutcomeError } from "../../errors/protocol-codes.js";
 import { nextAssignmentState } from "../model/assignment-states.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
@@ -15,14 +17,16 @@ import type { Watchlist } from "../claims/watchlist.js";
  */
 export type DetachMode = "release_unconfirmed" | "gone";
 
-/** What detaching did to one assignment. */
-export type DetachOutcome = "released" | "reconciliation_required" | "retried";
+/** What detaching an executor did, assignment by assignment. */
+export const DetachResult = z.object({
+  released: z.array(Id).describe("Unconfirmed claims returned to the candidates (generation + 1)"),
+  reconciliation_required: z.array(Id).describe("Confirmed work whose outcome is now unknown"),
+  retried: z.array(Id).describe("Confirmed reads offered again (binding retry_reads_safe)"),
+});
+export type DetachResult = z.infer<typeof DetachResult>;
 
-export interface DetachResult {
-  released: string[];
-  reconciliation_required: string[];
-  retried: string[];
-}
+/** What detaching did to one assignment. */
+export type DetachOutcome = keyof DetachResult;
 
 /** Assignments read at once while looking for an executor's holdings. */
 const SCAN_CONCURRENCY = 16;

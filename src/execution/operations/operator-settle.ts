@@ -1,9 +1,11 @@
 import { createHash } from "node:crypto";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { encodeCanonicalJson } from "../../budget/index.js";
+import { z } from "zod";
+import { encodeCanonicalJson, jsonValueSchema } from "../../budget/index.js";
 import { ToolgateError } from "../../errors/toolgate-error.js";
 import { encode } from "../../wire/codec.js";
 import type { OperatorReceipt } from "../../wire/messages.js";
+import { ErrorBody, Reason } from "../../wire/primitives.js";
 import { subjects } from "../../wire/subjects.js";
 import { nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
@@ -13,11 +15,13 @@ import { runTakesWork } from "../model/run-states.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { BackgroundTasks } from "../tasks/background-tasks.js";
 
-/** What an operator established in the product's system. */
-export type OperatorOutcome =
-  | { outcome: "completed"; result: unknown }
-  | { outcome: "failed"; error: { code: string; message: string } }
-  | { outcome: "cancelled"; reason: string };
+/** What an operator established in the product's system (the body of `POST /v1/assignments/{id}:reconcile`). */
+export const OperatorOutcome = z.discriminatedUnion("outcome", [
+  z.strictObject({ outcome: z.literal("completed"), result: jsonValueSchema.describe("The result the operation did produce") }),
+  z.strictObject({ outcome: z.literal("failed"), error: ErrorBody.extend({ code: ErrorBody.shape.code.min(1) }) }),
+  z.strictObject({ outcome: z.literal("cancelled"), reason: Reason.min(1) }),
+]);
+export type OperatorOutcome = z.output<typeof OperatorOutcome>;
 
 const EVENT: Record<OperatorOutcome["outcome"], AssignmentEvent> = { completed: "complete", failed: "fail", cancelled: "cancel" };
 

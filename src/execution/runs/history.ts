@@ -1,65 +1,11 @@
-import type { ContextPreview } from "../../budget/index.js";
 import { ToolgateError } from "../../errors/toolgate-error.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
 import type { ProgressStore } from "../receipts/progress-store.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
-import type { AssignmentRecord, Outcome, ProgressEntry, RunRecord, SubmittedTask } from "../model/records.js";
+import type { AssignmentRecord, ProgressEntry, RunRecord, SubmittedTask } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
-import { submissionPreview, taskResultEntry, type TaskResultEntry } from "../tasks/task-history.js";
-
-/** One tool call as the model sees it: its call, its state, and for a completed one the stored projection. */
-export interface HistoryEntry {
-  assignment_id: string;
-  tool_call_id: string | null;
-  tool_name: string;
-  arguments: unknown;
-  state: AssignmentRecord["state"];
-  /**
-   * The stored projection of the first `completed` receipt; for a call that submitted a background
-   * task, its submission (never cut), whatever the task did since; null otherwise. Never the full receipt.
-   */
-  context_preview: ContextPreview | null;
-  /** The background task the call submitted (its result, when it comes, is an entry of its own). */
-  task: SubmittedTask | null;
-  /** Error or reason of a failed, cancelled or reconciliation_required call (not budgeted: protocol-protected). */
-  outcome: Exclude<Outcome, { kind: "completed" }> | null;
-  /** The compensation that undoes this completed write (its own assignment); the projection above stays as it was. */
-  compensated_by: string | null;
-  created_at: number;
-}
-
-/** An assignment for operators and runtimes: state, claim holder, receipts, progress; never the claim token's digest. */
-export interface AssignmentView extends HistoryEntry {
-  run_id: string;
-  binding_id: string;
-  tool_kind: AssignmentRecord["tool_kind"];
-  argument_digest: string;
-  operation_key: string;
-  generation: number;
-  executor_id: string | null;
-  lease_expires_at: number | null;
-  accepted_receipt_id: string | null;
-  final_receipt_id: string | null;
-  progress: Array<Pick<ProgressEntry, "seq" | "progress" | "at">>;
-  /** On a compensation: the completed write it undoes. */
-  compensates: string | null;
-  task_cancel: AssignmentRecord["task_cancel"];
-  settled_by: AssignmentRecord["settled_by"];
-  updated_at: number;
-}
-
-/** One background task of a run (`GET /v1/runs/{id}/tasks`). */
-export interface RunTask {
-  assignment_id: string;
-  tool_call_id: string | null;
-  tool_name: string;
-  state: AssignmentRecord["state"];
-  task: SubmittedTask;
-  task_cancel: AssignmentRecord["task_cancel"];
-  progress: Array<Pick<ProgressEntry, "seq" | "progress" | "at">>;
-  /** How many of the run's task results are this task's settlements. */
-  results: number;
-}
+import { submissionPreview, taskResultEntry } from "../tasks/task-history.js";
+import type { AssignmentView, HistoryEntry, RunTask, TaskResultEntry } from "./views.js";
 
 /** Parallel reads when assembling a history. */
 const READ_CONCURRENCY = 32;

@@ -1,7 +1,11 @@
+import { z } from "zod";
+import { jsonValueSchema } from "../../budget/index.js";
+import { ToolNameSchema } from "../../config/ids.js";
 import type { ResolvedTool } from "../../config/schemas.js";
 import { ToolgateError } from "../../errors/toolgate-error.js";
 import { compileJsonSchema, schemaDetails } from "../../validation/json-schema.js";
 import { argumentDigest } from "../../wire/digest.js";
+import { Id, OperationKey } from "../../wire/primitives.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { assignmentIdFor, defaultOperationKey } from "../model/ids.js";
 import { unstartedAssignment, type AssignmentRecord, type RunRecord } from "../model/records.js";
@@ -12,13 +16,14 @@ export interface ToolResolver {
   resolveTool(sessionId: string, toolName: string): Promise<ResolvedTool>;
 }
 
-export interface ToolCallRequest {
-  tool_name: string;
-  arguments: unknown;
-  operation_key?: string;
-  /** The runtime's id of the model's tool call: the idempotency key of this creation. */
-  tool_call_id?: string;
-}
+/** A tool call as the runtime asks for it (`POST /v1/runs/{id}/tool-calls`, and an MCP session's `tools/call`). */
+export const ToolCallRequest = z.strictObject({
+  tool_name: ToolNameSchema,
+  arguments: jsonValueSchema.default({}).describe("Validated against the tool's input_schema"),
+  operation_key: OperationKey.optional().describe("The product's idempotency key of the operation; default <run_id>/<assignment_id>"),
+  tool_call_id: Id.optional().describe("The model's tool call id: creating the same tool call again returns the same assignment"),
+});
+export type ToolCallRequest = z.output<typeof ToolCallRequest>;
 
 /**
  * Creating a tool call: the tool must be in the session's pinned toolset, the arguments must

@@ -1,9 +1,11 @@
 import { buildContextPreview, type ContextPreview } from "../../budget/index.js";
-import type { AssignmentRecord, Outcome, SubmittedTask, TaskResult } from "../model/records.js";
+import type { AssignmentRecord, SubmittedTask, TaskResult } from "../model/records.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
+import type { TaskResultEntry } from "../runs/views.js";
+import type { TaskSubmission } from "../../wire/messages.js";
 
 /** What the model reads as the answer of a tool call that submitted a task: its reference and status. */
-export function submissionResult(task: SubmittedTask): { task_ref: string; status: string } {
+export function submissionResult(task: SubmittedTask): TaskSubmission {
   return { task_ref: task.task_ref, status: task.status };
 }
 
@@ -14,24 +16,6 @@ export function submissionResult(task: SubmittedTask): { task_ref: string; statu
  */
 export function submissionPreview(a: AssignmentRecord & { task: SubmittedTask }): ContextPreview {
   return buildContextPreview(submissionResult(a.task), { maxResultContextBytes: a.max_result_context_bytes, kind: "submission" });
-}
-
-/** A background task's outcome as its own history entry, after `after_tool_calls` tool calls of the run. */
-export interface TaskResultEntry {
-  assignment_id: string;
-  tool_call_id: string | null;
-  tool_name: string;
-  task_ref: string;
-  /** The final receipt that settled the task; null when its deadline passed. */
-  receipt_id: string | null;
-  /** How the task ended: `completed`, `failed`, `cancelled` or `reconciliation_required`. */
-  state: Outcome["kind"];
-  /** For `completed`: the stored projection of its result, formed once with the tool's budget. */
-  context_preview: ContextPreview | null;
-  /** For the others: the error or reason (protocol-protected, never cut). */
-  outcome: Exclude<Outcome, { kind: "completed" }> | null;
-  after_tool_calls: number;
-  at: number;
 }
 
 /** The history entry of one task result; the completed result's projection is the one stored for its assignment. */

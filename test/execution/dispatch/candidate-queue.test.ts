@@ -1,36 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
-import type { Candidate } from "../../../src/wire/messages.js";
 import { candidateConsumer, STREAMS } from "../../../src/streams/names.js";
-import { startTestNats, type TestNats } from "../../helpers/nats.js";
+import { candidate, startCandidateStream, type CandidateStream } from "./candidate-stream.js";
 
 const SCOPE = "cq";
-const candidate = (n: number): Candidate => ({ assignment_id: `asg-${n}`, run_id: "run-1", tool_name: "tasks.read", binding_id: "tasks", generation: 0, created_at: 0 });
 
 describe("withdrawing a candidate", () => {
-  let nats: TestNats;
-  let nc: NatsConnection;
-  let jsm: JetStreamManager;
-  let queue: CandidateQueue;
-
+  let stream: CandidateStream, nc: NatsConnection, queue: CandidateQueue;
   beforeAll(async () => {
-    nats = await startTestNats();
-    nc = await connect({ servers: nats.url });
-    jsm = await jetstreamManager(nc);
-    await ensureStreams(
-      jsm,
-      loadDefinitions().filter((d) => d.kind === "stream" && d.name === STREAMS.candidates),
-      { replicas: 1 },
-    );
-    queue = new CandidateQueue(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
+    stream = await startCandidateStream();
+    nc = stream.nc;
+    queue = new CandidateQueue(jetstream(nc), stream.jsm, { replicas: 1, ackWaitMs: 30_000 });
   });
-  afterAll(async () => {
-    await nc?.close();
-    await nats?.stop();
-  });
+  afterAll(() => stream?.close());
 
   it("deletes a waiting one, and takes one already pulled and acknowledged (gone from the work queue) as done", async () => {
     const seqs = [await queue.publish(SCOPE, candidate(1)), await queue.publish(SCOPE, candidate(2)), await queue.publish(SCOPE, candidate(3))];

@@ -1,15 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { AckPolicy, DeliverPolicy, jetstream, type JetStreamManager } from "@nats-io/jetstream";
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
 import { decode, encode } from "../../../src/wire/codec.js";
 import { Candidate } from "../../../src/wire/messages.js";
 import { subjects } from "../../../src/wire/subjects.js";
 import { candidateConsumer, STREAMS } from "../../../src/streams/names.js";
-import { startTestNats, type TestNats } from "../../helpers/nats.js";
-
-const candidate = (n: number): Candidate => ({ assignment_id: `asg-${n}`, run_id: "run-1", tool_name: "tasks.read", binding_id: "tasks", generation: 0, created_at: 0 });
+import { candidate, startCandidateStream, type CandidateStream } from "./candidate-stream.js";
 
 /**
  * A candidate nats-server left stored behind its consumer's ack floor (nats-server#5727) is never
@@ -17,24 +14,12 @@ const candidate = (n: number): Candidate => ({ assignment_id: `asg-${n}`, run_id
  * the Debian 2.9 run of scripts/test-matrix.sh leaves this file out for that reason.
  */
 describe("an orphaned candidate", () => {
-  let nats: TestNats;
-  let nc: NatsConnection;
-  let jsm: JetStreamManager;
-
+  let stream: CandidateStream, nc: NatsConnection, jsm: JetStreamManager;
   beforeAll(async () => {
-    nats = await startTestNats();
-    nc = await connect({ servers: nats.url });
-    jsm = await jetstreamManager(nc);
-    await ensureStreams(
-      jsm,
-      loadDefinitions().filter((d) => d.kind === "stream" && d.name === STREAMS.candidates),
-      { replicas: 1 },
-    );
+    stream = await startCandidateStream();
+    ({ nc, jsm } = stream);
   });
-  afterAll(async () => {
-    await nc?.close();
-    await nats?.stop();
-  });
+  afterAll(() => stream?.close());
 
   it("takes a candidate left behind its consumer's ack floor as gone (never delivered again), deletes it, and delivers the next generation", async () => {
     const scope = "orphans";

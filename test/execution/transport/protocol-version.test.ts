@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { decode, encode } from "../../../src/wire/codec.js";
 import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply } from "../../../src/wire/messages.js";
 import { PROTOCOL_VERSION_HEADER } from "../../../src/wire/protocol-version.js";
-import { executorInboxPrefix, subjects } from "../../../src/wire/subjects.js";
-import { startTestNats, type TestNats } from "../../helpers/nats.js";
-import { seedSession, startExecutionGateway, type TestGateway } from "../../helpers/execution-gateway.js";
-import { ProtocolExecutor } from "../../helpers/protocol-executor.js";
+import { subjects } from "../../../src/wire/subjects.js";
+import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../../helpers/execution-gateway.js";
+import type { ProtocolExecutor } from "../../helpers/protocol-executor.js";
 
 /**
  * The `Tg-Protocol` header on every request subject of a real gateway: absent (a hand-written
@@ -16,26 +15,12 @@ const SCOPE = "protover";
 const EXECUTOR = "exec-v";
 
 describe("the protocol-version header on the request subjects", () => {
-  let nats: TestNats;
-  let gw: TestGateway;
-  let nc: NatsConnection;
-  let exec: ProtocolExecutor;
-  let sessionId: string;
-
+  let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
   beforeAll(async () => {
-    nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url);
-    sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "versioned", tools: [{ name: "tasks.read", binding_id: "b-ver" }] });
-    nc = await connect({ servers: nats.url, inboxPrefix: executorInboxPrefix(SCOPE, EXECUTOR) });
-    exec = new ProtocolExecutor(nc, SCOPE, EXECUTOR, ["b-ver"]);
-    await exec.register();
+    fx = await startExecutionFixture({ scope: SCOPE, agent: "versioned", tools: [{ name: "tasks.read", binding_id: "b-ver" }], executor: { id: EXECUTOR, start: "register" } });
+    ({ gw, nc, executor: exec, sessionId } = fx);
   });
-  afterAll(async () => {
-    exec?.close();
-    await nc?.close();
-    await gw?.close();
-    await nats?.stop();
-  });
+  afterAll(() => fx?.close());
 
   /** One request with the header set to `version`, or without it. */
   const request = async (subject: string, body: unknown, version: string | undefined): Promise<Uint8Array> => {
