@@ -106,6 +106,12 @@ export interface Execution {
  */
 const ASSIGNMENTS_REMEMBERED = 4_096;
 
+/**
+ * Runs whose last written or read revision this process keeps: a tool call's creation and its claim
+ * start from it; its receipts always read the run fresh (a late receipt never revives an ended run).
+ */
+const RUNS_REMEMBERED = 1_024;
+
 /** Executors whose claim holdings this process keeps the last revision of (see `ClaimQuota.read`). */
 const EXECUTORS_REMEMBERED = 1_024;
 
@@ -140,7 +146,7 @@ export async function startExecution(deps: {
   const store = await executionStores(nc);
 
   const events = new RunEventLog(nc, js, log);
-  const runStore = (await store("runs", RunRecord)).observeWrites((previous, next) => runEvents(previous, next).forEach((e) => events.publish(e)));
+  const runStore = (await store("runs", RunRecord)).withRevisionCache(RUNS_REMEMBERED).observeWrites((previous, next) => runEvents(previous, next).forEach((e) => events.publish(e)));
   const assignmentStore = (await store("assignments", AssignmentRecord))
     .withRevisionCache(ASSIGNMENTS_REMEMBERED)
     .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))

@@ -57,7 +57,7 @@ export class ClaimService {
   async claim(origin: RequestOrigin, req: ClaimRequest): Promise<ClaimReply> {
     const { scope } = origin;
     // Independent reads, all needed by every claim that can succeed: read together.
-    const runRead = this.runs.start(req.assignment_id);
+    const runRead = this.runs.start(req.assignment_id, { recent: true });
     const [registered, online, recent, holdings] = await Promise.all([
       this.registry.get(req.executor_id),
       this.presence.online(scope, req.executor_id),
@@ -78,7 +78,9 @@ export class ClaimService {
     // A state the run's end put it in answers for itself (`withdrawn`, `claim_revoked`), before the run does.
     const ended = REFUSAL_BY_STATE[a.state];
     if (ended) return refused(ended, `assignment is ${a.state}`);
-    const run = await runRead.of(a);
+    const seen = await runRead.of(a);
+    // A remembered run that would refuse the claim is read afresh first.
+    const run = seen?.cached && !runTakesWork(a, seen.value) ? await this.runs.fresh(a.run_id) : seen;
     if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
     if (!offered(a, req.generation)) return this.lost(a, req);
