@@ -9,9 +9,9 @@ import { IdentityRegistry } from "../../src/http/identities.js";
 
 const KEY = "route-layer-key-0123456789";
 
-function app() {
+function app(level = "info") {
   const lines: string[] = [];
-  const logger = pino({ redact: ["req.headers.authorization"] }, new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) }));
+  const logger = pino({ level, redact: ["req.headers.authorization"] }, new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) }));
   const http = createHttpApp({ logger });
   const params = z.object({ run_id: z.string().regex(/^[a-z0-9-]+$/) });
   const verb = (name: string) =>
@@ -78,12 +78,20 @@ describe("route layer", () => {
     expect(lines.join("\n")).not.toContain("wrong-key");
   });
 
-  it("logs one access line per request, with its method, path, status and time", async () => {
-    const { http, lines } = app();
+  it("logs one access line per request, with its method, path, status and time: at debug when it went well", async () => {
+    const { http, lines } = app("debug");
     await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers: { authorization: `Bearer ${KEY}` } });
     const access = lines.map((l) => JSON.parse(l)).filter((l) => l.req || l.res);
     expect(access).toHaveLength(1);
-    expect(access[0]).toMatchObject({ msg: "request completed", req: { method: "POST", url: "/v1/runs/run-1:cancel" }, res: { statusCode: 200 } });
+    expect(access[0]).toMatchObject({ level: 20, msg: "request completed", req: { method: "POST", url: "/v1/runs/run-1:cancel" }, res: { statusCode: 200 } });
     expect(access[0].responseTime).toBeGreaterThanOrEqual(0);
+  });
+
+  it("at info, logs the access line of a refused request and not of one that went well", async () => {
+    const { http, lines } = app("info");
+    await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers: { authorization: `Bearer ${KEY}` } });
+    await http.inject({ method: "POST", url: "/v1/runs/run-1:complete", headers: { authorization: "Bearer wrong-key-0123456789" } });
+    const access = lines.map((l) => JSON.parse(l)).filter((l) => l.req || l.res);
+    expect(access).toEqual([expect.objectContaining({ level: 30, msg: "request completed", req: { method: "POST", url: "/v1/runs/run-1:complete" }, res: { statusCode: 401 } })]);
   });
 });
