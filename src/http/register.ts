@@ -55,13 +55,32 @@ function handle(route: RouteDef, streams: Set<AbortController>) {
     if (route.check) details.push(...(await route.check(request.body)));
     if (details.length > 0) throw ToolgateError.validation(details);
 
-    const gone = new AbortController();
-    if (route.stream === "sse") streams.add(gone);
-    reply.raw.once("close", () => {
-      gone.abort();
-      streams.delete(gone);
-    });
-    const req: RouteRequest<unknown, unknown, unknown> = { params, query, body, identity: request.identity as Identity, headers: request.headers, signal: gone.signal, log: request.log };
+    let gone: AbortController | undefined;
+    // Made when a handler first asks for it (an event stream always does): most never do, and an
+    // AbortController with a close listener per request was a measurable cost at thousands a second.
+    const goneSignal = (): AbortSignal => {
+      if (gone) return gone.signal;
+      const made = (gone = new AbortController());
+      if (reply.raw.destroyed) made.abort(); // the client left before anyone asked
+      else if (route.stream === "sse") streams.add(made);
+      reply.raw.once("close", () => {
+        made.abort();
+        streams.delete(made);
+      });
+      return made.signal;
+    };
+    if (route.stream === "sse") goneSignal(); // ended by the server's close even if its handler never asks
+    const req: RouteRequest<unknown, unknown, unknown> = {
+      params,
+      query,
+      body,
+      identity: request.identity as Identity,
+      headers: request.headers,
+      get signal() {
+        return goneSignal();
+      },
+      log: request.log,
+    };
     if (route.agentScope) {
       const agent = await route.agentScope(req as never);
       if (agent !== undefined && !req.identity.inScope(agent))

@@ -6,6 +6,7 @@ import { createHttpApp } from "../../src/http/server.js";
 import { registerRoutes } from "../../src/http/register.js";
 import { defineRoute, fastifyPath } from "../../src/http/route.js";
 import { IdentityRegistry } from "../../src/http/identities.js";
+import { until } from "../helpers/until.js";
 
 const KEY = "route-layer-key-0123456789";
 
@@ -93,5 +94,52 @@ describe("route layer", () => {
     await http.inject({ method: "POST", url: "/v1/runs/run-1:complete", headers: { authorization: "Bearer wrong-key-0123456789" } });
     const access = lines.map((l) => JSON.parse(l)).filter((l) => l.req || l.res);
     expect(access).toEqual([expect.objectContaining({ level: 30, msg: "request completed", req: { method: "POST", url: "/v1/runs/run-1:complete" }, res: { statusCode: 401 } })]);
+  });
+
+  it("aborts a handler's signal when its client leaves, whether the handler asked for it before or only after", async () => {
+    const http = createHttpApp({ logger: pino({ level: "silent" }) });
+    const started = new Set<string>();
+    const sawAbort = new Set<string>();
+    const clientGone: Record<string, () => void> = {};
+    const route = (name: "early" | "late") => {
+      const gone = new Promise<void>((resolve) => (clientGone[name] = resolve));
+      return defineRoute({
+        id: name,
+        method: "GET",
+        path: `/v1/${name}`,
+        summary: name,
+        permissions: ["runtime:read"],
+        errors: [],
+        response: z.object({}),
+        handler: async (req) => {
+          if (name === "early") void req.signal; // asked before the client leaves
+          started.add(name);
+          await gone;
+          await until(`${name}: its signal aborted`, () => req.signal.aborted || undefined, 5_000);
+          sawAbort.add(name);
+          return {};
+        },
+      });
+    };
+    registerRoutes(http, [route("early"), route("late")], new IdentityRegistry([{ name: "r", key: KEY, agents: "*", permissions: ["runtime:read"] }]));
+    const base = await http.listen({ host: "127.0.0.1", port: 0 });
+    let closedSockets = 0;
+    http.server.on("connection", (socket) => socket.once("close", () => closedSockets++));
+    try {
+      for (const name of ["early", "late"] as const) {
+        const client = new AbortController();
+        const answered = fetch(`${base}/v1/${name}`, { headers: { authorization: `Bearer ${KEY}` }, signal: client.signal }).catch((err: Error) => err.name);
+        await until(`${name} started`, () => started.has(name) || undefined);
+        client.abort();
+        expect(await answered).toBe("AbortError");
+        // Every listener of the socket's close has run once this probe sees it: "late" asks only after the server knew.
+        await until(`the server saw the ${name} client leave`, () => closedSockets > 0 || undefined);
+        closedSockets = 0;
+        clientGone[name]!();
+        await until(`${name} handler saw its signal abort`, () => sawAbort.has(name) || undefined, 6_000);
+      }
+    } finally {
+      await http.close();
+    }
   });
 });
