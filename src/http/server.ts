@@ -98,9 +98,10 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   app.addHook("preClose", async () => {
     closing = true;
   });
-  app.addHook("onSend", async (_request, reply, payload) => {
+  // Hooks on every request take a callback, not a promise: one microtask chain fewer per request.
+  app.addHook("onSend", (_request, reply, payload, done) => {
     if (closing) reply.header("connection", "close");
-    return payload;
+    done(null, payload);
   });
   guardJsonBodies(app, options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH);
   // Canonical JSON out: exact numbers (bigint, 1.0) and a stored projection served in the bytes it was measured in.
