@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { withCanonicalJson } from "../budget/index.js";
 import { RECEIPT_TRANSPORT_FIELDS, type Receipt } from "./messages.js";
 
@@ -9,7 +9,7 @@ import { RECEIPT_TRANSPORT_FIELDS, type Receipt } from "./messages.js";
  * budget engine's `CanonicalJsonError`.
  */
 function sha256Hex(bytes: Uint8Array): string {
-  return createHash("sha256").update(bytes).digest("hex");
+  return hash("sha256", bytes, "hex"); // one-shot: no Hash object per digest
 }
 
 /** sha256 (hex) of a value's canonical JSON, hashed where it was written (no copy of the bytes). */
