@@ -29,7 +29,7 @@ function parsePart(schema: z.ZodType | undefined, raw: unknown, where: string, d
  * (429); then request validation (400); then the agent scope (403 `agent_out_of_scope`); then the handler.
  */
 export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions">, identities: IdentityRegistry, limits: TokenBuckets | undefined) {
-  return async (request: FastifyRequest): Promise<void> => {
+  const admit = (request: FastifyRequest): void => {
     if (route.permissions === "public") return;
     const identity = identities.authenticate(request.headers.authorization);
     if (!identity) throw new ApiError("unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'", undefined, { "www-authenticate": 'Bearer realm="toolgate"' });
@@ -43,6 +43,15 @@ export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions
         "retry-after": String(taken.retryAfterSeconds),
       });
     request.identity = identity;
+  };
+  // A callback hook, not an async one: every request runs it, and nothing in it waits.
+  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    try {
+      admit(request);
+    } catch (err) {
+      return done(err as Error);
+    }
+    done();
   };
 }
 
