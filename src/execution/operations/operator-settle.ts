@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import type { JetStreamClient } from "@nats-io/jetstream";
+import { encodeCanonicalJson } from "../../budget/index.js";
 import { ToolgateError } from "../../errors/toolgate-error.js";
 import { encode } from "../../wire/codec.js";
-import { canonicalDigest } from "../../wire/digest.js";
 import type { OperatorReceipt } from "../../wire/messages.js";
 import { subjects } from "../../wire/subjects.js";
 import { nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
@@ -95,5 +95,5 @@ function outcomeOf(r: OperatorOutcome): Outcome {
 
 /** What makes two settlements the same: the outcome and its content (not who sent it, nor when). */
 function bodyDigest(r: OperatorOutcome): string {
-  return canonicalDigest(r);
+  return createHash("sha256").update(encodeCanonicalJson(r)).digest("hex");
 }
