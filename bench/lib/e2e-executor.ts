@@ -59,7 +59,8 @@ async function startRunners(): Promise<() => Promise<void>> {
 async function startProtocolExecutors(): Promise<() => Promise<void>> {
   const stops = await Promise.all(
     Array.from({ length: executors }, async (_, i) => {
-      const nc = await connect({ servers: natsUrl, name: `bench-executor-protocol-${i}` });
+      // noAsyncTraces: no stack trace per request, as the gateway and the ToolRunner connect (a tenth of this process's CPU).
+      const nc = await connect({ servers: natsUrl, name: `bench-executor-protocol-${i}`, noAsyncTraces: true });
       const exec = new ProtocolExecutor(nc, BENCH_TOOL.scope, `bench-protocol-${i}`, [BENCH_TOOL.bindingId]);
       await exec.heartbeat();
       // Presence lives 15 s unless refreshed.

@@ -15,6 +15,7 @@ export {
   compactByteLength,
   encodeCanonicalJson,
   toJsonText,
+  withCanonicalJson,
 } from "./canonical-json.js";
 export { buildContextPreview, contextPreviewSchema, previewWithReport, type ContextPreview, type ContextPreviewOptions } from "./context-preview.js";
 export { JsonFloat, JsonNumberError, toPlainNumbers } from "./json-numbers.js";

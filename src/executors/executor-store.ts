@@ -26,6 +26,13 @@ function sameRegistration(a: Executor, b: Executor): boolean {
  * entry's revision and the bucket keeps a short history for audit.
  */
 export class ExecutorStore {
+  /**
+   * The last registration read of each executor and its revision. Every read still asks the bucket (a
+   * change must reach the next claim on every replica), but an unchanged revision is not decoded and
+   * validated again: at every claim, it is the same registration.
+   */
+  private readonly decoded = new Map<string, { revision: number; executor: Executor }>();
+
   private constructor(
     private readonly kv: KV,
     private readonly bindings: BindingReader,
@@ -83,7 +90,15 @@ export class ExecutorStore {
 
   async get(executorId: string): Promise<Executor | null> {
     const entry = await this.kv.get(executorId);
-    return entry && entry.operation === "PUT" ? ExecutorSchema.parse(entry.json()) : null;
+    if (!entry || entry.operation !== "PUT") {
+      this.decoded.delete(executorId);
+      return null;
+    }
+    const known = this.decoded.get(executorId);
+    if (known?.revision === entry.revision) return known.executor;
+    const executor = ExecutorSchema.parse(entry.json());
+    this.decoded.set(executorId, { revision: entry.revision, executor });
+    return executor;
   }
 
   async list(): Promise<Executor[]> {

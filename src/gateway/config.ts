@@ -64,7 +64,8 @@ const GatewayEnvShape = {
     allowed: "integer 1000..600000",
   }),
   LOG_LEVEL: envVar(z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"), {
-    meaning: "pino log level; logs are JSON lines on stderr",
+    meaning:
+      "pino log level; logs are JSON lines on stderr. Each HTTP request's access line (`request completed`) is at debug when it succeeded, at info when refused (4xx), at error when it failed: `toolgate_http_request_duration_seconds` counts every request",
     allowed: "fatal, error, warn, info, debug, trace, silent",
   }),
 };

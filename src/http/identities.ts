@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { AgentIdSchema } from "../config/ids.js";
 
@@ -31,7 +31,7 @@ export interface Identity {
 }
 
 function sha256(text: string): Buffer {
-  return createHash("sha256").update(text, "utf8").digest();
+  return hash("sha256", text, "buffer"); // one-shot: no Hash object per request
 }
 
 /**

@@ -29,7 +29,7 @@ function parsePart(schema: z.ZodType | undefined, raw: unknown, where: string, d
  * (429); then request validation (400); then the agent scope (403 `agent_out_of_scope`); then the handler.
  */
 export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions">, identities: IdentityRegistry, limits: TokenBuckets | undefined) {
-  return async (request: FastifyRequest): Promise<void> => {
+  const admit = (request: FastifyRequest): void => {
     if (route.permissions === "public") return;
     const identity = identities.authenticate(request.headers.authorization);
     if (!identity) throw new ApiError("unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'", undefined, { "www-authenticate": 'Bearer realm="toolgate"' });
@@ -44,6 +44,15 @@ export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions
       });
     request.identity = identity;
   };
+  // A callback hook, not an async one: every request runs it, and nothing in it waits.
+  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    try {
+      admit(request);
+    } catch (err) {
+      return done(err as Error);
+    }
+    done();
+  };
 }
 
 function handle(route: RouteDef, streams: Set<AbortController>) {
@@ -55,13 +64,32 @@ function handle(route: RouteDef, streams: Set<AbortController>) {
     if (route.check) details.push(...(await route.check(request.body)));
     if (details.length > 0) throw ToolgateError.validation(details);
 
-    const gone = new AbortController();
-    if (route.stream === "sse") streams.add(gone);
-    reply.raw.once("close", () => {
-      gone.abort();
-      streams.delete(gone);
-    });
-    const req: RouteRequest<unknown, unknown, unknown> = { params, query, body, identity: request.identity as Identity, headers: request.headers, signal: gone.signal, log: request.log };
+    let gone: AbortController | undefined;
+    // Made when a handler first asks for it (an event stream always does): most never do, and an
+    // AbortController with a close listener per request was a measurable cost at thousands a second.
+    const goneSignal = (): AbortSignal => {
+      if (gone) return gone.signal;
+      const made = (gone = new AbortController());
+      if (reply.raw.destroyed) made.abort(); // the client left before anyone asked
+      else if (route.stream === "sse") streams.add(made);
+      reply.raw.once("close", () => {
+        made.abort();
+        streams.delete(made);
+      });
+      return made.signal;
+    };
+    if (route.stream === "sse") goneSignal(); // ended by the server's close even if its handler never asks
+    const req: RouteRequest<unknown, unknown, unknown> = {
+      params,
+      query,
+      body,
+      identity: request.identity as Identity,
+      headers: request.headers,
+      get signal() {
+        return goneSignal();
+      },
+      log: request.log,
+    };
     if (route.agentScope) {
       const agent = await route.agentScope(req as never);
       if (agent !== undefined && !req.identity.inScope(agent))

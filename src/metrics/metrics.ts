@@ -164,8 +164,10 @@ export class GatewayMetrics implements ExecutionMetrics {
 
   /** Times every request by its route template (never the raw URL: ids would explode the label set). */
   instrumentHttp(app: FastifyInstance): void {
-    app.addHook("onResponse", async (request, reply) => {
+    // A callback hook, not an async one: no promise per request.
+    app.addHook("onResponse", (request, reply, done) => {
       this.http.observe({ method: request.method, route: request.routeOptions.url ?? "unmatched", status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+      done();
     });
   }
 

@@ -6,11 +6,18 @@ import { formatPath } from "./details.js";
 
 /**
  * Tool input/output schemas are JSON Schema draft 2020-12 (the dialect of OpenAPI 3.1).
- * `addUsedSchema: false`: two tools may reuse one `$id` without clashing in the shared instance;
- * compiled validators are cached by ajv per schema object (stored toolsets are cached objects).
+ * `addUsedSchema: false`: two tools may reuse one `$id` without clashing in the shared instance.
  */
 const ajv = new Ajv2020({ allErrors: true, strict: false, addUsedSchema: false });
 (addFormats as unknown as (a: Ajv2020) => void)(ajv);
+
+/**
+ * Validators compiled before, by schema object: a stored toolset is read once and cached as the same
+ * object for good (configuration is immutable), so each tool call finds its validator here instead of
+ * checking the schema against the meta-schema again. Keyed by identity, not by a digest of the schema,
+ * which would cost a canonical encoding per call; weak, so a schema nobody holds any more is forgotten.
+ */
+const compiled = new WeakMap<object, ValidateFunction>();
 
 /** A JSON pointer `/items/0/id` as path segments, numbers for array indexes. */
 function pointerSegments(pointer: string): (string | number)[] {
@@ -24,6 +31,8 @@ function pointerSegments(pointer: string): (string | number)[] {
 
 /** Compiles `schema`; a schema that is not valid JSON Schema yields details at `at` instead. */
 export function compileJsonSchema(schema: object, at: readonly PropertyKey[]): { validate?: ValidateFunction; details: ErrorDetail[] } {
+  const known = compiled.get(schema);
+  if (known) return { validate: known, details: [] };
   if (!ajv.validateSchema(schema)) {
     // The meta-schema reports one mistake several ways (enum, type, anyOf): keep the first per place.
     const byPath = new Map<string, ErrorDetail>();
@@ -34,7 +43,9 @@ export function compileJsonSchema(schema: object, at: readonly PropertyKey[]): {
     return { details: [...byPath.values()] };
   }
   try {
-    return { validate: ajv.compile(schema), details: [] };
+    const validate = ajv.compile(schema);
+    compiled.set(schema, validate);
+    return { validate, details: [] };
   } catch (err) {
     return { details: [{ path: formatPath(at), code: "invalid_json_schema", message: `JSON Schema does not compile: ${(err as Error).message}` }] };
   }

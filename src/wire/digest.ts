@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto";
-import { encodeCanonicalJson } from "../budget/index.js";
+import { hash } from "node:crypto";
+import { withCanonicalJson } from "../budget/index.js";
 import { RECEIPT_TRANSPORT_FIELDS, type Receipt } from "./messages.js";
 
 /**
@@ -9,12 +9,17 @@ import { RECEIPT_TRANSPORT_FIELDS, type Receipt } from "./messages.js";
  * budget engine's `CanonicalJsonError`.
  */
 function sha256Hex(bytes: Uint8Array): string {
-  return createHash("sha256").update(bytes).digest("hex");
+  return hash("sha256", bytes, "hex"); // one-shot: no Hash object per digest
+}
+
+/** sha256 (hex) of a value's canonical JSON, hashed where it was written (no copy of the bytes). */
+export function canonicalDigest(value: unknown): string {
+  return withCanonicalJson(value, sha256Hex);
 }
 
 /** The grant's `argument_digest`. */
 export function argumentDigest(args: unknown): string {
-  return sha256Hex(encodeCanonicalJson(args));
+  return canonicalDigest(args);
 }
 
 /** A receipt without its transport fields (`claim_token`, `replayed`): what a resend must repeat exactly. */
@@ -26,5 +31,5 @@ export function receiptBody(receipt: Receipt): Record<string, unknown> {
 
 /** The digest the receipt index keys duplicates and conflicts on. */
 export function receiptBodyDigest(receipt: Receipt): string {
-  return sha256Hex(encodeCanonicalJson(receiptBody(receipt)));
+  return canonicalDigest(receiptBody(receipt));
 }

@@ -27,7 +27,7 @@ const natsUrl = process.env.NATS_URL!;
 const CALL_TIMEOUT_MS = 30_000;
 
 async function producer(): Promise<void> {
-  const nc = await connect({ servers: natsUrl, name: "bench-producer" });
+  const nc = await connect({ servers: natsUrl, name: "bench-producer", noAsyncTraces: true }); // as toolgate's own connections
   const js = jetstream(nc);
   const reply = `bench.results.${process.pid}`;
   const waiting = new Map<number, () => void>();
@@ -60,7 +60,7 @@ async function producer(): Promise<void> {
 async function workers(): Promise<void> {
   const stops = await Promise.all(
     Array.from({ length: WORKERS }, async (_, i) => {
-      const nc = await connect({ servers: natsUrl, name: `bench-worker-jetstream-${i}` });
+      const nc = await connect({ servers: natsUrl, name: `bench-worker-jetstream-${i}`, noAsyncTraces: true });
       const js = jetstream(nc);
       const messages = await (await js.consumers.get(JETSTREAM_QUEUE.calls, JETSTREAM_QUEUE.consumer)).consume({ max_messages: CONCURRENCY_EACH });
       const work = forEachBounded(

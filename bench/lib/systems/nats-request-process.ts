@@ -15,7 +15,7 @@ const natsUrl = process.env.NATS_URL!;
 const SUBJECT = "bench.call";
 
 async function producer(): Promise<void> {
-  const nc = await connect({ servers: natsUrl, name: "bench-producer" });
+  const nc = await connect({ servers: natsUrl, name: "bench-producer", noAsyncTraces: true }); // as toolgate's own connections
   const payload = JSON.stringify({ tool: BENCH_TOOL.name, arguments: BENCH_ARGUMENTS });
   serveLevels(
     (command) =>
@@ -30,7 +30,7 @@ async function workers(): Promise<void> {
   const result = JSON.stringify(BENCH_RESULT);
   const connections = await Promise.all(
     Array.from({ length: WORKERS }, async (_, i) => {
-      const nc = await connect({ servers: natsUrl, name: `bench-worker-nats-${i}` });
+      const nc = await connect({ servers: natsUrl, name: `bench-worker-nats-${i}`, noAsyncTraces: true });
       nc.subscribe(SUBJECT, { queue: "workers", callback: (_err, msg) => void msg.respond(result) });
       await nc.flush();
       return nc;

@@ -9,6 +9,7 @@
  * measured tree stores projections in).
  */
 import { Agent, request } from "node:http";
+import { urlToHttpOptions } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { Kvm, KvWatchInclude } from "@nats-io/kv";
 import { closedLoop, serveLevels, type LevelCommand } from "../closed-loop.js";
@@ -29,18 +30,26 @@ const CALL_TIMEOUT_MS = 30_000;
 // --- HTTP client: keep-alive sockets, so a call costs one request, not a TCP handshake.
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+// Host and port parsed once: a URL string per request is parsed again each time (a tenth of this process's CPU per call).
+const { hostname, port } = urlToHttpOptions(new URL(baseUrl));
 
 function api<T = any>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
-      baseUrl + path,
-      { method, agent, headers: { authorization: `Bearer ${apiKey}`, ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}) } },
+      {
+        hostname,
+        port,
+        path,
+        method,
+        agent,
+        headers: { authorization: `Bearer ${apiKey}`, ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}) },
+      },
       (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (text += chunk));
         res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
           if ((res.statusCode ?? 500) >= 300) reject(new Error(`${method} ${path}: HTTP ${res.statusCode} ${text}`));
           else resolve(text ? JSON.parse(text) : undefined);
         });

@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
+import { randomBase64url } from "./random-text.js";
 
 /**
  * Ids the execution path assigns. All are subject/KV tokens (`[A-Za-z0-9_-]`). An assignment created
@@ -6,7 +7,7 @@ import { createHash, randomBytes } from "node:crypto";
  * lands on the same key and `kv.create` makes it idempotent.
  */
 export function newRunId(): string {
-  return `run_${randomBytes(16).toString("base64url")}`;
+  return `run_${randomBase64url(16)}`;
 }
 
 /** The run a session's MCP clients share: derived from the session, so every connection and gateway process finds the same one. */
@@ -15,7 +16,7 @@ export function sessionMcpRunId(sessionId: string): string {
 }
 
 export function assignmentIdFor(runId: string, toolCallId: string | undefined): string {
-  if (toolCallId === undefined) return `asg_${randomBytes(16).toString("base64url")}`;
+  if (toolCallId === undefined) return `asg_${randomBase64url(16)}`;
   return `asg_${createHash("sha256").update(`${runId}\n${toolCallId}`, "utf8").digest("base64url").slice(0, 32)}`;
 }
 
