@@ -57,9 +57,14 @@ export function buildReceipt(grant: Grant, content: ReceiptContent, now: number)
   return { ...key, receiptId: id, kind: content.kind, body, savedAt: now };
 }
 
-/** The wire message of a saved receipt. */
+/**
+ * The wire message of a saved receipt. Not parsed again on every send: `buildReceipt` validated the
+ * body against the same schema, and the outbox checks what it reads back from the store (`resume`).
+ */
 export function wireReceipt(saved: OutboxReceipt, claimToken: string, replayed: boolean): Receipt {
-  return Receipt.parse({ ...saved.body, claim_token: claimToken, ...(replayed ? { replayed: true } : {}) });
+  // Keys in the schema's order, as `Receipt.parse` returns them: the same bytes on the wire.
+  const { receipt_id, assignment_id, executor_id, ...content } = saved.body;
+  return { receipt_id, assignment_id, executor_id, claim_token: claimToken, ...(replayed ? { replayed: true } : {}), ...content } as Receipt;
 }
 
 function bounded(content: ReceiptContent): ReceiptContent {
