@@ -62,10 +62,15 @@ export function buildReceipt(grant: Grant, content: ReceiptContent, now: number)
  * body against the same schema, and the outbox checks what it reads back from the store (`resume`).
  */
 export function wireReceipt(saved: OutboxReceipt, claimToken: string, replayed: boolean): Receipt {
+  const fields: Record<string, unknown> = { ...saved.body, claim_token: claimToken, ...(replayed ? { replayed: true } : {}) };
   // Keys in the schema's order, as `Receipt.parse` returns them: the same bytes on the wire.
-  const { receipt_id, assignment_id, executor_id, ...content } = saved.body;
-  return { receipt_id, assignment_id, executor_id, claim_token: claimToken, ...(replayed ? { replayed: true } : {}), ...content } as Receipt;
+  const wire: Record<string, unknown> = {};
+  for (const key of WIRE_KEYS.get(saved.kind) ?? []) if (key in fields) wire[key] = fields[key];
+  return wire as Receipt;
 }
+
+/** Each receipt kind's keys in its schema's order (a body is saved in canonical, sorted, order). */
+const WIRE_KEYS: ReadonlyMap<ReceiptKind, readonly string[]> = new Map(Receipt.options.map((variant) => [variant.shape.kind.value, Object.keys(variant.shape)]));
 
 function bounded(content: ReceiptContent): ReceiptContent {
   switch (content.kind) {
