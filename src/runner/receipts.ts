@@ -50,7 +50,9 @@ export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "c
 export function buildReceipt(grant: Grant, content: ReceiptContent, now: number): OutboxReceipt {
   const key = { assignmentId: grant.assignment_id, generation: grant.generation };
   const id = receiptId(grant, content.kind, content.kind === "progress" ? content.seq : undefined);
-  const body = toJsonValue({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) }) as ReceiptBody;
+  const text = jsonText({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) });
+  const body = parseExactJson(text) as ReceiptBody;
+  bodyTexts.set(body, text);
   // Validates the body against the wire schema before it is saved: a receipt the gateway would
   // reject as malformed must fail here, in the handler's hands, not later in the outbox.
   Receipt.parse({ ...body, claim_token: grant.claim_token });
@@ -94,14 +96,22 @@ export class UnrepresentableValueError extends Error {
 }
 
 /**
- * The JSON value of `value` (plain objects, arrays, strings, finite numbers, bigints, booleans, null), as a
- * copy with exact numbers. Members whose value is `undefined` are left out, as JSON.stringify does; throws
- * on what JSON would silently alter: NaN/Infinity, functions, cycles, Dates and other class instances.
+ * The canonical JSON text of `value` (plain objects, arrays, strings, finite numbers, bigints, booleans,
+ * null), exact numbers kept. Members whose value is `undefined` are left out, as JSON.stringify does;
+ * throws on what JSON would silently alter: NaN/Infinity, functions, cycles, Dates and other class instances.
  */
-export function toJsonValue(value: unknown): unknown {
+function jsonText(value: unknown): string {
   try {
-    return parseExactJson(toJsonText(value));
+    return toJsonText(value);
   } catch (err) {
     throw err instanceof CanonicalJsonError ? new UnrepresentableValueError(err.message) : err;
   }
+}
+
+/** The JSON text of each body `buildReceipt` made, so that saving it does not write the same body out again. */
+const bodyTexts = new WeakMap<ReceiptBody, string>();
+
+/** A body's canonical JSON text, as a store saves it. */
+export function receiptBodyText(body: ReceiptBody): string {
+  return bodyTexts.get(body) ?? toJsonText(body);
 }

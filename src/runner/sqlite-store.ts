@@ -4,6 +4,7 @@ import Database from "better-sqlite3";
 import { parseExactJson, toJsonText } from "../budget/index.js";
 import { Grant, ReceiptKind } from "../wire/messages.js";
 import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
+import { receiptBodyText } from "./receipts.js";
 import {
   PhaseConflictError,
   type AssignmentKey,
@@ -316,7 +317,7 @@ export class SqliteRunnerStore implements RunnerStore {
         `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(r.receiptId, r.assignmentId, r.generation, r.kind, toJsonText(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
+      .run(r.receiptId, r.assignmentId, r.generation, r.kind, receiptBodyText(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
   }
 
   private changePhase(key: AssignmentKey, change: PhaseChange): void {

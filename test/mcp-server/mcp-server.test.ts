@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson } from "../../src/budget/canonical-json.js";
 import { TOOL_CALL_ID_META } from "../../src/mcp-server/session-tools.js";
 import { BusinessCancelled, BusinessFailure, ToolRunner, type ToolContext } from "../../src/runner/index.js";
+import { FAST_RUNNER_TIMING } from "../runner/helpers/tasks-agent.js";
 import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { registerExecutor } from "../helpers/registry.js";
@@ -68,11 +69,7 @@ describe("toolgate as an MCP server", () => {
       logger: pino({ level: "silent" }),
       // The product refuses a grant it does not allow: a `refused` receipt, nothing executed.
       authorize: (grant) => ((grant.arguments as Partial<WriteArgs>).mode === "forbidden" ? { allowed: false, reason: "not your notebook" } : true),
-      answerTimeoutMs: 500,
-      maxResendIntervalMs: 1_000,
-      requestTimeoutMs: 1_000,
-      pullExpiresMs: 1_000,
-      releaseDelayMs: 100,
+      ...FAST_RUNNER_TIMING,
       tools: {
         "notes.find": { kind: "read", bindingId: "mcp-find", handler: (ctx: ToolContext<{ q: string }>) => ({ found: [`note about ${ctx.arguments.q}`] }) },
         "notes.dump": { kind: "read", bindingId: "mcp-dump", handler: () => ({ rows: Array.from({ length: BIG_BYTES / 64 }, (_, i) => `row ${i} `.padEnd(61, "x")) }) },

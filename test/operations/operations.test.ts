@@ -7,6 +7,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
 import { BusinessCancelled, BusinessFailure, CancelRequested, ToolRunner, type CompensationContext } from "../../src/runner/index.js";
+import { FAST_RUNNER_TIMING } from "../runner/helpers/tasks-agent.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant, type Receipt } from "../../src/wire/messages.js";
 import { subjects } from "../../src/wire/subjects.js";
@@ -86,11 +87,7 @@ describe("the five operations, side by side", () => {
       store: join(dir, "runner.db"),
       logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
       authorize: () => true,
-      answerTimeoutMs: 500,
-      maxResendIntervalMs: 1_000,
-      requestTimeoutMs: 1_000,
-      pullExpiresMs: 1_000,
-      releaseDelayMs: 100,
+      ...FAST_RUNNER_TIMING,
       tools: {
         "task.write": {
           kind: "write",

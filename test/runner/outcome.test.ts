@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { finalReceipt, reportOf, BusinessCancelled, BusinessFailure } from "../../src/runner/outcome.js";
 import { answerChange, IllegalTransitionError, transition } from "../../src/runner/phases.js";
-import { buildReceipt, receiptId, wireReceipt, type ReceiptContent } from "../../src/runner/receipts.js";
+import { toJsonText } from "../../src/budget/index.js";
+import { buildReceipt, receiptBodyText, receiptId, wireReceipt, type ReceiptContent } from "../../src/runner/receipts.js";
 import { encode } from "../../src/wire/codec.js";
 import { Receipt } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
@@ -74,6 +75,8 @@ describe("receipts", () => {
     ];
     for (const content of contents) {
       const saved = buildReceipt(grant, content, 1);
+      // The text kept from building it is what the store would write of the body anyway.
+      expect(receiptBodyText(saved.body)).toBe(toJsonText(saved.body));
       for (const replayed of [false, true]) {
         const parsed = Receipt.parse({ ...saved.body, claim_token: grant.claim_token, ...(replayed ? { replayed } : {}) });
         expect(Buffer.from(encode(wireReceipt(saved, grant.claim_token, replayed))).toString("hex"), `${content.kind}, replayed ${replayed}`).toBe(Buffer.from(encode(parsed)).toString("hex"));
