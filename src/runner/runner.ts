@@ -183,15 +183,15 @@ export class ToolRunner {
       throw err;
     }
     const runner = new ToolRunner(options as ToolRunnerOptions, timing, logger, store, tools, link);
-    let continueHeld: () => Promise<void>;
+    let resumeHeld: () => Promise<void>;
     try {
-      continueHeld = await runner.resume();
+      resumeHeld = await runner.resume();
     } catch (err) {
       await runner.close({ deadlineMs: 0 }).catch(() => undefined);
       throw err;
     }
     // After the caller has the runner: a handler or hook this calls may use it (`runner.tasks`).
-    setImmediate(() => void continueHeld().catch((err: unknown) => logger.error({ err: errorText(err) }, "resuming the store's claims failed")));
+    setImmediate(() => void resumeHeld());
     return runner;
   }
 
@@ -295,12 +295,13 @@ export class ToolRunner {
 
   /**
    * From `starting` to `running`: presence, then what the store says survived the last process
-   * (docs/runner.md, crash-point table): `accepting`/`reporting` are resent (replayed) and continue
-   * from the answer; `running` may have side effects: a write is reported `reconciliation_required`,
-   * never rerun. Resolves with what calls the product's code, run once `start` has resolved:
-   * `confirmed` never started its handler (a read's, never marked `running`, may have: it runs again
-   * either way), so it starts; a read left `running` (no side effects by contract) runs again; then
-   * the control messages missed while away are applied.
+   * (docs/runner.md, crash-point table). Resolves with the rest, run once `start` has resolved (so
+   * no answer, handler or hook can reach the product before it holds the runner): `accepting` /
+   * `reporting` are resent (replayed) and continue from the answer; `confirmed` never started its
+   * handler (a read's, never marked `running`, may have: it runs again either way), so it starts;
+   * `running` may have side effects: a write is reported `reconciliation_required`, never rerun, and
+   * a read (no side effects by contract) runs again; then the control messages missed while away
+   * are applied.
    */
   private async resume(): Promise<() => Promise<void>> {
     this.link.listen(
@@ -309,28 +310,30 @@ export class ToolRunner {
     );
     await this.presence.beat();
     const open = await this.store.listOpen();
-    const handlers: Array<() => Promise<void>> = [];
+    const resumed: Array<() => Promise<void>> = [];
     for (const local of open) {
       if (local.phase === "awaiting_reconciliation") continue;
       const receipts = await this.store.listReceipts(local);
       if (local.phase === "submitted") {
         // Its task runs in the product, not in this process: held for `runner.tasks`, no handler, no slot.
         this.holdTask(local.grant, receipts);
-        this.outbox.resume(local.grant, receipts);
+        resumed.push(async () => this.outbox.resume(local.grant, receipts));
         continue;
       }
       const execution = this.hold(local.grant);
-      this.outbox.resume(local.grant, receipts);
       this.logger.info({ assignment_id: local.assignmentId, phase: local.phase }, "resuming assignment from the store");
-      if (local.phase === "confirmed") handlers.push(() => execution.start("confirmed", receipts));
-      else if (local.phase === "running" && local.grant.tool_kind === "read") handlers.push(() => execution.start("running", receipts));
-      else if (local.phase === "running") await execution.reportRestarted();
+      resumed.push(async () => {
+        this.outbox.resume(local.grant, receipts);
+        if (local.phase === "confirmed") await execution.start("confirmed", receipts);
+        else if (local.phase === "running" && local.grant.tool_kind === "read") await execution.start("running", receipts);
+        else if (local.phase === "running") await execution.reportRestarted();
+      });
     }
     this.move("start");
     this.loops = [this.presence.loop(() => RUNNER_STATE_RULES[this.state].heartbeats, this.stopLoops.signal), this.puller.loop(this.stopLoops.signal)];
     this.logger.info({ executor_id: this.executorId, scope: this.options.scope, tools: [...this.tools.keys()] }, "tool runner started");
     return async () => {
-      for (const start of handlers) await start();
+      for (const resume of resumed) await resume().catch((err: unknown) => this.logger.error({ err: errorText(err) }, "could not resume a claim from the store; it is resumed on the next start"));
       // What was sent while this executor was down (since its oldest open claim) or disconnected reaches it now.
       await this.control.catchUp(Math.min(this.startedAt, ...open.map((a) => a.createdAt)) - CLOCK_SKEW_MS);
       this.link.onReconnect((lost) => void this.control.catchUp(lost - CLOCK_SKEW_MS));
