@@ -106,7 +106,7 @@ export class Outbox {
 
   /** Resolves when every lane is idle, or after `timeoutMs`, whichever is first. */
   async flush(timeoutMs: number): Promise<void> {
-    const lanes = Promise.all([...this.lanes.values()].map((l) => l.done));
+    const lanes = Promise.all([...this.lanes.values()].flatMap((l) => l.done ?? []));
     await Promise.race([lanes, sleep(timeoutMs, this.stop.signal)]);
   }
 

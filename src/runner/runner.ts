@@ -15,7 +15,7 @@ import type { FinalReport } from "./receipts.js";
 import { SqliteRunnerStore } from "./sqlite-store.js";
 import type { OutboxReceipt, RunnerStore, StoredAnswer } from "./store.js";
 import { RunnerTasks } from "./tasks.js";
-import { CancelRequested, toolGrant, type Authorize, type ReconcileOutcome, type ToolDefinition, type ToolGrant } from "./tools.js";
+import { toolGrant, type Authorize, type ReconcileOutcome, type ToolDefinition, type ToolGrant } from "./tools.js";
 import { Notifier, sleep } from "./wait.js";
 
 /** Timing knobs, all in milliseconds. */
