@@ -21,7 +21,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { nkeys } from "@nats-io/transport-node";
-import { BusinessFailure, localNatsUrl, ToolRunner } from "../src/runner/index.js";
+import { BusinessFailure, localNatsUrl, natsClientEnv, runnerLogger, ToolRunner, type ToolContext } from "../src/runner/index.js";
 
 const SCOPE = "tasks-product";
 const EXECUTOR_ID = process.env.EXECUTOR_ID ?? "tasks-executor-1";
@@ -29,41 +29,6 @@ const BINDINGS = { read: "tasks-read", write: "tasks-write" };
 
 /** The product's own system: an in-memory task list standing in for its database. */
 const tasks = new Map<string, { id: string; title: string; owner: string }>();
-
-const runner = new ToolRunner({
-  natsUrl: localNatsUrl(),
-  executorId: EXECUTOR_ID,
-  scope: SCOPE,
-  store: process.env.RUNNER_STORE ?? "./tasks-executor.db",
-  // Every call: the product's own permission check on the end user, the agent and the arguments.
-  authorize: ({ subject, tool_name }) => (subject.startsWith("user-") ? true : { allowed: false, reason: `${subject} may not use ${tool_name}` }),
-});
-
-runner.tool<{ cursor?: string }>("tasks.read", {
-  kind: "read",
-  bindingId: BINDINGS.read,
-  async handler({ arguments: args, grant }) {
-    const mine = [...tasks.values()].filter((t) => t.owner === grant.subject);
-    const start = Number(args.cursor ?? 0);
-    const page = mine.slice(start, start + 20);
-    // Cursor and ids first and compact, so they survive the result budget (check with the dry-run).
-    return { next_cursor: start + 20 < mine.length ? String(start + 20) : null, tasks: page.map((t) => ({ id: t.id, title: t.title })) };
-  },
-});
-
-runner.tool<{ title: string }>("tasks.create", {
-  kind: "write",
-  bindingId: BINDINGS.write,
-  async handler({ arguments: args, grant, progress, signal }) {
-    if (!args.title.trim()) throw new BusinessFailure("empty_title", "a task needs a title");
-    await progress({ step: "validated" });
-    signal.throwIfAborted();
-    // The operation key is the idempotency key in the product's own system.
-    const id = `task-${grant.operation_key.replace(/[^A-Za-z0-9_-]/g, "-")}`;
-    tasks.set(id, { id, title: args.title, owner: grant.subject });
-    return { task_id: id, title: args.title };
-  },
-});
 
 /**
  * The product's report service: a job runs in the background for a while; the tool call is answered
@@ -83,27 +48,62 @@ function runReportJob(taskRef: string, owner: string): void {
   });
 }
 
-runner.tool<{ topic: string }>("reports.generate", {
-  kind: "write",
-  bindingId: BINDINGS.write,
-  handler({ arguments: args, grant, submit }) {
-    // The job's id is the task reference, derived from the operation key: the same call never starts two jobs.
-    const taskRef = `report-${grant.operation_key.replace(/[^A-Za-z0-9_-]/g, "-")}`;
-    if (!reportJobs.has(taskRef)) runReportJob(taskRef, grant.subject);
-    return submit({ task_ref: taskRef, status: `report on '${args.topic}' queued; it takes about ${Math.ceil(REPORT_MS / 1000)} s` });
-  },
-  // A business-task cancel (or the run's end): stop the job, and confirm it stopped.
-  async cancelTask({ task_ref, reason }) {
-    clearTimeout(reportJobs.get(task_ref));
-    reportJobs.delete(task_ref);
-    await runner.tasks.cancelled(task_ref, reason).catch(() => undefined); // it may have completed first
+await registerItself();
+const runner = await ToolRunner.start({
+  natsUrl: localNatsUrl(),
+  // Behind NATS authorization: NATS_NKEY_SEED_FILE or NATS_CREDS_FILE, TLS from NATS_TLS_*.
+  credentials: natsClientEnv(),
+  executorId: EXECUTOR_ID,
+  scope: SCOPE,
+  store: process.env.RUNNER_STORE ?? "./tasks-executor.db",
+  logger: runnerLogger(process.env.LOG_LEVEL),
+  // Every call: the product's own permission check on the end user, the agent and the arguments.
+  authorize: ({ subject, tool_name }) => (subject.startsWith("user-") ? true : { allowed: false, reason: `${subject} may not use ${tool_name}` }),
+  tools: {
+    "tasks.read": {
+      kind: "read",
+      bindingId: BINDINGS.read,
+      async handler({ arguments: args, grant }: ToolContext<{ cursor?: string }>) {
+        const mine = [...tasks.values()].filter((t) => t.owner === grant.subject);
+        const start = Number(args.cursor ?? 0);
+        const page = mine.slice(start, start + 20);
+        // Cursor and ids first and compact, so they survive the result budget (check with the dry-run).
+        return { next_cursor: start + 20 < mine.length ? String(start + 20) : null, tasks: page.map((t) => ({ id: t.id, title: t.title })) };
+      },
+    },
+    "tasks.create": {
+      kind: "write",
+      bindingId: BINDINGS.write,
+      async handler({ arguments: args, grant, progress, signal }: ToolContext<{ title: string }>) {
+        if (!args.title.trim()) throw new BusinessFailure("empty_title", "a task needs a title");
+        await progress({ step: "validated" });
+        signal.throwIfAborted();
+        // The operation key is the idempotency key in the product's own system.
+        const id = `task-${grant.operation_key.replace(/[^A-Za-z0-9_-]/g, "-")}`;
+        tasks.set(id, { id, title: args.title, owner: grant.subject });
+        return { task_id: id, title: args.title };
+      },
+    },
+    "reports.generate": {
+      kind: "write",
+      bindingId: BINDINGS.write,
+      handler({ arguments: args, grant, submit }: ToolContext<{ topic: string }>) {
+        // The job's id is the task reference, derived from the operation key: the same call never starts two jobs.
+        const taskRef = `report-${grant.operation_key.replace(/[^A-Za-z0-9_-]/g, "-")}`;
+        if (!reportJobs.has(taskRef)) runReportJob(taskRef, grant.subject);
+        return submit({ task_ref: taskRef, status: `report on '${args.topic}' queued; it takes about ${Math.ceil(REPORT_MS / 1000)} s` });
+      },
+      // A business-task cancel (or the run's end): stop the job, and confirm it stopped.
+      async cancelTask({ task_ref, reason }) {
+        clearTimeout(reportJobs.get(task_ref));
+        reportJobs.delete(task_ref);
+        await runner.tasks.cancelled(task_ref, reason).catch(() => undefined); // it may have completed first
+      },
+    },
   },
 });
-
 process.on("SIGTERM", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
 process.on("SIGINT", () => void runner.close({ deadlineMs: 10_000 }).then(() => process.exit(0)));
-await registerItself();
-await runner.start();
 // Jobs submitted before a restart: this stand-in service lost them with the process, so it runs them again.
 for (const task of runner.tasks.list()) runReportJob(task.task_ref, task.grant.subject);
 console.log(`tasks executor online (scope ${SCOPE}); Ctrl-C to stop`);

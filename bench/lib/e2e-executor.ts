@@ -38,18 +38,29 @@ async function startRunners(): Promise<() => Promise<void>> {
   const registry = await connect({ servers: natsUrl, name: "bench-registry" });
   for (let i = 0; i < executors; i++) await registerExecutor(registry, { executor_id: id(i), scope: BENCH_TOOL.scope, bindings: [BENCH_TOOL.bindingId] });
   await registry.close();
-  const runners = Array.from({ length: executors }, (_, i) => {
-    const runner = new ToolRunner({ natsUrl, executorId: id(i), scope: BENCH_TOOL.scope, store: join(dir, `runner-${i}.db`), authorize: () => true, logger, maxConcurrent });
-    return runner.tool(BENCH_TOOL.name, {
-      kind: "read",
-      bindingId: BENCH_TOOL.bindingId,
-      async handler(ctx) {
-        await ctx.progress(BENCH_PROGRESS);
-        return BENCH_RESULT;
-      },
-    });
-  });
-  await Promise.all(runners.map((r) => r.start()));
+  const runners = await Promise.all(
+    Array.from({ length: executors }, (_, i) =>
+      ToolRunner.start({
+        natsUrl,
+        executorId: id(i),
+        scope: BENCH_TOOL.scope,
+        store: join(dir, `runner-${i}.db`),
+        authorize: () => true,
+        logger,
+        maxConcurrent,
+        tools: {
+          [BENCH_TOOL.name]: {
+            kind: "read",
+            bindingId: BENCH_TOOL.bindingId,
+            async handler(ctx) {
+              await ctx.progress(BENCH_PROGRESS);
+              return BENCH_RESULT;
+            },
+          },
+        },
+      }),
+    ),
+  );
   return async () => {
     await Promise.all(runners.map((r) => r.close({ deadlineMs: 2_000 })));
   };

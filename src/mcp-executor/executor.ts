@@ -1,13 +1,13 @@
 import type { CallToolResult, Progress } from "@modelcontextprotocol/sdk/types.js";
-import { defaultLogger, errorText, type Logger } from "../runner/logger.js";
+import { errorText, runnerLogger, type Logger } from "../runner/logger.js";
 import { ToolRunner, type ToolRunnerOptions } from "../runner/runner.js";
-import type { ToolContext } from "../runner/tools.js";
+import type { ToolContext, ToolDefinition } from "../runner/tools.js";
 import { McpConnection, McpConnectionLost, type McpConnectionOptions } from "./connection.js";
 import { errorOutcome, resultOutcome } from "./outcome.js";
 import type { McpServerTarget } from "./server-target.js";
 import { mapTools, type MappedTool, type ToolMappingOptions } from "./tool-mapping.js";
 
-export type McpExecutorOptions = Omit<ToolRunnerOptions, "authorize"> &
+export type McpExecutorOptions = Omit<ToolRunnerOptions, "authorize" | "tools" | "ready"> &
   ToolMappingOptions & {
     /** The MCP server: a command to start on stdio, or a Streamable HTTP URL. */
     server: McpServerTarget;
@@ -35,7 +35,7 @@ export class McpExecutor {
   ) {}
 
   static async start(options: McpExecutorOptions): Promise<McpExecutor> {
-    const logger = options.logger ?? defaultLogger();
+    const logger = options.logger ?? runnerLogger();
     const { server, binding, readBinding, read, write, prefix, authorize, callTimeoutMs = 300_000, readRetries = 3, restart, ...runnerOptions } = options;
     let runner: ToolRunner | undefined;
     const connection = await McpConnection.open({ target: server, logger, ...(restart ? { restart } : {}), onReadyChange: (ready) => runner?.setReady(ready) });
@@ -43,16 +43,15 @@ export class McpExecutor {
       const { tools, skipped } = mapTools(connection.tools, { binding, readBinding, read, write, prefix });
       if (skipped.length > 0) logger.warn({ skipped }, "MCP tools that only run as MCP tasks are not served");
       if (tools.length === 0) throw new Error("the MCP server lists no tool this executor can serve");
-      runner = new ToolRunner({ ...runnerOptions, logger, authorize: authorize ?? (() => true) });
-      for (const tool of tools) {
-        runner.tool(tool.name, {
-          kind: tool.kind,
-          bindingId: tool.bindingId,
-          handler: (ctx) => callTool(connection, tool, ctx, { timeoutMs: callTimeoutMs, readRetries, logger }),
-        });
-      }
+      const definitions = Object.fromEntries(
+        tools.map((tool): [string, ToolDefinition] => [
+          tool.name,
+          { kind: tool.kind, bindingId: tool.bindingId, handler: (ctx) => callTool(connection, tool, ctx, { timeoutMs: callTimeoutMs, readRetries, logger }) },
+        ]),
+      );
+      runner = await ToolRunner.start({ ...runnerOptions, logger, authorize: authorize ?? (() => true), tools: definitions, ready: connection.ready });
+      // A change while the runner started reached no runner yet.
       runner.setReady(connection.ready);
-      await runner.start();
       logger.info({ tools: tools.map((t) => ({ name: t.name, kind: t.kind, binding: t.bindingId })) }, "MCP executor serving");
       return new McpExecutor(runner, connection, tools);
     } catch (err) {

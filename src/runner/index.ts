@@ -4,7 +4,7 @@
  */
 export { ToolRunner, type ToolRunnerOptions } from "./runner.js";
 export { executorInboxPrefix } from "../wire/subjects.js";
-export type { NatsClientEnv } from "../nats/client-options.js";
+export { natsClientEnv, type NatsClientEnv } from "../nats/client-options.js";
 export { localNatsUrl } from "../nats/local-nats.js";
 export { BusinessCancelled, BusinessFailure } from "./outcome.js";
 export {
@@ -26,6 +26,6 @@ export { RunnerTasks, UnknownTaskError } from "./tasks.js";
 export { SqliteRunnerStore } from "./sqlite-store.js";
 export { PhaseConflictError, type AssignmentKey, type LocalAssignment, type OutboxReceipt, type PhaseChange, type ReceiptBody, type RunnerStore, type StoredAnswer } from "./store.js";
 export { PHASES, type Phase } from "./phases.js";
-export type { Logger } from "./logger.js";
+export { runnerLogger, type Logger } from "./logger.js";
 export { dryRun, type DryRunRequest, type DryRunResponse, type DryRunSample } from "./dry-run.js";
 export { GatewayError, type GatewayErrorCode } from "../client/errors.js";

@@ -8,8 +8,12 @@ export interface Logger {
   error(obj: object, msg?: string): void;
 }
 
-export function defaultLogger(): Logger {
-  return createLogger({ name: "toolgate-runner" });
+/**
+ * The runner's logger when none is given: pino JSON on stderr, secrets redacted, at `level` (the
+ * runner reads no environment: a product maps its own LOG_LEVEL, as the examples do).
+ */
+export function runnerLogger(level = "info"): Logger {
+  return createLogger({ name: "toolgate-runner", level });
 }
 
 /** An error's message for a log line (transport errors carry no useful stack). */

@@ -1,5 +1,5 @@
 import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { jetstream, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { decode, encode } from "../wire/codec.js";
 import {
@@ -52,6 +52,7 @@ export class NatsLink {
   private readonly js: JetStreamClient;
   private readonly subscriptions: Subscription[] = [];
   private fetch: ConsumerMessages | undefined;
+  private consumer: Promise<Consumer> | undefined;
 
   private constructor(
     readonly nc: NatsConnection,
@@ -142,8 +143,16 @@ export class NatsLink {
    * `expiresMs`; `stopPulling` ends a pull that is waiting.
    */
   async *pull(max: number, expiresMs: number): AsyncGenerator<CandidateDelivery> {
-    const consumer = await this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
-    const messages = await consumer.fetch({ max_messages: max, expires: expiresMs });
+    // Looked up once (a JetStream API request), not per pull; a pull that fails looks it up again.
+    this.consumer ??= this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
+    const lookup = this.consumer;
+    let messages: ConsumerMessages;
+    try {
+      messages = await (await lookup).fetch({ max_messages: max, expires: expiresMs });
+    } catch (err) {
+      if (this.consumer === lookup) this.consumer = undefined;
+      throw err;
+    }
     this.fetch = messages;
     try {
       for await (const m of messages) {
@@ -157,6 +166,9 @@ export class NatsLink {
         }
         yield { candidate, ack: () => m.ack(), release: (delayMs) => m.nak(delayMs) };
       }
+    } catch (err) {
+      if (this.consumer === lookup) this.consumer = undefined;
+      throw err;
     } finally {
       this.fetch = undefined;
     }

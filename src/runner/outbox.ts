@@ -1,9 +1,9 @@
-import type { Grant, ReceiptAnswer } from "../wire/messages.js";
+import { Receipt, type Grant, type ReceiptAnswer } from "../wire/messages.js";
 import { errorText, type Logger } from "./logger.js";
 import { receiptBodyDigest } from "../wire/digest.js";
 import { RequestRefusedError, type NatsLink } from "./nats-link.js";
 import { wireReceipt } from "./receipts.js";
-import type { OutboxReceipt, PhaseChange, RunnerStore, StoredAnswer } from "./store.js";
+import type { OutboxReceipt, PhaseChange, ReceiptBody, RunnerStore, StoredAnswer } from "./store.js";
 import { sleep } from "./wait.js";
 
 export interface OutboxTiming {
@@ -16,9 +16,10 @@ export interface OutboxTiming {
 /** Called with the definitive answer to a receipt; must record it in the store before resolving. */
 export type AnswerHandler = (receipt: OutboxReceipt, answer: StoredAnswer) => Promise<void>;
 
+/** One claim's receipts waiting for their answers, in save order, and the drain sending them. */
 interface Lane {
-  again: boolean;
-  done: Promise<void>;
+  queue: OutboxReceipt[];
+  done: Promise<void> | undefined;
 }
 
 /**
@@ -47,28 +48,53 @@ export class Outbox {
     private readonly onAnswered: AnswerHandler,
   ) {}
 
-  /** Marks receipts found in the store at start-up, so they go out with `replayed: true`. */
-  markReplays(receipts: readonly OutboxReceipt[]): void {
-    for (const r of receipts) if (!r.answer) this.replays.add(r.receiptId);
+  /**
+   * Sends what the store holds unanswered of a claim found at start-up: with `replayed: true`, as an
+   * earlier process may have sent it. Each is checked against the wire schema first (the file is
+   * outside the process); one that fails stops the claim's lane there, since what follows it must
+   * not overtake it.
+   */
+  resume(grant: Grant, saved: readonly OutboxReceipt[]): void {
+    const unanswered: OutboxReceipt[] = [];
+    for (const receipt of saved) {
+      if (receipt.answer) continue;
+      let body: ReceiptBody;
+      try {
+        // Its transport fields off again: the body in the schema's key order, whatever order the store kept.
+        const { claim_token: _token, replayed: _replayed, ...parsed } = Receipt.parse(wireReceipt(receipt, grant.claim_token, false));
+        body = parsed;
+      } catch (err) {
+        this.logger.error({ err: errorText(err), receipt_id: receipt.receiptId }, "a saved receipt is not a valid receipt; it and the claim's later receipts are not sent");
+        break;
+      }
+      this.replays.add(receipt.receiptId);
+      unanswered.push({ ...receipt, body });
+    }
+    this.send(grant, unanswered);
   }
 
-  /** Saves a receipt (with the phase change that goes with it), then starts sending it. */
+  /** Saves a receipt (with the phase change that goes with it), then sends it. */
   async append(grant: Grant, receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
     await this.store.appendReceipt(receipt, change);
-    this.kick(grant);
+    this.send(grant, [receipt]);
   }
 
-  /** Starts (or wakes) the delivery of a claim's unanswered receipts. */
-  kick(grant: Grant): void {
+  /**
+   * Sends receipts already saved (built by `buildReceipt`, so valid), after the claim's earlier
+   * ones. The lane keeps them in memory: the store is written before a receipt reaches it, and read
+   * only at start-up.
+   */
+  send(grant: Grant, saved: readonly OutboxReceipt[]): void {
     const key = `${grant.assignment_id}/${grant.generation}`;
-    const running = this.lanes.get(key);
-    if (running) {
-      running.again = true;
-      return;
-    }
-    const lane: Lane = { again: false, done: Promise.resolve() };
-    this.lanes.set(key, lane);
-    lane.done = this.drain(grant, lane).finally(() => this.lanes.delete(key));
+    let lane = this.lanes.get(key);
+    if (!lane) this.lanes.set(key, (lane = { queue: [], done: undefined }));
+    lane.queue.push(...saved);
+    if (lane.done || lane.queue.length === 0) return;
+    const draining = lane;
+    draining.done = this.drain(grant, draining).finally(() => {
+      draining.done = undefined;
+      if (draining.queue.length === 0 && this.lanes.get(key) === draining) this.lanes.delete(key);
+    });
   }
 
   /** Routes an answer that arrived on `tg.ans.<scope>.<executor>` to the receipt waiting for it. */
@@ -80,7 +106,7 @@ export class Outbox {
 
   /** Resolves when every lane is idle, or after `timeoutMs`, whichever is first. */
   async flush(timeoutMs: number): Promise<void> {
-    const lanes = Promise.all([...this.lanes.values()].map((l) => l.done));
+    const lanes = Promise.all([...this.lanes.values()].flatMap((l) => l.done ?? []));
     await Promise.race([lanes, sleep(timeoutMs, this.stop.signal)]);
   }
 
@@ -91,21 +117,17 @@ export class Outbox {
   }
 
   private async drain(grant: Grant, lane: Lane): Promise<void> {
-    const key = { assignmentId: grant.assignment_id, generation: grant.generation };
     try {
-      do {
-        lane.again = false;
-        // One read per pass: only this lane answers these receipts, and one saved meanwhile sets `again`.
-        for (const next of (await this.store.listReceipts(key)).filter((r) => !r.answer)) {
-          if (this.stop.signal.aborted) return;
-          const answer = await this.deliver(grant, next);
-          if (!answer) return; // closing
-          const { status, code, reason } = answer;
-          await this.onAnswered(next, { status: status as StoredAnswer["status"], answeredAt: Date.now(), ...(code ? { code } : {}), ...(reason ? { reason } : {}) });
-        }
-      } while (lane.again);
+      for (let next = lane.queue[0]; next; next = lane.queue[0]) {
+        if (this.stop.signal.aborted) return;
+        const answer = await this.deliver(grant, next);
+        if (!answer) return; // closing
+        const { status, code, reason } = answer;
+        await this.onAnswered(next, { status: status as StoredAnswer["status"], answeredAt: Date.now(), ...(code ? { code } : {}), ...(reason ? { reason } : {}) });
+        lane.queue.shift();
+      }
     } catch (err) {
-      // The receipt stays unanswered in the store: the next kick or start-up picks it up again.
+      // The receipt stays unanswered in the store and at the head of the lane: the next send or start-up tries it again.
       if (!this.stop.signal.aborted) this.logger.error({ err, assignment_id: grant.assignment_id }, "outbox lane stopped");
     }
   }

@@ -50,17 +50,29 @@ export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "c
 export function buildReceipt(grant: Grant, content: ReceiptContent, now: number): OutboxReceipt {
   const key = { assignmentId: grant.assignment_id, generation: grant.generation };
   const id = receiptId(grant, content.kind, content.kind === "progress" ? content.seq : undefined);
-  const body = toJsonValue({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) }) as ReceiptBody;
+  const text = jsonText({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) });
+  const body = parseExactJson(text) as ReceiptBody;
+  bodyTexts.set(body, text);
   // Validates the body against the wire schema before it is saved: a receipt the gateway would
   // reject as malformed must fail here, in the handler's hands, not later in the outbox.
   Receipt.parse({ ...body, claim_token: grant.claim_token });
   return { ...key, receiptId: id, kind: content.kind, body, savedAt: now };
 }
 
-/** The wire message of a saved receipt. */
+/**
+ * The wire message of a saved receipt. Not parsed again on every send: `buildReceipt` validated the
+ * body against the same schema, and the outbox checks what it reads back from the store (`resume`).
+ */
 export function wireReceipt(saved: OutboxReceipt, claimToken: string, replayed: boolean): Receipt {
-  return Receipt.parse({ ...saved.body, claim_token: claimToken, ...(replayed ? { replayed: true } : {}) });
+  const fields: Record<string, unknown> = { ...saved.body, claim_token: claimToken, ...(replayed ? { replayed: true } : {}) };
+  // Keys in the schema's order, as `Receipt.parse` returns them: the same bytes on the wire.
+  const wire: Record<string, unknown> = {};
+  for (const key of WIRE_KEYS.get(saved.kind) ?? []) if (key in fields) wire[key] = fields[key];
+  return wire as Receipt;
 }
+
+/** Each receipt kind's keys in its schema's order (a body is saved in canonical, sorted, order). */
+const WIRE_KEYS: ReadonlyMap<ReceiptKind, readonly string[]> = new Map(Receipt.options.map((variant) => [variant.shape.kind.value, Object.keys(variant.shape)]));
 
 function bounded(content: ReceiptContent): ReceiptContent {
   switch (content.kind) {
@@ -84,14 +96,22 @@ export class UnrepresentableValueError extends Error {
 }
 
 /**
- * The JSON value of `value` (plain objects, arrays, strings, finite numbers, bigints, booleans, null), as a
- * copy with exact numbers. Members whose value is `undefined` are left out, as JSON.stringify does; throws
- * on what JSON would silently alter: NaN/Infinity, functions, cycles, Dates and other class instances.
+ * The canonical JSON text of `value` (plain objects, arrays, strings, finite numbers, bigints, booleans,
+ * null), exact numbers kept. Members whose value is `undefined` are left out, as JSON.stringify does;
+ * throws on what JSON would silently alter: NaN/Infinity, functions, cycles, Dates and other class instances.
  */
-export function toJsonValue(value: unknown): unknown {
+function jsonText(value: unknown): string {
   try {
-    return parseExactJson(toJsonText(value));
+    return toJsonText(value);
   } catch (err) {
     throw err instanceof CanonicalJsonError ? new UnrepresentableValueError(err.message) : err;
   }
+}
+
+/** The JSON text of each body `buildReceipt` made, so that saving it does not write the same body out again. */
+const bodyTexts = new WeakMap<ReceiptBody, string>();
+
+/** A body's canonical JSON text, as a store saves it. */
+export function receiptBodyText(body: ReceiptBody): string {
+  return bodyTexts.get(body) ?? toJsonText(body);
 }

@@ -4,6 +4,7 @@ import Database from "better-sqlite3";
 import { parseExactJson, toJsonText } from "../budget/index.js";
 import { Grant, ReceiptKind } from "../wire/messages.js";
 import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
+import { receiptBodyText } from "./receipts.js";
 import {
   PhaseConflictError,
   type AssignmentKey,
@@ -54,7 +55,7 @@ export class SqliteRunnerStore implements RunnerStore {
   private readonly db: Database.Database;
   /** Compiled once: preparing a statement costs more than running these small ones. */
   private readonly statements = new Map<string, Database.Statement>();
-  /** One transaction for a batch, one savepoint per write in it; built once, as each transaction() call wraps four functions. */
+  /** One transaction for a batch, one savepoint per write in it (a write alone: its own transaction); built once, as each transaction() call wraps four functions. */
   private readonly commitBatch: (batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => void;
   private readonly queued: QueuedWrite[] = [];
   /** Committed, waiting for an fsync of the WAL to start. */
@@ -91,16 +92,20 @@ export class SqliteRunnerStore implements RunnerStore {
       CREATE INDEX IF NOT EXISTS receipts_of_claim ON receipts (assignment_id, generation, position);
     `);
     this.allowEveryPhase();
-    const savepoint = this.db.transaction((op: () => void) => op()); // nested in commitBatch: a savepoint
-    this.commitBatch = this.db.transaction((batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => {
+    // One write: a transaction of its own; nested in a batch's transaction: a savepoint.
+    const write = this.db.transaction((op: () => void) => op());
+    const eachInSavepoint = (batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => {
       for (const w of batch) {
         try {
-          savepoint(w.op);
+          write(w.op);
         } catch (err) {
           failures.set(w, err);
         }
       }
-    });
+    };
+    const batchTransaction = this.db.transaction(eachInSavepoint);
+    // A write alone needs no savepoint around it (two statements fewer): its transaction rolls back alone.
+    this.commitBatch = (batch, failures) => (batch.length === 1 ? eachInSavepoint(batch, failures) : batchTransaction(batch, failures));
   }
 
   /**
@@ -169,18 +174,16 @@ export class SqliteRunnerStore implements RunnerStore {
   /** Resolves once committed, without waiting for the fsync (see `RunnerStore.recordAnswer`). */
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
     return this.write(false, () => {
-      const row = this.sql("SELECT assignment_id, generation FROM receipts WHERE receipt_id = ?").get(receiptId) as
-        | { assignment_id: string; generation: number }
-        | undefined;
-      if (!row) throw new Error(`no saved receipt ${receiptId}`);
-      if (change) this.changePhase({ assignmentId: row.assignment_id, generation: row.generation }, change);
-      this.sql("UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ?").run(
+      // One statement finds the claim and records the answer; a phase conflict after it rolls both back (the write's savepoint).
+      const row = this.sql("UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ? RETURNING assignment_id, generation").get(
         answer.status,
         answer.code ?? null,
         answer.reason ?? null,
         answer.answeredAt,
         receiptId,
-      );
+      ) as { assignment_id: string; generation: number } | undefined;
+      if (!row) throw new Error(`no saved receipt ${receiptId}`);
+      if (change) this.changePhase({ assignmentId: row.assignment_id, generation: row.generation }, change);
     });
   }
 
@@ -314,7 +317,7 @@ export class SqliteRunnerStore implements RunnerStore {
         `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(r.receiptId, r.assignmentId, r.generation, r.kind, toJsonText(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
+      .run(r.receiptId, r.assignmentId, r.generation, r.kind, receiptBodyText(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
   }
 
   private changePhase(key: AssignmentKey, change: PhaseChange): void {

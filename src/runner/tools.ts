@@ -4,6 +4,12 @@ import type { SubmissionRefusalCode } from "../errors/protocol-codes.js";
 /** The grant as a handler and the authorize hook see it: everything but the claim token. */
 export type ToolGrant = Readonly<Omit<Grant, "claim_token">>;
 
+/** A grant as the product sees it: the claim token stays with the runner. */
+export function toolGrant(grant: Grant): ToolGrant {
+  const { claim_token: _token, ...rest } = grant;
+  return rest;
+}
+
 /** What a handler gets for one assignment. */
 export interface ToolContext<A = unknown> {
   /** The grant's arguments (digest-checked; parsed by the tool's `arguments` parser when it has one). */

@@ -13,7 +13,8 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson } from "../../src/budget/canonical-json.js";
 import { TOOL_CALL_ID_META } from "../../src/mcp-server/session-tools.js";
-import { BusinessCancelled, BusinessFailure, ToolRunner } from "../../src/runner/index.js";
+import { BusinessCancelled, BusinessFailure, ToolRunner, type ToolContext } from "../../src/runner/index.js";
+import { FAST_RUNNER_TIMING } from "../runner/helpers/tasks-agent.js";
 import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGateway } from "../helpers/execution-gateway.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { registerExecutor } from "../helpers/registry.js";
@@ -60,7 +61,7 @@ describe("toolgate as an MCP server", () => {
     nc = await connect({ servers: nats.url });
     await registerExecutor(nc, { executor_id: "exec-mcp", scope: "mcp", bindings: ["mcp-find", "mcp-dump", "mcp-image", "mcp-write", "mcp-report"] });
     dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-"));
-    runner = new ToolRunner({
+    runner = await ToolRunner.start({
       natsUrl: nats.url,
       executorId: "exec-mcp",
       scope: "mcp",
@@ -68,44 +69,41 @@ describe("toolgate as an MCP server", () => {
       logger: pino({ level: "silent" }),
       // The product refuses a grant it does not allow: a `refused` receipt, nothing executed.
       authorize: (grant) => ((grant.arguments as Partial<WriteArgs>).mode === "forbidden" ? { allowed: false, reason: "not your notebook" } : true),
-      answerTimeoutMs: 500,
-      maxResendIntervalMs: 1_000,
-      requestTimeoutMs: 1_000,
-      pullExpiresMs: 1_000,
-      releaseDelayMs: 100,
-    });
-    runner.tool<{ q: string }>("notes.find", { kind: "read", bindingId: "mcp-find", handler: (ctx) => ({ found: [`note about ${ctx.arguments.q}`] }) });
-    runner.tool("notes.dump", { kind: "read", bindingId: "mcp-dump", handler: () => ({ rows: Array.from({ length: BIG_BYTES / 64 }, (_, i) => `row ${i} `.padEnd(61, "x")) }) });
-    runner.tool("notes.image", {
-      kind: "read",
-      bindingId: "mcp-image",
-      handler: () => ({ content: [{ type: "text", text: "a red dot" }, { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" }] }),
-    });
-    runner.tool<WriteArgs>("notes.write", {
-      kind: "write",
-      bindingId: "mcp-write",
-      handler: async (ctx) => {
-        const { key, mode } = ctx.arguments;
-        executions.set(key, (executions.get(key) ?? 0) + 1);
-        if (mode === "fail") throw new BusinessFailure("no_room", "the notebook is full");
-        // Anything else thrown leaves the outcome unknown: the runner reports reconciliation_required.
-        if (mode === "explode") throw new Error("connection lost after the write");
-        if (mode === "wait") {
-          await ctx.progress({ step: "started" });
-          await new Promise<void>((resolve, reject) => {
-            gates.set(key, resolve);
-            onAbort(ctx.signal, () => reject(new BusinessCancelled("stopped as asked")));
-          });
-        }
-        return { written: key };
+      ...FAST_RUNNER_TIMING,
+      tools: {
+        "notes.find": { kind: "read", bindingId: "mcp-find", handler: (ctx: ToolContext<{ q: string }>) => ({ found: [`note about ${ctx.arguments.q}`] }) },
+        "notes.dump": { kind: "read", bindingId: "mcp-dump", handler: () => ({ rows: Array.from({ length: BIG_BYTES / 64 }, (_, i) => `row ${i} `.padEnd(61, "x")) }) },
+        "notes.image": {
+          kind: "read",
+          bindingId: "mcp-image",
+          handler: () => ({ content: [{ type: "text", text: "a red dot" }, { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" }] }),
+        },
+        "notes.write": {
+          kind: "write",
+          bindingId: "mcp-write",
+          handler: async (ctx: ToolContext<WriteArgs>) => {
+            const { key, mode } = ctx.arguments;
+            executions.set(key, (executions.get(key) ?? 0) + 1);
+            if (mode === "fail") throw new BusinessFailure("no_room", "the notebook is full");
+            // Anything else thrown leaves the outcome unknown: the runner reports reconciliation_required.
+            if (mode === "explode") throw new Error("connection lost after the write");
+            if (mode === "wait") {
+              await ctx.progress({ step: "started" });
+              await new Promise<void>((resolve, reject) => {
+                gates.set(key, resolve);
+                onAbort(ctx.signal, () => reject(new BusinessCancelled("stopped as asked")));
+              });
+            }
+            return { written: key };
+          },
+        },
+        "notes.report": {
+          kind: "read",
+          bindingId: "mcp-report",
+          handler: (ctx: ToolContext<{ title: string }>) => ctx.submit({ task_ref: `report-${ctx.arguments.title}`, status: `report '${ctx.arguments.title}' queued` }),
+        },
       },
     });
-    runner.tool<{ title: string }>("notes.report", {
-      kind: "read",
-      bindingId: "mcp-report",
-      handler: (ctx) => ctx.submit({ task_ref: `report-${ctx.arguments.title}`, status: `report '${ctx.arguments.title}' queued` }),
-    });
-    await runner.start();
   });
 
   afterAll(async () => {

@@ -6,7 +6,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
-import { BusinessCancelled, BusinessFailure, CancelRequested, ToolRunner } from "../../src/runner/index.js";
+import { BusinessCancelled, BusinessFailure, CancelRequested, ToolRunner, type CompensationContext } from "../../src/runner/index.js";
+import { FAST_RUNNER_TIMING } from "../runner/helpers/tasks-agent.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ControlQueryReply, OperatorReceipt, type ControlRequest, type Grant, type Receipt } from "../../src/wire/messages.js";
 import { subjects } from "../../src/wire/subjects.js";
@@ -64,19 +65,6 @@ describe("the five operations, side by side", () => {
     nc = await connect({ servers: nats.url });
     await registerExecutor(nc, { executor_id: "exec-ops", scope: "ops", bindings: ["ops-write", "ops-read"] });
     dir = mkdtempSync(join(tmpdir(), "toolgate-ops-"));
-    runner = new ToolRunner({
-      natsUrl: nats.url,
-      executorId: "exec-ops",
-      scope: "ops",
-      store: join(dir, "runner.db"),
-      logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
-      authorize: () => true,
-      answerTimeoutMs: 500,
-      maxResendIntervalMs: 1_000,
-      requestTimeoutMs: 1_000,
-      pullExpiresMs: 1_000,
-      releaseDelayMs: 100,
-    });
     const work = async (ctx: { arguments: Args; signal: AbortSignal }) => {
       const { key, mode = "quick" } = ctx.arguments;
       started.add(key);
@@ -92,17 +80,27 @@ describe("the five operations, side by side", () => {
       }
       return { task_id: `task-${key}`, done: true };
     };
-    runner.tool<Args>("task.write", {
-      kind: "write",
-      bindingId: "ops-write",
-      handler: work,
-      compensate(ctx) {
-        compensations.push({ key: ctx.arguments.key, compensates: ctx.compensates, operationKey: ctx.grant.operation_key });
-        return { undone: (ctx.compensates.result as { task_id: string }).task_id };
+    runner = await ToolRunner.start({
+      natsUrl: nats.url,
+      executorId: "exec-ops",
+      scope: "ops",
+      store: join(dir, "runner.db"),
+      logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
+      authorize: () => true,
+      ...FAST_RUNNER_TIMING,
+      tools: {
+        "task.write": {
+          kind: "write",
+          bindingId: "ops-write",
+          handler: work,
+          compensate(ctx: CompensationContext<Args>) {
+            compensations.push({ key: ctx.arguments.key, compensates: ctx.compensates, operationKey: ctx.grant.operation_key });
+            return { undone: (ctx.compensates.result as { task_id: string }).task_id };
+          },
+        },
+        "look.read": { kind: "read", bindingId: "ops-read", handler: work },
       },
     });
-    runner.tool<Args>("look.read", { kind: "read", bindingId: "ops-read", handler: work });
-    await runner.start();
   });
 
   afterAll(async () => {

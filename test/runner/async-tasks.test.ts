@@ -7,7 +7,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
-import { SubmissionRefused, ToolRunner, UnknownTaskError, type TaskStopRequest } from "../../src/runner/index.js";
+import { SubmissionRefused, ToolRunner, UnknownTaskError, type TaskStopRequest, type ToolDefinition } from "../../src/runner/index.js";
 import { submission } from "../../src/runner/tools.js";
 import { Receipt, TASK_STATUS_MAX_BYTES } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -55,26 +55,32 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
     const agent = await gw.api("POST", "/v1/agents/reports-agent/versions", { toolset: "reports-tools", toolset_version: "v1", max_context_tokens: 100_000 });
     sessionId = (await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-42" })).session_id;
 
-    runner = new ToolRunner({ nc, executorId: EXECUTOR, scope: SCOPE, store: join(dir, "reports.db"), logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }), authorize: () => true, ...FAST_RUNNER_TIMING });
-    for (const name of ["reports.generate", "reports.quick"]) {
-      runner.tool<{ title: string }>(name, {
-        kind: "write",
-        bindingId: BINDING,
-        async handler(ctx) {
-          await ctx.progress({ step: "queued" });
-          if (ctx.arguments.title === "oversized") return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: "x".repeat(TASK_STATUS_MAX_BYTES + 1) });
-          return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: `report '${ctx.arguments.title}' queued, about a minute` });
-        },
-        async compensate(ctx) {
-          return { withdrawn: ctx.compensates.result };
-        },
-        async cancelTask(request) {
-          stops.push(request);
-          await onStop(request);
-        },
-      });
-    }
-    await runner.start();
+    const report: ToolDefinition<{ title: string }> = {
+      kind: "write",
+      bindingId: BINDING,
+      async handler(ctx) {
+        await ctx.progress({ step: "queued" });
+        if (ctx.arguments.title === "oversized") return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: "x".repeat(TASK_STATUS_MAX_BYTES + 1) });
+        return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: `report '${ctx.arguments.title}' queued, about a minute` });
+      },
+      async compensate(ctx) {
+        return { withdrawn: ctx.compensates.result };
+      },
+      async cancelTask(request) {
+        stops.push(request);
+        await onStop(request);
+      },
+    };
+    runner = await ToolRunner.start({
+      nc,
+      executorId: EXECUTOR,
+      scope: SCOPE,
+      store: join(dir, "reports.db"),
+      logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
+      authorize: () => true,
+      ...FAST_RUNNER_TIMING,
+      tools: { "reports.generate": report, "reports.quick": report },
+    });
   });
 
   afterAll(async () => {

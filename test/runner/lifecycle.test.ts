@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CancelRequested, ToolRunner } from "../../src/runner/index.js";
+import { CancelRequested, ToolRunner, type ToolContext } from "../../src/runner/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { publishTasksAgent } from "./helpers/tasks-agent.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
@@ -33,7 +33,7 @@ describe("ToolRunner leaving: detach and close", () => {
   /** A runner whose `tasks.create` waits for its title's gate, and `tasks.read` for its cursor's (ignoring ctx.signal, which is recorded). */
   async function startRunner(scope: string): Promise<{ runner: ToolRunner; toolCall: (title: string) => Promise<string>; readCall: (cursor: string) => Promise<string> }> {
     const { sessionId } = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent`, executorId: `${scope}-exec` });
-    const runner = new ToolRunner({
+    const runner = await ToolRunner.start({
       natsUrl: nats.url,
       executorId: `${scope}-exec`,
       scope,
@@ -44,26 +44,27 @@ describe("ToolRunner leaving: detach and close", () => {
       requestTimeoutMs: 1_000,
       pullExpiresMs: 1_000,
       releaseDelayMs: 100,
-    });
-    runner.tool<{ title: string }>("tasks.create", {
-      kind: "write",
-      bindingId: `${scope}-write`,
-      async handler(ctx) {
-        onAbort(ctx.signal, () => signals.set(ctx.arguments.title, (ctx.signal.reason as CancelRequested).kind));
-        await new Promise<void>((resolve) => gates.set(ctx.arguments.title, resolve));
-        return { created: ctx.arguments.title };
+      tools: {
+        "tasks.create": {
+          kind: "write",
+          bindingId: `${scope}-write`,
+          async handler(ctx: ToolContext<{ title: string }>) {
+            onAbort(ctx.signal, () => signals.set(ctx.arguments.title, (ctx.signal.reason as CancelRequested).kind));
+            await new Promise<void>((resolve) => gates.set(ctx.arguments.title, resolve));
+            return { created: ctx.arguments.title };
+          },
+        },
+        "tasks.read": {
+          kind: "read",
+          bindingId: `${scope}-read`,
+          async handler(ctx: ToolContext<{ cursor: string }>) {
+            onAbort(ctx.signal, () => signals.set(ctx.arguments.cursor, (ctx.signal.reason as CancelRequested).kind));
+            await new Promise<void>((resolve) => gates.set(ctx.arguments.cursor, resolve));
+            return { read: ctx.arguments.cursor };
+          },
+        },
       },
     });
-    runner.tool<{ cursor: string }>("tasks.read", {
-      kind: "read",
-      bindingId: `${scope}-read`,
-      async handler(ctx) {
-        onAbort(ctx.signal, () => signals.set(ctx.arguments.cursor, (ctx.signal.reason as CancelRequested).kind));
-        await new Promise<void>((resolve) => gates.set(ctx.arguments.cursor, resolve));
-        return { read: ctx.arguments.cursor };
-      },
-    });
-    await runner.start();
     const runId = (await gw.api("POST", `/v1/sessions/${sessionId}/runs`)).run_id;
     const toolCall = async (title: string) => (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.create", arguments: { title } })).assignment.assignment_id as string;
     const readCall = async (cursor: string) => (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor } })).assignment.assignment_id as string;

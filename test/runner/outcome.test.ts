@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { finalReceipt, reportOf, BusinessCancelled, BusinessFailure } from "../../src/runner/outcome.js";
 import { answerChange, IllegalTransitionError, transition } from "../../src/runner/phases.js";
-import { buildReceipt, receiptId, wireReceipt } from "../../src/runner/receipts.js";
+import { toJsonText } from "../../src/budget/index.js";
+import { buildReceipt, receiptBodyText, receiptId, wireReceipt, type ReceiptContent } from "../../src/runner/receipts.js";
+import { encode } from "../../src/wire/codec.js";
+import { Receipt } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
 
 describe("handler outcome model", () => {
@@ -56,6 +59,29 @@ describe("receipts", () => {
     expect((saved.body.error as { code: string }).code).toHaveLength(128);
     expect(wireReceipt(saved, grant.claim_token, true)).toEqual({ ...saved.body, claim_token: grant.claim_token, replayed: true });
     expect(wireReceipt(saved, grant.claim_token, false)).not.toHaveProperty("replayed");
+  });
+
+  it("puts on the wire the very bytes the schema's parse gives, for every kind (the body is no longer parsed per send)", () => {
+    const grant = sampleGrant();
+    const contents: ReceiptContent[] = [
+      { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest },
+      { kind: "refused", error: { code: "authorization_refused", message: "no" } },
+      { kind: "progress", seq: 2, progress: { page: 1, of: [1, 2], note: "z first, a last" } },
+      { kind: "submission", task_ref: "job-1", status: "queued" },
+      { kind: "completed", result: { z: 1, a: { y: [true, null], b: 2n } } },
+      { kind: "failed", error: { code: "quota", message: "over quota" } },
+      { kind: "cancelled", reason: "stopped" },
+      { kind: "reconciliation_required", error: { code: "handler_error", message: "lost" } },
+    ];
+    for (const content of contents) {
+      const saved = buildReceipt(grant, content, 1);
+      // The text kept from building it is what the store would write of the body anyway.
+      expect(receiptBodyText(saved.body)).toBe(toJsonText(saved.body));
+      for (const replayed of [false, true]) {
+        const parsed = Receipt.parse({ ...saved.body, claim_token: grant.claim_token, ...(replayed ? { replayed } : {}) });
+        expect(Buffer.from(encode(wireReceipt(saved, grant.claim_token, replayed))).toString("hex"), `${content.kind}, replayed ${replayed}`).toBe(Buffer.from(encode(parsed)).toString("hex"));
+      }
+    }
   });
 });
 

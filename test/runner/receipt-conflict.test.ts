@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { createLogger } from "../../src/log/logger.js";
-import { SqliteRunnerStore, ToolRunner, type LocalAssignment, type OutboxReceipt, type PhaseChange } from "../../src/runner/index.js";
+import { SqliteRunnerStore, ToolRunner, type LocalAssignment, type ToolContext, type OutboxReceipt, type PhaseChange } from "../../src/runner/index.js";
 import { encode } from "../../src/wire/codec.js";
 import type { Receipt } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
@@ -79,7 +79,7 @@ describe("ToolRunner: receipt_conflict", () => {
     const { sessionId } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: `${SCOPE}-read`, writeBinding: `${SCOPE}-write`, agent: `${SCOPE}-agent`, executorId: EXECUTOR });
     const progressOf = async (id: string) => (await gw.api("GET", `/v1/assignments/${id}`)).progress as unknown[];
     const store = new RacedStore(join(dir, "runner.db"), nc, (id) => until("the other body recorded", async () => ((await progressOf(id)).length === 1 ? true : undefined)).then(() => undefined));
-    runner = new ToolRunner({
+    runner = await ToolRunner.start({
       natsUrl: nats.url,
       executorId: EXECUTOR,
       scope: SCOPE,
@@ -87,16 +87,17 @@ describe("ToolRunner: receipt_conflict", () => {
       logger: createLogger({ name: "toolgate-runner", level: "info", destination: sink.stream }),
       authorize: () => true,
       ...FAST_RUNNER_TIMING,
-    });
-    runner.tool<{ cursor?: string }>("tasks.read", {
-      kind: "read",
-      bindingId: `${SCOPE}-read`,
-      async handler(ctx) {
-        await ctx.progress({ step: "mine" });
-        return { tasks: [] };
+      tools: {
+        "tasks.read": {
+          kind: "read",
+          bindingId: `${SCOPE}-read`,
+          async handler(ctx: ToolContext<{ cursor?: string }>) {
+            await ctx.progress({ step: "mine" });
+            return { tasks: [] };
+          },
+        },
       },
     });
-    await runner.start();
 
     const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
     const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BusinessFailure, dryRun, ToolRunner, type ToolRunnerOptions } from "../../src/runner/index.js";
+import { BusinessFailure, dryRun, ToolRunner, type ToolContext, type ToolRunnerOptions } from "../../src/runner/index.js";
+import { MockReceiptSchema } from "../../src/dryrun/schemas.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -36,7 +37,7 @@ describe("ToolRunner against the real gateway", () => {
     ({ sessionId, agentVersion } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent", executorId: "exec-a" }));
     dir = mkdtempSync(join(tmpdir(), "toolgate-runner-e2e-"));
     const nc = tamperingConnection(await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 }), () => tamper);
-    runner = new ToolRunner({
+    runner = await ToolRunner.start({
       nc,
       executorId: "exec-a",
       scope: SCOPE,
@@ -44,31 +45,32 @@ describe("ToolRunner against the real gateway", () => {
       logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
       authorize: (req) => refuseSubject !== undefined && (req.arguments as { title?: string }).title === refuseSubject ? { allowed: false, reason: "user-42 may not create this" } : true,
       ...fast,
-    });
-    runner.tool<{ cursor?: string }>("tasks.read", {
-      kind: "read",
-      bindingId: "tasks-read",
-      async handler(ctx) {
-        handlerCalls.push(ctx.grant.assignment_id);
-        await ctx.progress({ page: 1 });
-        await ctx.progress({ page: 2 });
-        return { next_cursor: "page-2", tasks: Array.from({ length: 40 }, (_, i) => ({ id: `t-${i}`, title: `task number ${i}` })) };
+      tools: {
+        "tasks.read": {
+          kind: "read",
+          bindingId: "tasks-read",
+          async handler(ctx: ToolContext<{ cursor?: string }>) {
+            handlerCalls.push(ctx.grant.assignment_id);
+            await ctx.progress({ page: 1 });
+            await ctx.progress({ page: 2 });
+            return { next_cursor: "page-2", tasks: Array.from({ length: 40 }, (_, i) => ({ id: `t-${i}`, title: `task number ${i}` })) };
+          },
+        },
+        "tasks.create": {
+          kind: "write",
+          bindingId: "tasks-write",
+          async handler(ctx: ToolContext<{ title: string }>) {
+            handlerCalls.push(ctx.grant.assignment_id);
+            if (ctx.arguments.title === "explode") throw new Error("database connection lost after the insert");
+            if (ctx.arguments.title === "duplicate") throw new BusinessFailure("duplicate_title", "a task with this title exists");
+            if (ctx.arguments.title === "slow") await gate.enter(ctx.grant.assignment_id);
+            created.push(ctx.grant.operation_key);
+            await ctx.progress({ step: "inserted" });
+            return { task_id: `task-${created.length}`, title: ctx.arguments.title };
+          },
+        },
       },
     });
-    runner.tool<{ title: string }>("tasks.create", {
-      kind: "write",
-      bindingId: "tasks-write",
-      async handler(ctx) {
-        handlerCalls.push(ctx.grant.assignment_id);
-        if (ctx.arguments.title === "explode") throw new Error("database connection lost after the insert");
-        if (ctx.arguments.title === "duplicate") throw new BusinessFailure("duplicate_title", "a task with this title exists");
-        if (ctx.arguments.title === "slow") await gate.enter(ctx.grant.assignment_id);
-        created.push(ctx.grant.operation_key);
-        await ctx.progress({ step: "inserted" });
-        return { task_id: `task-${created.length}`, title: ctx.arguments.title };
-      },
-    });
-    await runner.start();
   });
 
   afterAll(async () => {
@@ -166,6 +168,11 @@ describe("ToolRunner against the real gateway", () => {
     expect(preview.execution_verified).toBe(false);
     expect(preview.context_preview).toMatchObject({ max_result_context_bytes: 1024, truncated: true });
     expect(preview.context_preview!.retained_bytes).toBeLessThanOrEqual(1024);
+    // Every kind the gateway's mock receipt takes goes through the runner's types and comes back parsed by the route's own answer schema.
+    const kinds = MockReceiptSchema.shape.kind.options;
+    const samples = kinds.map((kind) => (kind === "submission" ? { kind, task_ref: "job-1", status: "queued" } : { kind, result: sample }));
+    const all = await dryRun({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: samples });
+    expect(all.steps.map((step) => [step.receipt_id, step.kind])).toEqual(kinds.map((kind, i) => [`dry-run-${i + 1}`, kind]));
     await expect(dryRun({ baseUrl: gw.baseUrl, apiKey: "wrong-key-0123456789" }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [] })).rejects.toMatchObject({ status: 401 });
   });
 

@@ -107,6 +107,21 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect((await store.getAssignment(grant.assignment_id))?.phase).toBe("settled");
   });
 
+  it("leaves an answer unrecorded when its phase change conflicts, written alone or in a batch", async () => {
+    const grants = ["asg-alone", "asg-batch"].map((id) => sampleGrant({ assignment_id: id }));
+    const accepted = grants.map((g) => buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1));
+    await Promise.all(grants.map((g, i) => store.createAssignment(local(g), [accepted[i]!])));
+    const wrong = transition("reporting", "settle"); // the claims are accepting
+    await expect(store.recordAnswer(accepted[0]!.receiptId, { status: "recorded", answeredAt: 2 }, wrong)).rejects.toBeInstanceOf(PhaseConflictError);
+    const batch = await Promise.allSettled([
+      store.recordAnswer(accepted[1]!.receiptId, { status: "recorded", answeredAt: 2 }, wrong),
+      store.setPhase(local(grants[0]), transition("accepting", "refuse")),
+    ]);
+    expect(batch.map((o) => o.status)).toEqual(["rejected", "fulfilled"]);
+    for (const g of grants) expect((await store.listReceipts(local(g)))[0]!.answer).toBeUndefined();
+    await expect(store.recordAnswer("no-such-receipt", { status: "recorded", answeredAt: 3 })).rejects.toThrow("no saved receipt no-such-receipt");
+  });
+
   it("keeps claims of several generations apart and returns the latest", async () => {
     const first = sampleGrant({ generation: 0 });
     const second = sampleGrant({ generation: 1, claim_token: "t".repeat(40) });

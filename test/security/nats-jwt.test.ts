@@ -116,7 +116,7 @@ describe("NATS in operator/JWT mode with .creds files", () => {
     // the server names the account by its public key, so a registered nkey would be identity_mismatch.
     const registered = await gw.http("POST", "/v1/executors", { executor_id: EXECUTOR, scope: SCOPE, bindings: ["tasks-read"], nkeys: [] });
     expect(registered.status, JSON.stringify(registered.body)).toBeLessThan(300);
-    runner = new ToolRunner({
+    runner = await ToolRunner.start({
       natsUrl: server.url,
       credentials: { NATS_CREDS_FILE: executorCreds },
       executorId: EXECUTOR,
@@ -126,9 +126,10 @@ describe("NATS in operator/JWT mode with .creds files", () => {
       authorize: () => true,
       requestTimeoutMs: 2_000,
       pullExpiresMs: 1_000,
+      tools: {
+        "tasks.read": { kind: "read", bindingId: "tasks-read", handler: async () => ({ tasks: [], via: "jwt" }) },
+      },
     });
-    runner.tool("tasks.read", { kind: "read", bindingId: "tasks-read", handler: async () => ({ tasks: [], via: "jwt" }) });
-    await runner.start();
     const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id as string;
     const created = await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
     expect(created.status, JSON.stringify(created.body)).toBe(201);

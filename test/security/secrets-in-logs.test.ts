@@ -92,7 +92,7 @@ describe("secrets never reach the logs", () => {
     await registerExecutor(gw.gateway.nc, { executor_id: "runner-1", scope: "sec-run", nkeys: [runnerKey.getPublicKey()], bindings: ["b-sec-read", "b-sec-write"] });
     const sink = lineSink();
     const store = new SqliteRunnerStore(join(dir, "runner.db"));
-    const runner = new ToolRunner({
+    const runner = await ToolRunner.start({
       natsUrl: server.url,
       credentials: { NATS_NKEY_SEED_FILE: join(dir, "runner.seed") },
       executorId: "runner-1",
@@ -103,11 +103,12 @@ describe("secrets never reach the logs", () => {
       authorize: (grant) => (grant.arguments as { title?: string }).title !== "refuse me" || { allowed: false, reason: "not for this user" },
       answerTimeoutMs: 500,
       pullExpiresMs: 1_000,
+      tools: {
+        "tasks.read": { kind: "read", bindingId: "b-sec-read", handler: async (ctx) => (await ctx.progress({ step: 1 }), { ok: true }) },
+        "tasks.create": { kind: "write", bindingId: "b-sec-write", handler: async () => ({ created: true }) },
+      },
     });
-    runner.tool("tasks.read", { kind: "read", bindingId: "b-sec-read", handler: async (ctx) => (await ctx.progress({ step: 1 }), { ok: true }) });
-    runner.tool("tasks.create", { kind: "write", bindingId: "b-sec-write", handler: async () => ({ created: true }) });
     const http = (method: "GET" | "POST", url: string, payload?: object) => gw.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
-    await runner.start();
     try {
       const run = JSON.parse((await http("POST", `/v1/sessions/${sessionId}/runs`)).body).run_id;
       const call = async (tool_name: string, args: object) => JSON.parse((await http("POST", `/v1/runs/${run}/tool-calls`, { tool_name, arguments: args })).body).assignment.assignment_id as string;

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { createLogger } from "../../log/logger.js";
+import { natsClientEnv } from "../../nats/client-options.js";
 import { natsServers } from "../../nats/servers.js";
 import { UsageError, type Command } from "../command.js";
 import { mcpServerOptions, mcpServerUsage, serverTarget, splitServerCommand, toolMapping } from "../mcp-server-args.js";
@@ -48,6 +49,7 @@ export const mcpExecutorCommand: Command = {
       ...mapping,
       server,
       natsUrl: natsServers(natsUrl),
+      credentials: natsClientEnv(),
       executorId,
       store: values.store ?? `${executorId}.db`,
       logger,

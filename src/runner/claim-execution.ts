@@ -1,0 +1,242 @@
+import { argumentDigest } from "../wire/digest.js";
+import type { Grant } from "../wire/messages.js";
+import type { RunnerError } from "../errors/protocol-codes.js";
+import { errorText, type Logger } from "./logger.js";
+import { describeError, finalReceipt, reportOf } from "./outcome.js";
+import type { Outbox } from "./outbox.js";
+import { transition } from "./phases.js";
+import { ProgressReporter } from "./progress.js";
+import { buildReceipt, type FinalReport } from "./receipts.js";
+import { PhaseConflictError, type LocalAssignment, type OutboxReceipt, type PhaseChange, type RunnerStore, type StoredAnswer } from "./store.js";
+import type { RunnerTasks } from "./tasks.js";
+import { CancelRequested, isSubmission, submission, toolGrant, type Authorize, type Submission, type ToolDefinition } from "./tools.js";
+
+/** A tool as the runner holds it: its definition under its name. */
+export interface RegisteredTool extends ToolDefinition<unknown> {
+  name: string;
+}
+
+/** The phases a handler runs in; its outcome's compare-and-set starts there. */
+type HandlerPhase = "confirmed" | "running";
+
+/** What one claim's execution needs of the runner that holds it. */
+export interface ExecutionHost {
+  readonly store: RunnerStore;
+  readonly outbox: Outbox;
+  readonly tasks: RunnerTasks;
+  readonly logger: Logger;
+  readonly authorize: Authorize;
+  /** Running and ready: an unconfirmed claim may still be accepted (otherwise the gateway hands it back). */
+  takesClaims(): boolean;
+  /** Shutting down: a confirmed handler is not started (it stays `confirmed` and starts on the next start). */
+  startsHandlers(): boolean;
+  /** Closed: an outcome can no longer be saved. */
+  closed(): boolean;
+  /** The execution no longer holds a slot (its outcome was answered, or it was handed over). */
+  released(execution: ClaimExecution): void;
+}
+
+/**
+ * One claim, from its grant to its answered outcome (like an activity execution): vet the grant, save
+ * and send `accepted` (or a `refused`), start the handler once `accepted` is recorded, save and send
+ * its outcome (or its submission), and let go of the slot once that is answered. Every phase change
+ * goes through the table in `phases.ts` as a compare-and-set in the store.
+ */
+export class ClaimExecution {
+  private readonly abortController = new AbortController();
+  /** Set while the handler runs, with the phase it runs in. */
+  private handler: { done: Promise<void>; phase: HandlerPhase } | undefined;
+
+  constructor(
+    private readonly host: ExecutionHost,
+    readonly grant: Grant,
+    /** Undefined for a claim the store holds of a tool this process no longer registers. */
+    private readonly tool: RegisteredTool | undefined,
+  ) {}
+
+  get assignmentId(): string {
+    return this.grant.assignment_id;
+  }
+
+  /** The running handler's end, when one runs. */
+  get running(): Promise<void> | undefined {
+    return this.handler?.done;
+  }
+
+  /** Fires the handler's `ctx.signal` (once: a second reason is ignored). */
+  abort(reason: CancelRequested): void {
+    this.abortController.abort(reason);
+  }
+
+  /**
+   * From the grant to `accepted`: check it, ask the product, save the claim with its first receipt,
+   * send. A refusal (digest, arguments, authorize, no compensate handler) is saved instead as a
+   * `refused` receipt in the `reporting` phase: no `accepted` is ever sent and no handler ever runs.
+   * Resolves false when the claim is not held (handed back, or not saved).
+   */
+  async accept(): Promise<boolean> {
+    const { grant } = this;
+    try {
+      const refusal = await this.vet();
+      // Detaching or not ready: the gateway hands this unconfirmed claim back to the candidates.
+      if (!this.host.takesClaims()) return false;
+      const now = Date.now();
+      const local: LocalAssignment = { assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: refusal ? "reporting" : "accepting", createdAt: now, updatedAt: now };
+      // The digest of the grant vetted above: the gateway refuses `accepted` if it is not the assignment's.
+      const first = refusal
+        ? buildReceipt(grant, { kind: "refused", error: refusal }, now)
+        : buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, now);
+      if (refusal) this.host.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
+      await this.host.store.createAssignment(local, [first]);
+      this.host.outbox.send(grant, [first]);
+      return true;
+    } catch (err) {
+      this.host.logger.error({ err: errorText(err), assignment_id: grant.assignment_id }, "could not save the claim; it returns to the candidates when its lease expires");
+      return false;
+    }
+  }
+
+  /** Why the grant must be refused, or undefined when it may be accepted. */
+  private async vet(): Promise<RunnerError | undefined> {
+    const { grant, tool } = this;
+    if (!tool) return { code: "tool_unavailable", message: `tool '${grant.tool_name}' is not registered in this executor` };
+    if (grant.tool_kind !== tool.kind) return { code: "tool_kind_mismatch", message: `the grant says ${grant.tool_kind}, the executor registered ${tool.kind}` };
+    if (grant.compensates && !tool.compensate) return { code: "compensation_unsupported", message: `tool '${tool.name}' has no compensate handler in this executor` };
+    let digest: string | undefined;
+    try {
+      digest = argumentDigest(grant.arguments);
+    } catch {
+      digest = undefined;
+    }
+    if (digest !== grant.argument_digest) return { code: "argument_digest_mismatch", message: "the arguments do not match the grant's argument digest" };
+    try {
+      tool.arguments?.parse(grant.arguments);
+    } catch (err) {
+      return describeError("invalid_arguments", err);
+    }
+    try {
+      const decision = await this.host.authorize(toolGrant(grant));
+      const allowed = typeof decision === "boolean" ? decision : decision.allowed;
+      const reason = typeof decision === "object" ? decision.reason : undefined;
+      return allowed ? undefined : { code: "authorization_refused", message: reason ?? "refused by the product's authorize hook" };
+    } catch (err) {
+      return describeError("authorization_error", err);
+    }
+  }
+
+  /** The gateway answered one of this claim's receipts (the answer and `change` are saved already). */
+  async answered(receipt: OutboxReceipt, answer: StoredAnswer, change: PhaseChange | undefined): Promise<void> {
+    // Whatever the answer, learning that the run ended stops the handler (a missed control message included).
+    if (answer.code === "run_terminated") this.abort(new CancelRequested("run_cancelled", "the run is terminated"));
+    if (!change || receipt.generation !== this.grant.generation) return;
+    if (change.to === "confirmed") await this.start("confirmed", []);
+    else if (change.to !== "reporting") this.host.released(this);
+  }
+
+  /**
+   * Runs the handler of a confirmed claim (`from: "confirmed"`), or again for a read interrupted by
+   * a crash (`from: "running"`; `saved` continues its progress seq). A write is marked `running`
+   * first, durably: after a crash that mark says its side effects may exist. A read has none by
+   * contract and runs again after a crash whatever its phase, so it is not marked.
+   */
+  async start(from: HandlerPhase, saved: readonly OutboxReceipt[]): Promise<void> {
+    // Shutting down: a confirmed claim stays `confirmed` in the store and starts on the next start.
+    if (!this.host.startsHandlers()) return;
+    const { grant, tool } = this;
+    const unavailable = (err: unknown) => this.report(finalReceipt(grant, { kind: "failed", error: describeError("tool_unavailable", err) }, Date.now()), from);
+    if (!tool) return unavailable(new Error(`tool '${grant.tool_name}' is not registered in this executor`));
+    let args: unknown;
+    try {
+      args = tool.arguments ? tool.arguments.parse(grant.arguments) : grant.arguments;
+    } catch (err) {
+      return unavailable(err);
+    }
+    const phase = grant.tool_kind === "write" ? "running" : from;
+    if (phase !== from) await this.host.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, transition("confirmed", "start"));
+    const seq = saved.filter((r) => r.kind === "progress").length + 1;
+    const done = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq), phase).finally(() => {
+      this.handler = undefined;
+    });
+    this.handler = { done, phase };
+  }
+
+  private async run(tool: RegisteredTool, args: unknown, progress: ProgressReporter, phase: HandlerPhase): Promise<void> {
+    const { grant } = this;
+    const ctx = { arguments: args, grant: toolGrant(grant), signal: this.abortController.signal, progress: (data: unknown) => progress.report(data), submit: submission };
+    const { compensates } = grant;
+    // A compensation runs the tool's `compensate` (vetted before `accepted`), never its handler.
+    const call = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
+    const [outcome] = await Promise.allSettled([(async () => call())()]);
+    await progress.close();
+    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value, phase);
+    await this.report(finalReceipt(grant, reportOf(outcome!), Date.now()), phase);
+  }
+
+  /**
+   * The handler left its business task running: the submission is saved (and sent), the task is held
+   * for `runner.tasks`, and the claim's slot is free. A task reference already held here cannot name
+   * a second task: the handler may have started one anyway, so that is `reconciliation_required`.
+   */
+  private async submit(task: Submission, phase: HandlerPhase): Promise<void> {
+    const { grant, host } = this;
+    const unknown = (error: RunnerError) => this.report(finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
+    if (host.closed()) return unknown({ code: "executor_shutdown", message: "the handler submitted after the runner closed" }); // logged, not saved
+    if (host.tasks.holds(task.task_ref)) return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
+    let receipt: OutboxReceipt;
+    try {
+      receipt = buildReceipt(grant, { kind: "submission", task_ref: task.task_ref, status: task.status }, Date.now());
+    } catch (err) {
+      // Not one `ctx.submit` made (it validates): the task may have started, so its outcome is unknown.
+      return unknown(describeError("invalid_submission", err));
+    }
+    try {
+      await host.tasks.submitting(task.task_ref, async () => {
+        await host.outbox.append(grant, receipt, transition(phase, "submit"));
+        host.tasks.hold(grant, { task_ref: task.task_ref, status: task.status }, await host.store.listReceipts({ assignmentId: grant.assignment_id, generation: grant.generation }));
+      });
+    } catch (err) {
+      if (!(err instanceof PhaseConflictError)) throw err;
+      host.logger.warn({ assignment_id: grant.assignment_id, task_ref: task.task_ref }, "submission ignored: the assignment was already reported");
+      return;
+    }
+    host.released(this);
+  }
+
+  /**
+   * The shutdown deadline passed with the handler still running: it is told to stop and reported
+   * `reconciliation_required` (`executor_shutdown`), its outcome unknown.
+   */
+  async reportShutdown(deadlineMs: number): Promise<void> {
+    const handler = this.handler;
+    if (!handler) return;
+    this.abort(new CancelRequested("shutdown", "the executor is shutting down"));
+    const error: RunnerError = { code: "executor_shutdown", message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown` };
+    await this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()), handler.phase);
+  }
+
+  /** A write that was running when the last process stopped: its outcome is unknown, it never runs again. */
+  reportRestarted(): Promise<void> {
+    const error: RunnerError = { code: "executor_restarted", message: "the executor stopped while the write handler was running; its outcome is unknown" };
+    return this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()), "running");
+  }
+
+  /** Saves the product's settlement of a `reconciliation_required` claim and sends it. */
+  reconcile(report: FinalReport): Promise<void> {
+    return this.host.outbox.append(this.grant, buildReceipt(this.grant, report, Date.now()), transition("awaiting_reconciliation", "reconcile"));
+  }
+
+  /** Saves a final receipt and sends it, unless another outcome was reported first (compare-and-set). */
+  private async report(receipt: OutboxReceipt, from: HandlerPhase): Promise<void> {
+    const { grant, host } = this;
+    if (host.closed()) {
+      host.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome after close is not saved; the assignment was reported at shutdown");
+      return;
+    }
+    try {
+      await host.outbox.append(grant, receipt, transition(from, "report"));
+    } catch (err) {
+      if (!(err instanceof PhaseConflictError)) throw err;
+      host.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome ignored: the assignment was already reported");
+    }
+  }
+}
