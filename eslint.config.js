@@ -61,7 +61,7 @@ const boundaries = [
   },
   {
     target: "src/runner",
-    ...allBut("runner", "wire", "errors", "budget", "nats", "streams", "log", "client/errors.ts"),
+    ...allBut("runner", "wire", "errors", "budget", "nats", "streams", "log", "client/errors.ts", "dryrun/schemas.ts"),
     message: "src/runner/ is the executor SDK a product embeds: the protocol, the NATS connection and GatewayError, never gateway internals.",
   },
   {
@@ -82,7 +82,7 @@ const boundaries = [
       "config/routes.ts",
       "context/window.ts",
       "context/usage-report.ts",
-      "dryrun/route.ts",
+      "dryrun/schemas.ts",
       "execution/http",
       "execution/model",
       "http/errors.ts",
