@@ -16,7 +16,9 @@ for (const [message, messageBytes] of Object.entries(protocolMessageSizes())) {
   results.push({ message, ...(await measureJetStreamCeiling({ messageBytes, log })) });
 }
 console.log(`nats-server ${results[0]!.serverVersion}, file storage, R1`);
-console.log("| message | size | sync publish | `nats bench` sync | batched publish | `nats bench` async | KV CAS update | request/reply (1) | request/reply (10) |");
+console.log(
+  "| message | size | sync publish | `nats bench` sync | batched publish | `nats bench` async | KV CAS update | request/reply (1) | request/reply (10) |",
+);
 console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
 for (const r of results) {
   const bench = (b: { msgsPerSec: number; p99Us: number }) => `${formatRate(b.msgsPerSec)} (p99 ${Math.round(b.p99Us)} µs)`;

@@ -43,7 +43,8 @@ function area(url: string): string {
   if (own) return `${own[1]}/${own[2]}`;
   return url.startsWith("node:") ? "node internals" : url;
 }
-const label = (n: ProfileNode) => `${n.callFrame.functionName || "(anonymous)"} ${area(n.callFrame.url)}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ""}`;
+const label = (n: ProfileNode) =>
+  `${n.callFrame.functionName || "(anonymous)"} ${area(n.callFrame.url)}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ""}`;
 
 const self = new Map<string, number>();
 const inclusive = new Map<string, number>();

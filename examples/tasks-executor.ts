@@ -37,7 +37,11 @@ const tasks = new Map<string, { id: string; title: string; owner: string }>();
 const REPORT_MS = Number(process.env.REPORT_MS ?? 1_000);
 const reportJobs = new Map<string, NodeJS.Timeout>();
 function runReportJob(taskRef: string, owner: string): void {
-  const step = (ms: number, then: () => Promise<void>) => reportJobs.set(taskRef, setTimeout(() => void then().catch((err: unknown) => console.error(`report ${taskRef}: ${String(err)}`)), ms));
+  const step = (ms: number, then: () => Promise<void>) =>
+    reportJobs.set(
+      taskRef,
+      setTimeout(() => void then().catch((err: unknown) => console.error(`report ${taskRef}: ${String(err)}`)), ms),
+    );
   step(REPORT_MS / 2, async () => {
     await runner.tasks.progress(taskRef, { pages_done: 1, pages: 2 });
     step(REPORT_MS / 2, async () => {
@@ -124,5 +128,8 @@ async function registerItself(): Promise<void> {
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ executor_id: EXECUTOR_ID, scope: SCOPE, bindings: [BINDINGS.read, BINDINGS.write], ...(nkey ? { nkeys: [nkey] } : {}) }),
   });
-  if (!res.ok) throw new Error(`registering executor ${EXECUTOR_ID} at ${url} failed: HTTP ${res.status} ${await res.text()} (are the bindings registered, step 2 of examples/README.md?)`);
+  if (!res.ok)
+    throw new Error(
+      `registering executor ${EXECUTOR_ID} at ${url} failed: HTTP ${res.status} ${await res.text()} (are the bindings registered, step 2 of examples/README.md?)`,
+    );
 }

@@ -31,7 +31,14 @@ export interface SpawnOptions {
  * runs under `--cpu-prof`, writing into `<dir>/<name>/` when it exits: one profile per thread, the
  * main thread's is the `CPU.*.<pid>.0.*.cpuprofile` (the others are tsx's loader thread).
  */
-export function spawnBenchChild(name: string, entry: string, args: string[], env: Record<string, string>, logFile: string, options: SpawnOptions = {}): BenchChild {
+export function spawnBenchChild(
+  name: string,
+  entry: string,
+  args: string[],
+  env: Record<string, string>,
+  logFile: string,
+  options: SpawnOptions = {},
+): BenchChild {
   const profileDir = process.env.BENCH_PROFILE;
   const profile = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${join(profileDir, name)}`] : [];
   const loader = options.tsx === false ? [] : ["--import", "tsx"];

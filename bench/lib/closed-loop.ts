@@ -53,7 +53,11 @@ export async function closedLoop(command: LevelCommand, call: (caller: number) =
  * `prepare: true` only runs `prepare` (work a level needs that is no part of its calls, done before the
  * driver takes its counters) and answers `result {}`. SIGTERM runs `close`.
  */
-export function serveLevels(runLevel: (command: LevelCommand) => Promise<LevelOutcome>, close: () => Promise<void>, prepare?: (command: LevelCommand) => Promise<void>): void {
+export function serveLevels(
+  runLevel: (command: LevelCommand) => Promise<LevelOutcome>,
+  close: () => Promise<void>,
+  prepare?: (command: LevelCommand) => Promise<void>,
+): void {
   let queue = Promise.resolve();
   createInterface({ input: process.stdin }).on("line", (line) => {
     queue = queue.then(async () => {

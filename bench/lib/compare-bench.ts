@@ -55,7 +55,14 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
     if (usesToolgate) for (const tree of trees) if (tree.label !== "" || !process.env.BENCH_SKIP_BUILD) buildTree(tree, log);
     const context = options.context ? await options.context(log) : [];
     log(`systems: ${ids.join(", ")}; levels ${levels.join(", ")} in flight, ${seconds} s each; logs in ${dir}`);
-    const comparison = await compareSystems({ factories: systemFactories(ids, trees, dir, log), levels, seconds: seconds!, rounds: Math.round(rounds!), warmupSeconds: warmupSeconds!, log });
+    const comparison = await compareSystems({
+      factories: systemFactories(ids, trees, dir, log),
+      levels,
+      seconds: seconds!,
+      rounds: Math.round(rounds!),
+      warmupSeconds: warmupSeconds!,
+      log,
+    });
     const loadAfter = loadavg();
 
     const natsVersion = execFileSync(benchNatsBinary(), ["--version"], { encoding: "utf8" }).trim();
@@ -69,7 +76,21 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
     const resultsDir = join(root, "bench/results");
     mkdirSync(resultsDir, { recursive: true });
     const file = join(resultsDir, `${options.bench}-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
-    const meta = { bench: options.bench, startedAt, cores: availableParallelism(), cpu: cpus()[0]?.model, node: process.version, natsServer: natsVersion, trees: trees.map((t) => ({ label: t.label, commit: t.commit })), levels, seconds, rounds, loadBefore, loadAfter, context };
+    const meta = {
+      bench: options.bench,
+      startedAt,
+      cores: availableParallelism(),
+      cpu: cpus()[0]?.model,
+      node: process.version,
+      natsServer: natsVersion,
+      trees: trees.map((t) => ({ label: t.label, commit: t.commit })),
+      levels,
+      seconds,
+      rounds,
+      loadBefore,
+      loadAfter,
+      context,
+    };
     writeFileSync(file, `${JSON.stringify({ meta, ...comparison }, null, 2)}\n`);
     log(`results: ${file}`);
     if (comparison.skipped.length > 0 || comparison.results.some((r) => r.error)) process.exitCode = 1;

@@ -22,7 +22,8 @@ export function markdownReport(comparison: Comparison, cores: number): string {
   const at = (id: string, level: number) => results.find((r) => r.id === id && r.concurrency === level);
   const name = (id: string) => results.find((r) => r.id === id)!.name;
   const spread = (r: LevelResult) => (r.callsPerSecRange ? ` (${rate(r.callsPerSecRange[0])}–${rate(r.callsPerSecRange[1])})` : "");
-  const cell = (r: LevelResult | undefined) => (!r ? "" : r.error && !r.callsPerSecRange ? "failed" : `${rate(r.callsPerSec)}${spread(r)} · ${fixed(r.p50)} / ${fixed(r.p99)} ms`);
+  const cell = (r: LevelResult | undefined) =>
+    !r ? "" : r.error && !r.callsPerSecRange ? "failed" : `${rate(r.callsPerSec)}${spread(r)} · ${fixed(r.p50)} / ${fixed(r.p99)} ms`;
   const out: string[] = [];
   const rounds = Math.max(...results.map((r) => r.round));
   if (rounds > 1) out.push(`Each figure is the median of ${rounds} rounds (calls/s: median, then lowest–highest in brackets).`, "");
@@ -33,7 +34,14 @@ export function markdownReport(comparison: Comparison, cores: number): string {
   out.push("");
   out.push(
     table(
-      ["system", ...levels.map((l) => `${l} in flight: calls/s · p50 / p99`), ...levels.map((l) => `CPU ms/call at ${l}`), `CPU bound at ${levels[levels.length - 1]}`, "writes/call", "messages/call"],
+      [
+        "system",
+        ...levels.map((l) => `${l} in flight: calls/s · p50 / p99`),
+        ...levels.map((l) => `CPU ms/call at ${l}`),
+        `CPU bound at ${levels[levels.length - 1]}`,
+        "writes/call",
+        "messages/call",
+      ],
       ids.map((id) => {
         const last = at(id, levels[levels.length - 1]!);
         return [
@@ -48,11 +56,25 @@ export function markdownReport(comparison: Comparison, cores: number): string {
     ),
   );
   out.push("");
-  out.push("Each level: CPU ms per call of each process; read+write system calls per call (– where /proc/<pid>/io is not readable: another user's process); CPU ms the other, idle systems used meanwhile:");
+  out.push(
+    "Each level: CPU ms per call of each process; read+write system calls per call (– where /proc/<pid>/io is not readable: another user's process); CPU ms the other, idle systems used meanwhile:",
+  );
   out.push("");
   out.push(
     table(
-      ["system", "in flight", "calls", "calls/s", "p50 ms", "p95 ms", "p99 ms", "CPU ms/call", "CPU ms/call by process", "syscalls/call by process", "idle others CPU ms"],
+      [
+        "system",
+        "in flight",
+        "calls",
+        "calls/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "CPU ms/call",
+        "CPU ms/call by process",
+        "syscalls/call by process",
+        "idle others CPU ms",
+      ],
       results.map((r) => [
         r.name,
         String(r.concurrency),
@@ -69,7 +91,9 @@ export function markdownReport(comparison: Comparison, cores: number): string {
     ),
   );
   out.push("");
-  out.push("Persisted writes per call by stream (KV buckets are streams `KV_<bucket>`) or Redis write command, and messages per call by kind (`<role> in` published by, `<role> out` delivered to) or Redis command:");
+  out.push(
+    "Persisted writes per call by stream (KV buckets are streams `KV_<bucket>`) or Redis write command, and messages per call by kind (`<role> in` published by, `<role> out` delivered to) or Redis command:",
+  );
   out.push("");
   out.push(
     table(
@@ -96,7 +120,8 @@ function targetLines(results: LevelResult[]): string[] {
     const parts: string[] = [];
     if (hundred) {
       parts.push(`at 100 in flight ${rate(hundred.callsPerSec)}/s >= 1,800: ${verdict(hundred.callsPerSec >= 1_800)}`);
-      if (bullmq && !bullmq.error) parts.push(`${fixed(hundred.callsPerSec / bullmq.callsPerSec)}x BullMQ >= 0.35: ${verdict(hundred.callsPerSec >= 0.35 * bullmq.callsPerSec)}`);
+      if (bullmq && !bullmq.error)
+        parts.push(`${fixed(hundred.callsPerSec / bullmq.callsPerSec)}x BullMQ >= 0.35: ${verdict(hundred.callsPerSec >= 0.35 * bullmq.callsPerSec)}`);
       parts.push(`CPU ${fixed(hundred.cpuMsTotal)} ms/call <= 1.0: ${verdict(hundred.cpuMsTotal <= 1)}`);
       parts.push(`${fixed(hundred.writesPerCall)} writes/call <= 9: ${verdict(hundred.writesPerCall <= 9)}`);
       parts.push(`${fixed(hundred.messagesPerCall, 1)} messages/call <= 40: ${verdict(hundred.messagesPerCall <= 40)}`);
@@ -112,15 +137,29 @@ function targetLines(results: LevelResult[]): string[] {
 
 /** Each toolgate system against its baseline (`<id>@<commit>`) at each level: after ÷ before. */
 function baselineLines(results: LevelResult[], levels: number[]): string[] {
-  const pairs = [...new Set(results.map((r) => r.id))].filter((id) => id.includes("@")).map((before) => [before, before.slice(0, before.indexOf("@"))] as const);
+  const pairs = [...new Set(results.map((r) => r.id))]
+    .filter((id) => id.includes("@"))
+    .map((before) => [before, before.slice(0, before.indexOf("@"))] as const);
   if (pairs.length === 0) return [];
   const rows = pairs.flatMap(([before, after]) =>
     levels.map((l) => {
       const b = results.find((r) => r.id === before && r.concurrency === l);
       const a = results.find((r) => r.id === after && r.concurrency === l);
       if (!a || !b) return [after, String(l), "", "", "", "", ""];
-      return [after, String(l), `${rate(b.callsPerSec)} → ${rate(a.callsPerSec)}`, `${fixed(a.callsPerSec / b.callsPerSec)}x`, `${fixed(b.p50)} → ${fixed(a.p50)}`, `${fixed(b.cpuMsTotal)} → ${fixed(a.cpuMsTotal)}`, `${fixed(b.writesPerCall, 1)} / ${fixed(b.messagesPerCall, 0)} → ${fixed(a.writesPerCall, 1)} / ${fixed(a.messagesPerCall, 0)}`];
+      return [
+        after,
+        String(l),
+        `${rate(b.callsPerSec)} → ${rate(a.callsPerSec)}`,
+        `${fixed(a.callsPerSec / b.callsPerSec)}x`,
+        `${fixed(b.p50)} → ${fixed(a.p50)}`,
+        `${fixed(b.cpuMsTotal)} → ${fixed(a.cpuMsTotal)}`,
+        `${fixed(b.writesPerCall, 1)} / ${fixed(b.messagesPerCall, 0)} → ${fixed(a.writesPerCall, 1)} / ${fixed(a.messagesPerCall, 0)}`,
+      ];
     }),
   );
-  return ["Before (baseline ref) → after (this tree), same run, alternated level by level:", "", table(["system", "in flight", "calls/s", "after ÷ before", "p50 ms", "CPU ms/call", "writes / messages per call"], rows)];
+  return [
+    "Before (baseline ref) → after (this tree), same run, alternated level by level:",
+    "",
+    table(["system", "in flight", "calls/s", "after ÷ before", "p50 ms", "CPU ms/call", "writes / messages per call"], rows),
+  ];
 }

@@ -22,7 +22,10 @@ export interface NatsBenchResult {
  * stream of its own (file storage, one replica) on the server at `url`. `batch` is its number of
  * asynchronous publishes in flight.
  */
-export async function natsBenchPublish(url: string, options: { mode: "sync" | "async"; messages: number; messageBytes: number; batch?: number; stream: string }): Promise<NatsBenchResult> {
+export async function natsBenchPublish(
+  url: string,
+  options: { mode: "sync" | "async"; messages: number; messageBytes: number; batch?: number; stream: string },
+): Promise<NatsBenchResult> {
   const dir = mkdtempSync(join(tmpdir(), "toolgate-natsbench-"));
   const csv = join(dir, "bench.csv");
   const args = ["bench", "js", "pub", options.mode, "bench.pub", "--server", url, "--create", "--purge", "--storage", "file", "--replicas", "1"];
@@ -37,7 +40,10 @@ export async function natsBenchPublish(url: string, options: { mode: "sync" | "a
     const column = (name: string) => Number(values[columns.indexOf(name)]);
     return { msgsPerSec: column("MsgsPerSec"), p50Us: column("P50LatencyMicroSecs"), p99Us: column("P99LatencyMicroSecs") };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new Error(`the NATS CLI '${natsCli()}' was not found: run \`npm run tools\` (installs .tools/natscli/nats) or set TOOLGATE_NATS_CLI`, { cause: err });
+    if ((err as NodeJS.ErrnoException).code === "ENOENT")
+      throw new Error(`the NATS CLI '${natsCli()}' was not found: run \`npm run tools\` (installs .tools/natscli/nats) or set TOOLGATE_NATS_CLI`, {
+        cause: err,
+      });
     throw err;
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -35,7 +35,14 @@ export interface ProtocolMessageSizes {
 export function protocolMessageSizes(): ProtocolMessageSizes {
   const runId = newRunId();
   const assignmentId = assignmentIdFor(runId, undefined);
-  const candidate = Candidate.parse({ assignment_id: assignmentId, run_id: runId, tool_name: BENCH_TOOL.name, binding_id: BENCH_TOOL.bindingId, generation: 0, created_at: Date.now() });
+  const candidate = Candidate.parse({
+    assignment_id: assignmentId,
+    run_id: runId,
+    tool_name: BENCH_TOOL.name,
+    binding_id: BENCH_TOOL.bindingId,
+    generation: 0,
+    created_at: Date.now(),
+  });
   const grant = Grant.parse({
     assignment_id: assignmentId,
     run_id: runId,

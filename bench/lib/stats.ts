@@ -7,7 +7,10 @@ export function percentile(sortedAscending: readonly number[], p: number): numbe
 }
 
 export function median(values: readonly number[]): number {
-  return percentile([...values].sort((a, b) => a - b), 50);
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
 }
 
 /** Runs `task` with at most `concurrency` in flight until `total` have run; returns elapsed ms. */

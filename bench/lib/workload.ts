@@ -6,7 +6,12 @@ export const WORKERS = 4;
 export const CONCURRENCY_EACH = 32;
 
 /** Handles each item of `items` as it comes, at most `max` at once; resolves once all are handled. */
-export async function forEachBounded<T>(items: AsyncIterable<T>, max: number, handle: (item: T) => Promise<void>, onError: (err: unknown) => void): Promise<void> {
+export async function forEachBounded<T>(
+  items: AsyncIterable<T>,
+  max: number,
+  handle: (item: T) => Promise<void>,
+  onError: (err: unknown) => void,
+): Promise<void> {
   const running = new Set<Promise<void>>();
   for await (const item of items) {
     while (running.size >= max) await Promise.race(running);

@@ -52,7 +52,11 @@ try {
     const reply = scriptedModel(messages, tools.openai());
     messages.push(reply.message);
     // 4. Report what the provider billed, and the prompt's bytes besides the tool results.
-    const window = await client.reportUsage(run.run_id, { input_tokens: reply.usage.input_tokens, prompt_text_bytes: promptTextBytes(messages), compacted_tool_calls: compactedToolCalls });
+    const window = await client.reportUsage(run.run_id, {
+      input_tokens: reply.usage.input_tokens,
+      prompt_text_bytes: promptTextBytes(messages),
+      compacted_tool_calls: compactedToolCalls,
+    });
     say("model", { turn, tool_calls: reply.message.tool_calls?.length ?? 0, estimated_tokens: window.estimated_tokens, must_compact: window.must_compact });
 
     if (!reply.message.tool_calls?.length) {
@@ -68,10 +72,16 @@ try {
     }
     // 5. Each tool call through toolgate: idempotent by the model's call id, the answer is the stored projection.
     for (const requested of reply.message.tool_calls) {
-      const call = await client.callTool(run.run_id, { tool_name: tools.toolName(requested.function.name), arguments: JSON.parse(requested.function.arguments), tool_call_id: requested.id }, { signal: interrupted.signal });
+      const call = await client.callTool(
+        run.run_id,
+        { tool_name: tools.toolName(requested.function.name), arguments: JSON.parse(requested.function.arguments), tool_call_id: requested.id },
+        { signal: interrupted.signal },
+      );
       const answer = await call.result({ signal: interrupted.signal, timeoutMs: 60_000 });
       // A call that submitted a background task is answered by its submission (task_ref, status): the run goes on.
-      const content = JSON.stringify(answer.state === "completed" || answer.state === "submitted" ? answer.context_preview : { state: answer.state, outcome: answer.outcome });
+      const content = JSON.stringify(
+        answer.state === "completed" || answer.state === "submitted" ? answer.context_preview : { state: answer.state, outcome: answer.outcome },
+      );
       if (answer.state === "submitted") pendingTasks++;
       messages.push({ role: "tool", tool_call_id: requested.id, content });
       say("tool", { name: answer.tool_name, state: answer.state, bytes: Buffer.byteLength(content) });
@@ -90,7 +100,10 @@ try {
 function deliver(results: readonly TaskResult[]): void {
   for (const r of results) {
     const outcome = r.state === "completed" ? r.context_preview?.result : r.outcome;
-    messages.push({ role: "user", content: TASK_RESULT_PREFIX + JSON.stringify({ tool: r.tool_name, tool_call_id: r.tool_call_id, task_ref: r.task_ref, state: r.state, result: outcome }) });
+    messages.push({
+      role: "user",
+      content: TASK_RESULT_PREFIX + JSON.stringify({ tool: r.tool_name, tool_call_id: r.tool_call_id, task_ref: r.task_ref, state: r.state, result: outcome }),
+    });
     seenTaskResults++;
     // reconciliation_required may still be settled by the product: another result would follow.
     if (r.state !== "reconciliation_required") pendingTasks--;

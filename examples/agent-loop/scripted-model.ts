@@ -36,7 +36,14 @@ export function scriptedModel(messages: readonly Message[], tools: readonly Open
   const usage = { input_tokens: Math.max(1, Math.ceil(Buffer.byteLength(JSON.stringify({ messages, tools })) / 4)) };
   const call = (name: string, args: unknown): ModelReply => {
     if (!offered.has(name)) throw new Error(`the script needs the tool '${name}', which the agent version does not offer`);
-    return { message: { role: "assistant", content: null, tool_calls: [{ id: `call_${turn + 1}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] }, usage };
+    return {
+      message: {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: `call_${turn + 1}`, type: "function", function: { name, arguments: JSON.stringify(args) } }],
+      },
+      usage,
+    };
   };
   if (turn === 0) return call("tasks__create", { title: "write the report" });
   if (turn === 1) return call("tasks__read", {});

@@ -83,7 +83,16 @@ const UNICODE_ESCAPE = 0x75; // `u`
  */
 const ASCII_ESCAPES = new Uint8Array(0x80);
 ASCII_ESCAPES.fill(UNICODE_ESCAPE, 0, 0x20);
-for (const [c, letter] of [[0x22, 0x22], [0x5c, 0x5c], [0x08, 0x62], [0x0c, 0x66], [0x0a, 0x6e], [0x0d, 0x72], [0x09, 0x74]] as const) ASCII_ESCAPES[c] = letter;
+for (const [c, letter] of [
+  [0x22, 0x22],
+  [0x5c, 0x5c],
+  [0x08, 0x62],
+  [0x0c, 0x66],
+  [0x0a, 0x6e],
+  [0x0d, 0x72],
+  [0x09, 0x74],
+] as const)
+  ASCII_ESCAPES[c] = letter;
 
 // A string at least this long that has no escape and no surrogate is encoded natively; for shorter ones
 // the test costs more than it saves.

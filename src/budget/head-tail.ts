@@ -43,7 +43,8 @@ export function escapedLength(s: string): number {
   let cost = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c < 0x80 && c >= 0x20 && c !== 0x22 && c !== 0x5c) cost++; // the common case, first
+    if (c < 0x80 && c >= 0x20 && c !== 0x22 && c !== 0x5c)
+      cost++; // the common case, first
     else if (!isHighSurrogate(c) || i + 1 === s.length || !isLowSurrogate(s.charCodeAt(i + 1))) cost += unitCost(c);
     else {
       cost += 4; // a pair: one code point of 4 UTF-8 bytes

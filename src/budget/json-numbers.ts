@@ -54,7 +54,8 @@ export function parseJsonNumber(token: string): number | bigint | JsonFloat {
   }
   if (token.length <= 15) return Number(token); // at most 15 digits: exact as a double
   const digits = token.startsWith("-") ? token.length - 1 : token.length;
-  if (digits > MAX_INTEGER_DIGITS) throw new JsonNumberError(`an integer of ${digits} digits exceeds ${MAX_INTEGER_DIGITS} digits, the most Python writes as text`);
+  if (digits > MAX_INTEGER_DIGITS)
+    throw new JsonNumberError(`an integer of ${digits} digits exceeds ${MAX_INTEGER_DIGITS} digits, the most Python writes as text`);
   const big = BigInt(token);
   return big <= BigInt(EXACT_INTEGER_LIMIT) && big >= -BigInt(EXACT_INTEGER_LIMIT) ? Number(big) : big;
 }
@@ -86,7 +87,8 @@ export function formatNumber(n: number): string {
 export function formatBigInt(n: bigint): string {
   const text = n.toString();
   const digits = n < 0n ? text.length - 1 : text.length;
-  if (digits > MAX_INTEGER_DIGITS) throw new JsonNumberError(`an integer of ${digits} digits exceeds ${MAX_INTEGER_DIGITS} digits, the most Python writes as text`);
+  if (digits > MAX_INTEGER_DIGITS)
+    throw new JsonNumberError(`an integer of ${digits} digits exceeds ${MAX_INTEGER_DIGITS} digits, the most Python writes as text`);
   return text;
 }
 

@@ -121,7 +121,10 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   for (const bucket of h.createOnly) {
     const expected = bucket.lastSeq === 0 ? 0 : bucket.lastSeq - bucket.firstSeq + 1;
     if (bucket.firstSeq > 1 || bucket.messages !== expected)
-      add({ rule: "create_only_rewritten", message: `create-only bucket ${bucket.bucket} holds ${bucket.messages} of sequences ${bucket.firstSeq}..${bucket.lastSeq}: an entry was overwritten or deleted` });
+      add({
+        rule: "create_only_rewritten",
+        message: `create-only bucket ${bucket.bucket} holds ${bucket.messages} of sequences ${bucket.firstSeq}..${bucket.lastSeq}: an entry was overwritten or deleted`,
+      });
   }
   if (evidence) {
     checkSideEffects(evidence, assignments, add);
@@ -175,7 +178,12 @@ type Known = (receiptId: string, assignmentId: string) => ReceiptIndexEntry | un
 
 function checkSettled(a: AssignmentRecord, add: Add): void {
   if (!isTerminalAssignmentState(a.state) && a.state !== "reconciliation_required")
-    add({ rule: "call_not_settled", message: `tool call is ${a.state}: neither terminal nor reconciliation_required`, run_id: a.run_id, assignment_id: a.assignment_id });
+    add({
+      rule: "call_not_settled",
+      message: `tool call is ${a.state}: neither terminal nor reconciliation_required`,
+      run_id: a.run_id,
+      assignment_id: a.assignment_id,
+    });
 }
 
 function checkListed(a: AssignmentRecord, run: RunRecord | undefined, assignments: Map<string, AssignmentRecord>, add: Add): void {
@@ -184,7 +192,12 @@ function checkListed(a: AssignmentRecord, run: RunRecord | undefined, assignment
   if (!run) add({ rule: "orphan_call", message: `run ${a.run_id} does not exist`, run_id: a.run_id, assignment_id: a.assignment_id });
   else if (a.compensates !== null) {
     if (assignments.get(a.compensates)?.compensated_by !== a.assignment_id)
-      add({ rule: "orphan_call", message: `compensation of ${a.compensates}, which does not link back to it`, run_id: a.run_id, assignment_id: a.assignment_id });
+      add({
+        rule: "orphan_call",
+        message: `compensation of ${a.compensates}, which does not link back to it`,
+        run_id: a.run_id,
+        assignment_id: a.assignment_id,
+      });
   } else if (!run.assignment_ids.includes(a.assignment_id) && !(a.state === "withdrawn" && a.claim === null))
     add({ rule: "orphan_call", message: `the run does not list this ${a.state} tool call`, run_id: a.run_id, assignment_id: a.assignment_id });
 }
@@ -195,7 +208,8 @@ function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
   const refused = a.state === "failed" && a.final?.kind === "refused";
   if ((CONFIRMED_STATES.has(a.state) && !refused) !== (a.accepted !== null)) bad(`state ${a.state} with ${a.accepted ? "an" : "no"} applied accepted receipt`);
   // `running --detach--> reconciliation_required` moves on no receipt: the executor left; `submitted --expire_task-->` neither: the deadline passed.
-  const detached = a.state === "reconciliation_required" && (a.final === null || a.final.kind === "submission") && a.outcome?.kind === "reconciliation_required";
+  const detached =
+    a.state === "reconciliation_required" && (a.final === null || a.final.kind === "submission") && a.outcome?.kind === "reconciliation_required";
   if (detached) {
     if (a.outcome?.kind !== "reconciliation_required") bad(`state ${a.state} but the outcome is ${a.outcome?.kind ?? "missing"}`);
   } else if (FINAL_KINDS.has(a.state)) {
@@ -203,7 +217,8 @@ function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
     if (a.outcome?.kind !== a.state) bad(`state ${a.state} but the outcome is ${a.outcome?.kind ?? "missing"}`);
   } else if (a.state === "submitted" || (a.state === "abandoned" && a.task)) {
     // The submission sits where a final receipt would, and says nothing final.
-    if (a.final?.kind !== "submission" || a.outcome !== null) bad(`state ${a.state} after a submission, but the applied receipt is ${a.final?.kind ?? "missing"} with outcome ${a.outcome?.kind ?? "none"}`);
+    if (a.final?.kind !== "submission" || a.outcome !== null)
+      bad(`state ${a.state} after a submission, but the applied receipt is ${a.final?.kind ?? "missing"} with outcome ${a.outcome?.kind ?? "none"}`);
   } else if (a.final !== null || a.outcome !== null) bad(`state ${a.state} with a final receipt applied`);
   // Only a pending tool call (or one withdrawn while pending) holds no claim.
   if ((a.state === "pending" || a.state === "withdrawn") !== (a.claim === null)) bad(`state ${a.state} ${a.claim ? "with" : "without"} a current claim`);
@@ -213,7 +228,8 @@ function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
 function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>, bySeq: Map<number, StoredReceipt>, add: Add): void {
   for (const applied of [a.accepted, a.final, ...(a.replaced ?? [])]) {
     if (!applied) continue;
-    const bad = (message: string) => add({ rule: "applied_receipt_mismatch", message, run_id: a.run_id, assignment_id: a.assignment_id, receipt_id: applied.receipt_id });
+    const bad = (message: string) =>
+      add({ rule: "applied_receipt_mismatch", message, run_id: a.run_id, assignment_id: a.assignment_id, receipt_id: applied.receipt_id });
     // An operator's settlement is no executor receipt (no claim proof, no index entry): it must be in the stream.
     if (applied === a.final && a.settled_by !== null) {
       if (!bySeq.has(applied.stream_seq)) bad(`operator settlement is not at stream sequence ${applied.stream_seq}`);
@@ -224,7 +240,8 @@ function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>
     else if (digestOf(stored) !== applied.body_digest) bad(`applied ${applied.kind} receipt's body digest differs from the stream's copy`);
     // The assignment is its index; an entry besides it (written before that was so) must say the same.
     const entry = index.get(applied.receipt_id);
-    if (entry && (entry.status !== "recorded" || entry.body_digest !== applied.body_digest)) bad(`applied ${applied.kind} receipt is indexed as ${entry.status}${entry.body_digest === applied.body_digest ? "" : " with another body"}`);
+    if (entry && (entry.status !== "recorded" || entry.body_digest !== applied.body_digest))
+      bad(`applied ${applied.kind} receipt is indexed as ${entry.status}${entry.body_digest === applied.body_digest ? "" : " with another body"}`);
   }
 }
 
@@ -238,10 +255,12 @@ function checkAppliedOnce(a: AssignmentRecord, entries: ReceiptIndexEntry[], add
   const retriedRead = a.tool_kind === "read" && a.past_claims.length > 0;
   const allowed = retriedRead ? a.past_claims.length + 1 : 1;
   if (accepted.length > allowed) twice(`${accepted.length} accepted receipts recorded: ${accepted.map((e) => e.receipt_id).join(", ")}`);
-  if (!retriedRead && accepted.length === 1 && accepted[0]!.receipt_id !== a.accepted?.receipt_id) twice(`recorded accepted ${accepted[0]!.receipt_id} is not the one the assignment holds`);
+  if (!retriedRead && accepted.length === 1 && accepted[0]!.receipt_id !== a.accepted?.receipt_id)
+    twice(`recorded accepted ${accepted[0]!.receipt_id} is not the one the assignment holds`);
   const settling = finals.filter((e) => e.kind !== "reconciliation_required");
   if (settling.length > 1) twice(`${settling.length} final receipts recorded: ${settling.map((e) => e.receipt_id).join(", ")}`);
-  if (finals.length > 0 && a.settled_by === null && !finals.some((e) => e.receipt_id === a.final?.receipt_id)) twice(`recorded final receipts do not include the one the assignment holds`);
+  if (finals.length > 0 && a.settled_by === null && !finals.some((e) => e.receipt_id === a.final?.receipt_id))
+    twice(`recorded final receipts do not include the one the assignment holds`);
 }
 
 /**
@@ -274,7 +293,8 @@ function checkTask(a: AssignmentRecord, run: RunRecord | undefined, bySeq: Map<n
 function checkTaskResults(run: RunRecord, assignments: Map<string, AssignmentRecord>, add: Add): void {
   const seen = new Set<string>();
   for (const t of run.task_results ?? []) {
-    const bad = (message: string) => add({ rule: "task_result_mismatch", message, run_id: run.run_id, assignment_id: t.assignment_id, ...(t.receipt_id ? { receipt_id: t.receipt_id } : {}) });
+    const bad = (message: string) =>
+      add({ rule: "task_result_mismatch", message, run_id: run.run_id, assignment_id: t.assignment_id, ...(t.receipt_id ? { receipt_id: t.receipt_id } : {}) });
     const key = `${t.assignment_id}/${t.receipt_id}/${t.outcome.kind}`;
     if (seen.has(key)) bad(`task result ${key} appears twice`);
     seen.add(key);
@@ -283,9 +303,11 @@ function checkTaskResults(run: RunRecord, assignments: Map<string, AssignmentRec
       bad("task result of a tool call of this run that submitted no task");
       continue;
     }
-    if (t.after_tool_calls < run.assignment_ids.indexOf(t.assignment_id) + 1) bad(`task result placed after ${t.after_tool_calls} tool calls, before its own call`);
+    if (t.after_tool_calls < run.assignment_ids.indexOf(t.assignment_id) + 1)
+      bad(`task result placed after ${t.after_tool_calls} tool calls, before its own call`);
     const applied = [a.final, ...(a.replaced ?? [])].find((r) => r?.receipt_id === t.receipt_id);
-    if (t.receipt_id !== null ? applied?.kind !== t.outcome.kind : t.outcome.kind !== "reconciliation_required") bad(`task result says ${t.outcome.kind}, which ${t.receipt_id ?? "the deadline"} did not`);
+    if (t.receipt_id !== null ? applied?.kind !== t.outcome.kind : t.outcome.kind !== "reconciliation_required")
+      bad(`task result says ${t.outcome.kind}, which ${t.receipt_id ?? "the deadline"} did not`);
   }
 }
 
@@ -294,9 +316,19 @@ function checkIndex(entries: ReceiptIndexEntry[], bySeq: Map<number, StoredRecei
   for (const e of entries) {
     const stored = bySeq.get(e.stream_seq)?.receipt;
     if (!stored || stored.receipt_id !== e.receipt_id || stored.assignment_id !== e.assignment_id)
-      add({ rule: "index_mismatch", message: `index entry points at stream sequence ${e.stream_seq}, which holds ${stored?.receipt_id ?? "nothing"}`, assignment_id: e.assignment_id, receipt_id: e.receipt_id });
+      add({
+        rule: "index_mismatch",
+        message: `index entry points at stream sequence ${e.stream_seq}, which holds ${stored?.receipt_id ?? "nothing"}`,
+        assignment_id: e.assignment_id,
+        receipt_id: e.receipt_id,
+      });
     else if (digestOf(stored) !== e.body_digest)
-      add({ rule: "index_mismatch", message: "index entry's body digest differs from the stream's copy", assignment_id: e.assignment_id, receipt_id: e.receipt_id });
+      add({
+        rule: "index_mismatch",
+        message: "index entry's body digest differs from the stream's copy",
+        assignment_id: e.assignment_id,
+        receipt_id: e.receipt_id,
+      });
   }
 }
 
@@ -308,7 +340,12 @@ function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<st
     const claims = a ? (a.claim ? [a.claim, ...a.past_claims] : a.past_claims) : [];
     // Without a valid token the gateway refuses it unindexed on purpose (a forger must not squat the id).
     if (claims.some((c) => c.executor_id === r.executor_id && claimTokenMatches(r.claim_token, c.token_sha256)))
-      add({ rule: "receipt_not_indexed", message: `${r.kind} receipt at stream sequence ${seq} was never processed`, assignment_id: r.assignment_id, receipt_id: r.receipt_id });
+      add({
+        rule: "receipt_not_indexed",
+        message: `${r.kind} receipt at stream sequence ${seq} was never processed`,
+        assignment_id: r.assignment_id,
+        receipt_id: r.receipt_id,
+      });
   }
 }
 
@@ -318,14 +355,24 @@ function checkProgress(h: StoredHistory, known: Known, add: Add): void {
     seqsByReceipt.set(p.receipt_id, [...(seqsByReceipt.get(p.receipt_id) ?? []), p.seq]);
     const e = known(p.receipt_id, p.assignment_id);
     if (e && (e.kind !== "progress" || e.assignment_id !== p.assignment_id))
-      add({ rule: "progress_mismatch", message: `progress seq ${p.seq} is stored under a ${e.kind} receipt of ${e.assignment_id}`, assignment_id: p.assignment_id, receipt_id: p.receipt_id });
+      add({
+        rule: "progress_mismatch",
+        message: `progress seq ${p.seq} is stored under a ${e.kind} receipt of ${e.assignment_id}`,
+        assignment_id: p.assignment_id,
+        receipt_id: p.receipt_id,
+      });
   }
   for (const [receiptId, seqs] of seqsByReceipt) {
     if (seqs.length > 1) add({ rule: "progress_mismatch", message: `one progress receipt stored at seqs ${seqs.join(", ")}`, receipt_id: receiptId });
   }
   for (const e of h.index) {
     if (e.kind === "progress" && e.status === "recorded" && !seqsByReceipt.has(e.receipt_id))
-      add({ rule: "progress_mismatch", message: "recorded progress receipt has no stored progress entry", assignment_id: e.assignment_id, receipt_id: e.receipt_id });
+      add({
+        rule: "progress_mismatch",
+        message: "recorded progress receipt has no stored progress entry",
+        assignment_id: e.assignment_id,
+        receipt_id: e.receipt_id,
+      });
   }
 }
 
@@ -335,17 +382,36 @@ function checkProgress(h: StoredHistory, known: Known, add: Add): void {
  * receipt stored after the end must never be recorded. A receipt stored before and processed while
  * the run was ending is ordered by the assignment's compare-and-set and is not a violation.
  */
-function checkRunEnd(run: Stamped<RunRecord>, assignments: Map<string, AssignmentRecord>, knownByAssignment: Map<string, ReceiptIndexEntry[]>, bySeq: Map<number, StoredReceipt>, add: Add): void {
+function checkRunEnd(
+  run: Stamped<RunRecord>,
+  assignments: Map<string, AssignmentRecord>,
+  knownByAssignment: Map<string, ReceiptIndexEntry[]>,
+  bySeq: Map<number, StoredReceipt>,
+  add: Add,
+): void {
   const r = run.value;
-  if ((r.state === "active") !== (r.ended_at === null)) add({ rule: "run_end_inconsistent", message: `run is ${r.state} with ended_at ${r.ended_at}`, run_id: r.run_id });
+  if ((r.state === "active") !== (r.ended_at === null))
+    add({ rule: "run_end_inconsistent", message: `run is ${r.state} with ended_at ${r.ended_at}`, run_id: r.run_id });
   if (r.state === "active" || r.ended_at === null) return;
   for (const id of r.assignment_ids) {
     const a = assignments.get(id);
-    if (a && a.created_at > r.ended_at) add({ rule: "call_after_run_end", message: `tool call created ${a.created_at - r.ended_at} ms after the run ended`, run_id: r.run_id, assignment_id: id });
+    if (a && a.created_at > r.ended_at)
+      add({
+        rule: "call_after_run_end",
+        message: `tool call created ${a.created_at - r.ended_at} ms after the run ended`,
+        run_id: r.run_id,
+        assignment_id: id,
+      });
     for (const e of knownByAssignment.get(id) ?? []) {
       const stored = bySeq.get(e.stream_seq);
       if (e.status === "recorded" && stored && stored.storedAt > run.storedAt)
-        add({ rule: "receipt_applied_after_run_end", message: `${e.kind} receipt stored ${stored.storedAt - run.storedAt} ms after the run ended was recorded`, run_id: r.run_id, assignment_id: id, receipt_id: e.receipt_id });
+        add({
+          rule: "receipt_applied_after_run_end",
+          message: `${e.kind} receipt stored ${stored.storedAt - run.storedAt} ms after the run ended was recorded`,
+          run_id: r.run_id,
+          assignment_id: id,
+          receipt_id: e.receipt_id,
+        });
     }
   }
 }
@@ -358,16 +424,29 @@ function checkProjections(h: StoredHistory, assignments: Map<string, AssignmentR
     const preview = p.context_preview;
     const ids = { run_id: a?.run_id, assignment_id: p.assignment_id, receipt_id: p.receipt_id };
     if (!a || a.state !== "completed" || a.final?.receipt_id !== p.receipt_id)
-      add({ rule: "projection_mismatch", message: `projection of receipt ${p.receipt_id} for a tool call that is ${a ? `${a.state} by ${a.final?.receipt_id ?? "no receipt"}` : "missing"}`, ...ids });
+      add({
+        rule: "projection_mismatch",
+        message: `projection of receipt ${p.receipt_id} for a tool call that is ${a ? `${a.state} by ${a.final?.receipt_id ?? "no receipt"}` : "missing"}`,
+        ...ids,
+      });
     else if (preview.max_result_context_bytes !== a.max_result_context_bytes)
-      add({ rule: "projection_mismatch", message: `projection made with budget ${preview.max_result_context_bytes}, the tool's is ${a.max_result_context_bytes}`, ...ids });
+      add({
+        rule: "projection_mismatch",
+        message: `projection made with budget ${preview.max_result_context_bytes}, the tool's is ${a.max_result_context_bytes}`,
+        ...ids,
+      });
     // Re-measured by the budget engine: the stored figure is the real size, and projecting the stored result again cuts nothing.
     const measured = compactByteLength(preview.result);
     const again = buildContextPreview(preview.result, { maxResultContextBytes: preview.max_result_context_bytes });
     if (measured !== preview.retained_bytes || again.truncated)
-      add({ rule: "projection_over_budget", message: `stored result measures ${measured} bytes (recorded ${preview.retained_bytes}) against a budget of ${preview.max_result_context_bytes}`, ...ids });
+      add({
+        rule: "projection_over_budget",
+        message: `stored result measures ${measured} bytes (recorded ${preview.retained_bytes}) against a budget of ${preview.max_result_context_bytes}`,
+        ...ids,
+      });
     const before = snapshot?.[p.assignment_id];
-    if (before !== undefined && before !== projectionDigest(preview)) add({ rule: "projection_changed", message: "stored projection differs from the earlier snapshot", ...ids });
+    if (before !== undefined && before !== projectionDigest(preview))
+      add({ rule: "projection_changed", message: "stored projection differs from the earlier snapshot", ...ids });
   }
   for (const a of assignments.values()) {
     if (a.state === "completed" && !projected.has(a.assignment_id))
@@ -381,19 +460,35 @@ function checkProjections(h: StoredHistory, assignments: Map<string, AssignmentR
 function checkSideEffects(evidence: ExecutorEvidence, assignments: Map<string, AssignmentRecord>, add: Add): void {
   for (const [key, rows] of groupBy(evidence.sideEffects, (s) => s.operation_key)) {
     if (rows.length > 1)
-      add({ rule: "duplicate_side_effect", message: `${rows.length} side effects for one operation key (${rows.map((s) => `${s.executor_id} g${s.generation}`).join(", ")})`, operation_key: key, assignment_id: rows[0]!.assignment_id });
+      add({
+        rule: "duplicate_side_effect",
+        message: `${rows.length} side effects for one operation key (${rows.map((s) => `${s.executor_id} g${s.generation}`).join(", ")})`,
+        operation_key: key,
+        assignment_id: rows[0]!.assignment_id,
+      });
   }
   for (const s of evidence.sideEffects) {
     const a = assignments.get(s.assignment_id);
     // Side effects may start only after the gateway confirmed this executor's accepted for this claim.
     if (!a || !a.accepted || a.claim?.executor_id !== s.executor_id || a.claim.generation !== s.generation)
-      add({ rule: "unconfirmed_side_effect", message: `side effect by ${s.executor_id} (generation ${s.generation}) without a confirmed claim (tool call ${a?.state ?? "missing"}, claim ${a?.claim ? `${a.claim.executor_id} g${a.claim.generation}` : "none"})`, operation_key: s.operation_key, assignment_id: s.assignment_id });
+      add({
+        rule: "unconfirmed_side_effect",
+        message: `side effect by ${s.executor_id} (generation ${s.generation}) without a confirmed claim (tool call ${a?.state ?? "missing"}, claim ${a?.claim ? `${a.claim.executor_id} g${a.claim.generation}` : "none"})`,
+        operation_key: s.operation_key,
+        assignment_id: s.assignment_id,
+      });
   }
   const done = new Set(evidence.sideEffects.map((s) => s.assignment_id));
   const ledgers = new Set(evidence.ledgerExecutors);
   for (const a of assignments.values()) {
     if (a.state === "completed" && a.tool_kind === "write" && a.claim && ledgers.has(a.claim.executor_id) && !done.has(a.assignment_id))
-      add({ rule: "missing_side_effect", message: `write reported completed by ${a.claim.executor_id} but its ledger has no side effect`, run_id: a.run_id, assignment_id: a.assignment_id, operation_key: a.operation_key });
+      add({
+        rule: "missing_side_effect",
+        message: `write reported completed by ${a.claim.executor_id} but its ledger has no side effect`,
+        run_id: a.run_id,
+        assignment_id: a.assignment_id,
+        operation_key: a.operation_key,
+      });
   }
 }
 
@@ -405,12 +500,28 @@ function checkOutbox(evidence: ExecutorEvidence, inStream: Set<string>, known: K
       // receipt was redelivered to another one): delivered if the gateways processed it; its
       // outbox would only query the index on the next start.
       if (!inStream.has(o.receipt_id) || !known(o.receipt_id, o.assignment_id))
-        add({ rule: "receipt_lost", message: `${o.kind} receipt of ${o.executor_id} never got an answer and was not processed by any gateway`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
+        add({
+          rule: "receipt_lost",
+          message: `${o.kind} receipt of ${o.executor_id} never got an answer and was not processed by any gateway`,
+          assignment_id: o.assignment_id,
+          receipt_id: o.receipt_id,
+        });
       continue;
     }
-    if (!inStream.has(o.receipt_id)) add({ rule: "receipt_lost", message: `${o.kind} receipt answered ${o.answer_status} is not in the receipts stream`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
+    if (!inStream.has(o.receipt_id))
+      add({
+        rule: "receipt_lost",
+        message: `${o.kind} receipt answered ${o.answer_status} is not in the receipts stream`,
+        assignment_id: o.assignment_id,
+        receipt_id: o.receipt_id,
+      });
     else if (o.answer_code !== "invalid_token" && !known(o.receipt_id, o.assignment_id))
-      add({ rule: "receipt_lost", message: `${o.kind} receipt answered ${o.answer_status} is neither in the receipt index nor applied by its tool call`, assignment_id: o.assignment_id, receipt_id: o.receipt_id });
+      add({
+        rule: "receipt_lost",
+        message: `${o.kind} receipt answered ${o.answer_status} is neither in the receipt index nor applied by its tool call`,
+        assignment_id: o.assignment_id,
+        receipt_id: o.receipt_id,
+      });
   }
 }
 

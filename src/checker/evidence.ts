@@ -15,10 +15,14 @@ export class SideEffectLedger {
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("synchronous = FULL");
     this.db.exec("CREATE TABLE IF NOT EXISTS owner (executor_id TEXT NOT NULL)");
-    this.db.exec("CREATE TABLE IF NOT EXISTS effects (executor_id TEXT NOT NULL, assignment_id TEXT NOT NULL, generation INTEGER NOT NULL, operation_key TEXT NOT NULL)");
+    this.db.exec(
+      "CREATE TABLE IF NOT EXISTS effects (executor_id TEXT NOT NULL, assignment_id TEXT NOT NULL, generation INTEGER NOT NULL, operation_key TEXT NOT NULL)",
+    );
     // The owner row says whose completed writes this ledger must account for, even while it is empty.
     if (this.db.prepare("SELECT count(*) FROM owner").pluck().get() === 0) this.db.prepare("INSERT INTO owner (executor_id) VALUES (?)").run(executorId);
-    this.insert = this.db.prepare("INSERT INTO effects (executor_id, assignment_id, generation, operation_key) VALUES (@executor_id, @assignment_id, @generation, @operation_key)");
+    this.insert = this.db.prepare(
+      "INSERT INTO effects (executor_id, assignment_id, generation, operation_key) VALUES (@executor_id, @assignment_id, @generation, @operation_key)",
+    );
   }
 
   record(effect: SideEffect): void {
@@ -45,7 +49,9 @@ export function readEvidence(files: { ledgers?: readonly string[]; outboxes?: re
       const executor = db.prepare("SELECT value FROM meta WHERE key = 'executor_id'").pluck().get() as string | undefined;
       if (!executor) return;
       evidence.outboxExecutors.push(executor);
-      const rows = db.prepare("SELECT receipt_id, assignment_id, kind, answer_status, answer_code FROM receipts ORDER BY position").all() as Array<Omit<OutboxEntry, "executor_id">>;
+      const rows = db.prepare("SELECT receipt_id, assignment_id, kind, answer_status, answer_code FROM receipts ORDER BY position").all() as Array<
+        Omit<OutboxEntry, "executor_id">
+      >;
       evidence.outbox.push(...rows.map((r) => ({ executor_id: executor, ...r })));
     });
   }

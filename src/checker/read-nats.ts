@@ -40,7 +40,10 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
     const latest = new Map<string, Stamped<T> | null>();
     await scan(kvStreamName(name), (m) => {
       const op = m.headers?.get("KV-Operation");
-      latest.set(m.subject, op === "DEL" || op === "PURGE" ? null : { value: decode(schema, m.data, STORED_MAX_JSON_DEPTH), revision: m.seq, storedAt: millis(m) });
+      latest.set(
+        m.subject,
+        op === "DEL" || op === "PURGE" ? null : { value: decode(schema, m.data, STORED_MAX_JSON_DEPTH), revision: m.seq, storedAt: millis(m) },
+      );
     });
     return [...latest.values()].filter((e): e is Stamped<T> => e !== null);
   };
@@ -74,7 +77,11 @@ async function readRegistry(jsm: JetStreamManager, scan: (stream: string, onMsg:
   await scan(stream, (m) => {
     const op = m.headers?.get("KV-Operation");
     const removed = op === "DEL" || op === "PURGE";
-    revisions.push({ executor_id: m.subject.slice(prefix.length), storedAt: millis(m), value: removed ? null : ExecutorSchema.parse(JSON.parse(new TextDecoder().decode(m.data))) });
+    revisions.push({
+      executor_id: m.subject.slice(prefix.length),
+      storedAt: millis(m),
+      value: removed ? null : ExecutorSchema.parse(JSON.parse(new TextDecoder().decode(m.data))),
+    });
   });
   return { keep: info.config.max_msgs_per_subject, revisions };
 }

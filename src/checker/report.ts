@@ -26,7 +26,12 @@ export function formatReport(report: CheckReport, limit = 50): string {
   for (const v of report.violations) byRule[v.rule] = (byRule[v.rule] ?? 0) + 1;
   lines.push(`check-history: ${report.violations.length} violation(s): ${shown(byRule)}`);
   for (const v of report.violations.slice(0, limit)) {
-    const ids = [v.run_id && `run ${v.run_id}`, v.assignment_id && `call ${v.assignment_id}`, v.receipt_id && `receipt ${v.receipt_id}`, v.operation_key && `op ${v.operation_key}`].filter(Boolean);
+    const ids = [
+      v.run_id && `run ${v.run_id}`,
+      v.assignment_id && `call ${v.assignment_id}`,
+      v.receipt_id && `receipt ${v.receipt_id}`,
+      v.operation_key && `op ${v.operation_key}`,
+    ].filter(Boolean);
     lines.push(`  ${v.rule}: ${v.message}${ids.length ? ` (${ids.join(", ")})` : ""}`);
   }
   if (report.violations.length > limit) lines.push(`  ... and ${report.violations.length - limit} more (--json lists all)`);

@@ -13,12 +13,30 @@ import { statusCommand } from "./commands/status.js";
 import { streamsCommand } from "./commands/streams.js";
 
 /** Every `toolgate` sub-command; a test checks each has usage text and answers `--help`. */
-export const commands: readonly Command[] = [serveCommand, statusCommand, streamsCommand, migrateCommand, measureCommand, natsConfigCommand, nkeyCommand, checkHistoryCommand, mcpExecutorCommand, mcpCommand];
+export const commands: readonly Command[] = [
+  serveCommand,
+  statusCommand,
+  streamsCommand,
+  migrateCommand,
+  measureCommand,
+  natsConfigCommand,
+  nkeyCommand,
+  checkHistoryCommand,
+  mcpExecutorCommand,
+  mcpCommand,
+];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length), 4);
   const lines = commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
-  return ["Usage: toolgate <command> [options]", "", "Commands:", ...lines, "", "Run 'toolgate <command> --help' for a command's options, 'toolgate --version' for the version."].join("\n");
+  return [
+    "Usage: toolgate <command> [options]",
+    "",
+    "Commands:",
+    ...lines,
+    "",
+    "Run 'toolgate <command> --help' for a command's options, 'toolgate --version' for the version.",
+  ].join("\n");
 }
 
 /** The package's version (package.json sits two levels up from both src/cli/ and dist/cli/). */

@@ -46,7 +46,8 @@ type Values = ReturnType<typeof parseArgs<{ options: typeof mcpServerOptions; st
 
 /** The MCP server to start or reach, from `-- command` or `--url`. */
 export function serverTarget(values: Values, command: readonly string[]): McpServerTarget {
-  if ((command.length > 0) === (values.url !== undefined)) throw new UsageError("name the MCP server: either -- COMMAND [ARGS] (stdio) or --url URL (Streamable HTTP), not both");
+  if (command.length > 0 === (values.url !== undefined))
+    throw new UsageError("name the MCP server: either -- COMMAND [ARGS] (stdio) or --url URL (Streamable HTTP), not both");
   if (values.url !== undefined) {
     if (values.env || values.cwd) throw new UsageError("--env and --cwd are for a stdio server (-- COMMAND), not --url");
     return { url: values.url, headers: Object.fromEntries((values.header ?? []).map(header)) };

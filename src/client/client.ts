@@ -213,7 +213,11 @@ export class ToolgateClient {
       const connection = new IdleConnection(this.#eventIdleMs, signal);
       try {
         const response = await sendWithRetry(
-          () => fetch(this.#url("getRunEvents", { run_id: runId }), { headers: { ...this.#headers(), accept: "text/event-stream", "last-event-id": String(last) }, signal: connection.signal }),
+          () =>
+            fetch(this.#url("getRunEvents", { run_id: runId }), {
+              headers: { ...this.#headers(), accept: "text/event-stream", "last-event-id": String(last) },
+              signal: connection.signal,
+            }),
           "getRunEvents",
           this.#retry,
           signal,
@@ -279,7 +283,12 @@ export class ToolgateClient {
     return this.getAssignment(assignmentId, signal ? { signal } : {});
   }
 
-  async #call<K extends OperationId>(id: K, params: Record<string, string>, body: unknown, options?: CallOptions & { query?: Record<string, string> }): Promise<ResponseBody<K>> {
+  async #call<K extends OperationId>(
+    id: K,
+    params: Record<string, string>,
+    body: unknown,
+    options?: CallOptions & { query?: Record<string, string> },
+  ): Promise<ResponseBody<K>> {
     const signal = callSignal(options);
     const { method } = operations[id];
     const response = await sendWithRetry(

@@ -27,7 +27,8 @@ export class ModelTools {
   constructor(tools: readonly ToolDefinition[]) {
     for (const tool of tools) {
       const name = tool.name.replaceAll(".", "__");
-      if (!MODEL_TOOL_NAME.test(name)) throw new Error(`tool '${tool.name}' becomes '${name}' for the model, longer than the 64 characters model APIs allow: shorten its name`);
+      if (!MODEL_TOOL_NAME.test(name))
+        throw new Error(`tool '${tool.name}' becomes '${name}' for the model, longer than the 64 characters model APIs allow: shorten its name`);
       const other = this.#byModelName.get(name);
       if (other) throw new Error(`tools '${other.name}' and '${tool.name}' both become '${name}' for the model: rename one`);
       this.#byModelName.set(name, tool);
@@ -36,7 +37,10 @@ export class ModelTools {
 
   /** For `tools` of an OpenAI chat completion request. */
   openai(): OpenAITool[] {
-    return [...this.#byModelName].map(([name, tool]) => ({ type: "function", function: { name, description: tool.description, parameters: tool.input_schema } }));
+    return [...this.#byModelName].map(([name, tool]) => ({
+      type: "function",
+      function: { name, description: tool.description, parameters: tool.input_schema },
+    }));
   }
 
   /** For `tools` of an Anthropic messages request. */

@@ -2,9 +2,24 @@ import type { z } from "zod";
 import { UsageReportSchema } from "../context/usage-report.js";
 import { ContextWindowSchema } from "../context/window.js";
 import { AgentVersionListSchema, BindingListSchema, SessionListSchema, ToolsetVersionListSchema } from "../config/routes.js";
-import { AgentVersionSchema, BindingSchema, CreateSessionSchema, PublishAgentVersionSchema, PublishToolsetVersionSchema, SessionSchema, ToolsetVersionSchema } from "../config/schemas.js";
+import {
+  AgentVersionSchema,
+  BindingSchema,
+  CreateSessionSchema,
+  PublishAgentVersionSchema,
+  PublishToolsetVersionSchema,
+  SessionSchema,
+  ToolsetVersionSchema,
+} from "../config/schemas.js";
 import { DryRunRequestSchema, DryRunResponseSchema } from "../dryrun/schemas.js";
-import { CancelTaskSchema, CompensationResultSchema, DetachExecutorSchema, DetachResultSchema, ReconcileSchema, RunEventSchema } from "../execution/http/operation-routes.js";
+import {
+  CancelTaskSchema,
+  CompensationResultSchema,
+  DetachExecutorSchema,
+  DetachResultSchema,
+  ReconcileSchema,
+  RunEventSchema,
+} from "../execution/http/operation-routes.js";
 import { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema, RunTasksSchema } from "../execution/http/routes.js";
 
 /** One HTTP operation as the client calls it: the server's own route declaration's method, path and schemas. */

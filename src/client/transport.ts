@@ -19,7 +19,9 @@ export interface CallOptions {
 }
 
 export function callSignal(options: CallOptions = {}): AbortSignal | undefined {
-  const signals = [options.signal, options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs)].filter((s): s is AbortSignal => s !== undefined);
+  const signals = [options.signal, options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs)].filter(
+    (s): s is AbortSignal => s !== undefined,
+  );
   return signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
 }
 

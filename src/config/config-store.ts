@@ -51,7 +51,11 @@ export class ConfigStore {
 
   async putBinding(input: BindingInput): Promise<Binding> {
     const binding = BindingSchema.parse(input);
-    await this.create(configKeys.binding(binding.binding_id), binding, `binding '${binding.binding_id}' is already registered; bindings are immutable: register a new binding_id`);
+    await this.create(
+      configKeys.binding(binding.binding_id),
+      binding,
+      `binding '${binding.binding_id}' is already registered; bindings are immutable: register a new binding_id`,
+    );
     return binding;
   }
 
@@ -95,7 +99,11 @@ export class ConfigStore {
   async publishAgentVersion(agent: string, input: PublishAgentVersion, now = new Date()): Promise<AgentVersion> {
     if ((await this.getToolsetVersion(input.toolset, input.toolset_version)) === null)
       throw ToolgateError.validation([
-        { path: "toolset_version", code: "unknown_toolset_version", message: `toolset '${input.toolset}' has no published version '${input.toolset_version}': publish it first` },
+        {
+          path: "toolset_version",
+          code: "unknown_toolset_version",
+          message: `toolset '${input.toolset}' has no published version '${input.toolset_version}': publish it first`,
+        },
       ]);
     for (;;) {
       const taken = (await this.keys(configKeys.agentVersions(agent))).map((k) => agentVersionNumber(k));
@@ -124,7 +132,13 @@ export class ConfigStore {
 
   async createSession(input: CreateSession, now = new Date()): Promise<Session> {
     if ((await this.getAgentVersion(input.agent_version)) === null)
-      throw ToolgateError.validation([{ path: "agent_version", code: "unknown_agent_version", message: `agent version '${input.agent_version}' is not published: publish it with POST /v1/agents/{agent}/versions` }]);
+      throw ToolgateError.validation([
+        {
+          path: "agent_version",
+          code: "unknown_agent_version",
+          message: `agent version '${input.agent_version}' is not published: publish it with POST /v1/agents/{agent}/versions`,
+        },
+      ]);
     const value = SessionSchema.parse({ session_id: randomUUID(), agent: agentOfVersion(input.agent_version), ...input, created_at: now.toISOString() });
     await this.create(configKeys.session(value.session_id), value, "session id collision; retry");
     return value;
@@ -155,7 +169,11 @@ export class ConfigStore {
     const agentVersion = await this.getAgentVersion(agentVersionIdValue);
     if (!agentVersion) throw new ToolgateError("agent_version_not_found", `agent version '${agentVersionIdValue}' is not published`);
     const toolsetVersion = await this.getToolsetVersion(agentVersion.toolset, agentVersion.toolset_version);
-    if (!toolsetVersion) throw new ToolgateError("toolset_version_missing", `toolset version ${agentVersion.toolset}/${agentVersion.toolset_version} pinned by '${agentVersion.agent_version}' is missing from the store`);
+    if (!toolsetVersion)
+      throw new ToolgateError(
+        "toolset_version_missing",
+        `toolset version ${agentVersion.toolset}/${agentVersion.toolset_version} pinned by '${agentVersion.agent_version}' is missing from the store`,
+      );
     const tool = toolsetVersion.tools.find((t) => t.name === toolName);
     if (!tool)
       throw new ToolgateError(

@@ -106,7 +106,11 @@ export function configRoutes(store: ConfigStore): RouteDef[] {
       params: z.object({ toolset: ToolsetIdSchema, version: ToolsetVersionIdSchema }),
       response: ToolsetVersionSchema,
       handler: async ({ params }) =>
-        found(await store.getToolsetVersion(params.toolset, params.version), "toolset_version_not_found", `toolset '${params.toolset}' has no published version '${params.version}'`),
+        found(
+          await store.getToolsetVersion(params.toolset, params.version),
+          "toolset_version_not_found",
+          `toolset '${params.toolset}' has no published version '${params.version}'`,
+        ),
     }),
     defineRoute({
       id: "publishAgentVersion",

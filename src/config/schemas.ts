@@ -48,7 +48,9 @@ export const ToolDefinitionSchema = z
       .min(1_000)
       .max(30 * 86_400_000)
       .optional()
-      .describe("How long a task this tool submits may run in the background before it needs reconciliation (1 s to 30 days); default one day (docs/async-tasks.md)"),
+      .describe(
+        "How long a task this tool submits may run in the background before it needs reconciliation (1 s to 30 days); default one day (docs/async-tasks.md)",
+      ),
   })
   .meta({ title: "ToolDefinition" });
 

@@ -18,12 +18,23 @@ export async function checkToolsetTools(raw: unknown, bindingExists: (bindingId:
     if (typeof name === "string") {
       const first = seen.get(name);
       if (first !== undefined)
-        details.push({ path: formatPath(["tools", i, "name"]), code: "duplicate_name", message: `tool name '${name}' is already used by tools[${first}]; names must be unique in a toolset version` });
+        details.push({
+          path: formatPath(["tools", i, "name"]),
+          code: "duplicate_name",
+          message: `tool name '${name}' is already used by tools[${first}]; names must be unique in a toolset version`,
+        });
       else seen.set(name, i);
     }
     if (typeof binding_id === "string" && !(await bindingExists(binding_id)))
-      details.push({ path: formatPath(["tools", i, "binding_id"]), code: "unknown_binding", message: `binding '${binding_id}' is not registered: register it first with POST /v1/bindings` });
-    for (const [field, schema] of [["input_schema", input_schema], ["output_schema", output_schema]] as const) {
+      details.push({
+        path: formatPath(["tools", i, "binding_id"]),
+        code: "unknown_binding",
+        message: `binding '${binding_id}' is not registered: register it first with POST /v1/bindings`,
+      });
+    for (const [field, schema] of [
+      ["input_schema", input_schema],
+      ["output_schema", output_schema],
+    ] as const) {
       if (typeof schema !== "object" || schema === null || Array.isArray(schema)) continue;
       details.push(...compileJsonSchema(schema, ["tools", i, field]).details);
     }

@@ -49,9 +49,18 @@ export class ContextWindows {
     private readonly now: () => number = Date.now,
   ) {}
 
-  static async open(nc: NatsConnection, execution: Pick<Execution, "runs" | "history">, agentVersions: ContextWindows["agentVersions"]): Promise<ContextWindows> {
+  static async open(
+    nc: NatsConnection,
+    execution: Pick<Execution, "runs" | "history">,
+    agentVersions: ContextWindows["agentVersions"],
+  ): Promise<ContextWindows> {
     const open = await bucketStores(nc);
-    return new ContextWindows(execution, agentVersions, await open(CONTEXT_BUCKETS.runs, RunContextSchema), await open(CONTEXT_BUCKETS.ratios, CalibrationSchema));
+    return new ContextWindows(
+      execution,
+      agentVersions,
+      await open(CONTEXT_BUCKETS.runs, RunContextSchema),
+      await open(CONTEXT_BUCKETS.ratios, CalibrationSchema),
+    );
   }
 
   async view(runId: string): Promise<ContextWindow> {
@@ -70,7 +79,12 @@ export class ContextWindows {
     const run = await this.execution.runs.get(runId);
     if (usage.compacted_tool_calls !== undefined && usage.compacted_tool_calls > run.assignment_ids.length)
       throw ToolgateError.validation([
-        { path: "compacted_tool_calls", code: "too_big", message: `run '${runId}' has ${run.assignment_ids.length} tool calls`, allowed: `0..${run.assignment_ids.length}` },
+        {
+          path: "compacted_tool_calls",
+          code: "too_big",
+          message: `run '${runId}' has ${run.assignment_ids.length} tool calls`,
+          allowed: `0..${run.assignment_ids.length}`,
+        },
       ]);
     const compacted = Math.max(usage.compacted_tool_calls ?? 0, (await this.runContexts.get(runId))?.value.compacted_tool_calls ?? 0);
     const historyBytes = await this.historyBytes(run, compacted);
@@ -89,7 +103,8 @@ export class ContextWindows {
 
   private async window(run: RunRecord, usage: RunContext, historyBytes: number, calibration: Calibration): Promise<ContextWindow> {
     const agentVersion = await this.agentVersions.getAgentVersion(run.agent_version);
-    if (!agentVersion) throw new ToolgateError("agent_version_missing", `agent version '${run.agent_version}' of run '${run.run_id}' is missing from the store`);
+    if (!agentVersion)
+      throw new ToolgateError("agent_version_missing", `agent version '${run.agent_version}' of run '${run.run_id}' is missing from the store`);
     return contextWindow({
       run_id: run.run_id,
       agent_version: run.agent_version,

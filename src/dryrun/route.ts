@@ -34,9 +34,13 @@ export function dryRunRoutes(store: ConfigStore): RouteDef[] {
         if (argumentErrors.length > 0) throw ToolgateError.validation(argumentErrors, `arguments do not match the input_schema of '${tool.name}'`);
         const completed = body.mock_receipts.find((r) => r.kind === "completed");
         if (completed && completed.result === undefined)
-          throw ToolgateError.validation([{ path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" }]);
+          throw ToolgateError.validation([
+            { path: `mock_receipts[${body.mock_receipts.indexOf(completed)}].result`, code: "required", message: "a completed receipt carries a result" },
+          ]);
         const preserveFields = tool.preserve_fields ?? [];
-        const projected = completed ? previewWithReport(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed", preserveFields }) : undefined;
+        const projected = completed
+          ? previewWithReport(completed.result, { maxResultContextBytes: tool.max_result_context_bytes, kind: "completed", preserveFields })
+          : undefined;
         const steps = previewSteps(body.mock_receipts, tool.max_result_context_bytes, projected?.preview);
         return {
           agent_version: body.agent_version,
@@ -70,15 +74,29 @@ function previewSteps(receipts: readonly MockReceipt[], budget: number, complete
   let submitted = false;
   let settled = false;
   return receipts.map((r, i) => {
-    const step = (history_entry: Step["history_entry"], context_preview: ContextPreview | null = null): Step => ({ receipt_id: r.receipt_id, kind: r.kind, history_entry, context_preview });
+    const step = (history_entry: Step["history_entry"], context_preview: ContextPreview | null = null): Step => ({
+      receipt_id: r.receipt_id,
+      kind: r.kind,
+      history_entry,
+      context_preview,
+    });
     if (r.kind === "progress" || settled) return step("none");
     if (r.kind === "submission") {
       if (submitted) return step("none");
       const task = { task_ref: r.task_ref, status: r.status };
-      for (const [field, max] of [["task_ref", TASK_REF_MAX_BYTES], ["status", TASK_STATUS_MAX_BYTES]] as const) {
+      for (const [field, max] of [
+        ["task_ref", TASK_REF_MAX_BYTES],
+        ["status", TASK_STATUS_MAX_BYTES],
+      ] as const) {
         const value = task[field];
-        if (value === undefined || value === "") throw ToolgateError.validation([{ path: `mock_receipts[${i}].${field}`, code: "required", message: `a submission carries a non-empty ${field}` }]);
-        if (utf8Bytes(value) > max) throw new ToolgateError("submission_too_large", `mock_receipts[${i}].${field} is ${utf8Bytes(value)} bytes of UTF-8; at most ${max} are allowed: a submission enters history whole, so it is bounded instead of cut`, [{ path: `mock_receipts[${i}].${field}`, code: "too_big", message: `at most ${max} bytes of UTF-8` }]);
+        if (value === undefined || value === "")
+          throw ToolgateError.validation([{ path: `mock_receipts[${i}].${field}`, code: "required", message: `a submission carries a non-empty ${field}` }]);
+        if (utf8Bytes(value) > max)
+          throw new ToolgateError(
+            "submission_too_large",
+            `mock_receipts[${i}].${field} is ${utf8Bytes(value)} bytes of UTF-8; at most ${max} are allowed: a submission enters history whole, so it is bounded instead of cut`,
+            [{ path: `mock_receipts[${i}].${field}`, code: "too_big", message: `at most ${max} bytes of UTF-8` }],
+          );
       }
       submitted = true;
       return step("tool_result", buildContextPreview(task, { maxResultContextBytes: budget, kind: "submission" }));

@@ -33,11 +33,15 @@ export const DryRunResponseSchema = z
     tool_name: ToolNameSchema,
     toolset: z.string(),
     toolset_version: z.string(),
-    context_preview: contextPreviewSchema.nullable().describe("What the first completed mock receipt's result looks like in execution history; null without one"),
+    context_preview: contextPreviewSchema
+      .nullable()
+      .describe("What the first completed mock receipt's result looks like in execution history; null without one"),
     preserve_fields: z.array(z.string()).describe("The tool's preserve_fields: paths kept first in preserved_fields when the result is cut"),
     unpreserved_fields: z
       .array(z.strictObject({ path: z.string(), reason: z.enum(["absent", "not_a_scalar", "too_long", "no_room"]) }))
-      .describe("The requested paths the model would not see in preserved_fields of the cut result: absent, not_a_scalar, too_long (a string over 128 bytes) or no_room (past a quarter of the budget)"),
+      .describe(
+        "The requested paths the model would not see in preserved_fields of the cut result: absent, not_a_scalar, too_long (a string over 128 bytes) or no_room (past a quarter of the budget)",
+      ),
     steps: z
       .array(
         z.strictObject({
@@ -45,8 +49,12 @@ export const DryRunResponseSchema = z
           kind: MockReceiptSchema.shape.kind,
           history_entry: z
             .enum(["tool_result", "task_result", "none"])
-            .describe("Where the model reads this receipt: as the tool call's answer, as a task result entry of its own (a completed after a submission), or not at all (progress, what follows a settlement)"),
-          context_preview: contextPreviewSchema.nullable().describe("What the model reads: the submission whole, a completed result projected with the tool's budget; null for the others"),
+            .describe(
+              "Where the model reads this receipt: as the tool call's answer, as a task result entry of its own (a completed after a submission), or not at all (progress, what follows a settlement)",
+            ),
+          context_preview: contextPreviewSchema
+            .nullable()
+            .describe("What the model reads: the submission whole, a completed result projected with the tool's budget; null for the others"),
         }),
       )
       .describe("Each mock receipt in order, and what the model sees of it (docs/async-tasks.md)"),

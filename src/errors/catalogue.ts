@@ -8,9 +8,17 @@ export const HTTP_ERRORS = {
   validation_failed: { status: 400, meaning: "the request does not match its schema or rules; `details` names each field, the rule and what is allowed" },
   invalid_json: { status: 400, meaning: "the body is not valid JSON" },
   invalid_utf8: { status: 400, meaning: "the body is not valid UTF-8: send JSON encoded as UTF-8" },
-  submission_too_large: { status: 400, meaning: "a submission's `task_ref` or `status` is over its byte bound (a submission enters history whole, so it is bounded instead of cut); `details` names the field and the bound" },
+  submission_too_large: {
+    status: 400,
+    meaning:
+      "a submission's `task_ref` or `status` is over its byte bound (a submission enters history whole, so it is bounded instead of cut); `details` names the field and the bound",
+  },
   json_too_deep: { status: 400, meaning: "the body nests arrays/objects deeper than `TOOLGATE_JSON_MAX_DEPTH`" },
-  mcp_session_required: { status: 400, meaning: "a 2025-11-25 MCP request without the `Mcp-Session-Id` of an open MCP session, and not an initialize request: initialize first (2026-07-28 requests need no session)" },
+  mcp_session_required: {
+    status: 400,
+    meaning:
+      "a 2025-11-25 MCP request without the `Mcp-Session-Id` of an open MCP session, and not an initialize request: initialize first (2026-07-28 requests need no session)",
+  },
   unauthenticated: { status: 401, meaning: "no API key, or an unknown one: send `Authorization: Bearer <key>`" },
   permission_denied: { status: 403, meaning: "the identity lacks every permission the route accepts" },
   agent_out_of_scope: { status: 403, meaning: "the identity is not scoped to the agent the request targets" },
@@ -23,7 +31,10 @@ export const HTTP_ERRORS = {
   assignment_not_found: { status: 404, meaning: "no assignment (tool call) has this id" },
   tool_not_found: { status: 404, meaning: "the agent version's pinned toolset has no tool of this name" },
   executor_not_found: { status: 404, meaning: "no executor is registered with this id" },
-  mcp_session_not_found: { status: 404, meaning: "no MCP session with this `Mcp-Session-Id` is open on this session (ended, evicted, or another replica's): initialize a new one" },
+  mcp_session_not_found: {
+    status: 404,
+    meaning: "no MCP session with this `Mcp-Session-Id` is open on this session (ended, evicted, or another replica's): initialize a new one",
+  },
   already_published: { status: 409, meaning: "this version id is published with other content; versions are immutable, publish a new id" },
   executor_exists: { status: 409, meaning: "the executor id is registered with other keys, scope or bindings: change them with PUT, not POST" },
   run_terminated: { status: 409, meaning: "the run has ended; it takes no new tool calls or settlements" },
@@ -53,6 +64,8 @@ export type HttpErrorCode = keyof typeof HTTP_ERRORS;
 
 /** The error-code table of docs/http-api.md. */
 export function renderErrorTable(): string {
-  const rows = (Object.entries(HTTP_ERRORS) as [HttpErrorCode, { status: number; meaning: string }][]).map(([code, e]) => `| ${e.status} | \`${code}\` | ${e.meaning} |`);
+  const rows = (Object.entries(HTTP_ERRORS) as [HttpErrorCode, { status: number; meaning: string }][]).map(
+    ([code, e]) => `| ${e.status} | \`${code}\` | ${e.meaning} |`,
+  );
   return ["| status | code | meaning |", "| --- | --- | --- |", ...rows].join("\n");
 }

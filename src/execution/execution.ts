@@ -5,7 +5,17 @@ import type { Logger } from "../log/logger.js";
 import { NO_METRICS, type ExecutionMetrics } from "../metrics/metrics.js";
 import type { Definition } from "../streams/index.js";
 import type { RegistryReader } from "../executors/admission.js";
-import { ClaimRequest, ControlQuery, PresenceHeartbeat, ReceiptQuery, type ClaimReply, type ControlQueryResult, type PresenceReply, type ReceiptQueryReply, type RequestRefused } from "../wire/messages.js";
+import {
+  ClaimRequest,
+  ControlQuery,
+  PresenceHeartbeat,
+  ReceiptQuery,
+  type ClaimReply,
+  type ControlQueryResult,
+  type PresenceReply,
+  type ReceiptQueryReply,
+  type RequestRefused,
+} from "../wire/messages.js";
 import { subjects } from "../wire/subjects.js";
 import { executionStores } from "../kv/buckets.js";
 import { CandidateQueue } from "./dispatch/candidate-queue.js";
@@ -146,7 +156,9 @@ export async function startExecution(deps: {
   const store = await executionStores(nc);
 
   const events = new RunEventLog(nc, js, log);
-  const runStore = (await store("runs", RunRecord)).withRevisionCache(RUNS_REMEMBERED).observeWrites((previous, next) => runEvents(previous, next).forEach((e) => events.publish(e)));
+  const runStore = (await store("runs", RunRecord))
+    .withRevisionCache(RUNS_REMEMBERED)
+    .observeWrites((previous, next) => runEvents(previous, next).forEach((e) => events.publish(e)));
   const assignmentStore = (await store("assignments", AssignmentRecord))
     .withRevisionCache(ASSIGNMENTS_REMEMBERED)
     .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))
@@ -161,10 +173,23 @@ export async function startExecution(deps: {
   const presence = new PresenceService(await store("presence", PresenceRecord), deps.registry, config, candidates, detacher, presenceTtlMs(deps.definitions));
   const quota = new ClaimQuota((await store("claims", ClaimHoldings)).withRevisionCache(EXECUTORS_REMEMBERED), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
-  const claims = new ClaimService(runLookup, assignmentStore, deps.registry, presence, watchlist, dispatcher, quota, receiptLog, options.leaseMs, presence.ttlMs);
+  const claims = new ClaimService(
+    runLookup,
+    assignmentStore,
+    deps.registry,
+    presence,
+    watchlist,
+    dispatcher,
+    quota,
+    receiptLog,
+    options.leaseMs,
+    presence.ttlMs,
+  );
   const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignmentStore);
   const progress = new ProgressStore(await store("progress", ProgressEntry));
-  const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) => metrics.projectionStored(next.context_preview.truncated));
+  const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) =>
+    metrics.projectionStored(next.context_preview.truncated),
+  );
   const projections = new ProjectionStore(projectionStore, receiptLog);
   const tasks = new BackgroundTasks(runStore, assignmentStore, watchlist, log);
   const processor = new ReceiptProcessor({ runs: runLookup, assignments: assignmentStore, index, progress, events, projections, watchlist, tasks, log });
@@ -172,7 +197,8 @@ export async function startExecution(deps: {
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
   const refuse = (refusal: Refusal): RequestRefused => ({ status: "refused", ...refusal });
-  const refusal = (reply: { status: string; code?: RequestRefused["code"]; reason?: string }) => (reply.status === "refused" && reply.code ? { code: reply.code, reason: reply.reason ?? "" } : undefined);
+  const refusal = (reply: { status: string; code?: RequestRefused["code"]; reason?: string }) =>
+    reply.status === "refused" && reply.code ? { code: reply.code, reason: reply.reason ?? "" } : undefined;
   const serve = { log, metrics };
   const subscriptions: Subscription[] = [
     serveRequests(nc, {
@@ -202,7 +228,8 @@ export async function startExecution(deps: {
       handle: (_origin, query): Promise<ReceiptQueryReply> => index.answerQuery(query),
       refuse,
       // A conflict found by the query is as much a refusal as one found by the receipt consumer.
-      refusalOf: (reply) => (reply.status === "rejected" && reply.code === "receipt_conflict" ? { code: reply.code, reason: reply.reason ?? "" } : refusal(reply)),
+      refusalOf: (reply) =>
+        reply.status === "rejected" && reply.code === "receipt_conflict" ? { code: reply.code, reason: reply.reason ?? "" } : refusal(reply),
     }),
     serveRequests(nc, {
       ...serve,

@@ -33,10 +33,16 @@ export function admissionRefusal(executor: Executor | null, origin: RequestOrigi
     return { code: "out_of_scope", reason: `executor '${executor.executor_id}' is registered in scope '${executor.scope}', not '${origin.scope}'` };
   // A registered nkey is the executor's identity: a request from any other connection is not its own.
   if (executor.nkeys.length > 0 && (origin.nkey === undefined || !executor.nkeys.includes(origin.nkey)))
-    return { code: "identity_mismatch", reason: `the request did not come from a NATS connection of one of executor '${executor.executor_id}''s registered nkeys` };
+    return {
+      code: "identity_mismatch",
+      reason: `the request did not come from a NATS connection of one of executor '${executor.executor_id}''s registered nkeys`,
+    };
   const granted = executor.bindings ?? [];
   const missing = bindingIds.filter((id) => !granted.includes(id));
   if (missing.length > 0)
-    return { code: "binding_not_granted", reason: `the registry does not grant executor '${executor.executor_id}' binding(s) ${missing.map((id) => `'${id}'`).join(", ")}` };
+    return {
+      code: "binding_not_granted",
+      reason: `the registry does not grant executor '${executor.executor_id}' binding(s) ${missing.map((id) => `'${id}'`).join(", ")}`,
+    };
   return null;
 }

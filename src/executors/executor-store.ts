@@ -131,9 +131,18 @@ export class ExecutorStore {
     const details: ErrorDetail[] = [];
     for (const [i, id] of bindingIds.entries()) {
       const binding = await this.bindings.getBinding(id);
-      if (!binding) details.push({ path: `bindings[${i}]`, code: "unknown_binding", message: `binding '${id}' is not registered: register it with POST /v1/bindings first` });
+      if (!binding)
+        details.push({
+          path: `bindings[${i}]`,
+          code: "unknown_binding",
+          message: `binding '${id}' is not registered: register it with POST /v1/bindings first`,
+        });
       else if (binding.executor_scope !== scope)
-        details.push({ path: `bindings[${i}]`, code: "binding_out_of_scope", message: `binding '${id}' belongs to scope '${binding.executor_scope}', not '${scope}'` });
+        details.push({
+          path: `bindings[${i}]`,
+          code: "binding_out_of_scope",
+          message: `binding '${id}' belongs to scope '${binding.executor_scope}', not '${scope}'`,
+        });
     }
     if (details.length > 0) throw ToolgateError.validation(details);
   }
@@ -144,7 +153,12 @@ export class ExecutorStore {
     for (const other of await this.list()) {
       if (other.executor_id === executorId) continue;
       keys.forEach((key, i) => {
-        if (other.nkeys.includes(key)) details.push({ path: `nkeys[${i}]`, code: "nkey_in_use", message: `this nkey already belongs to executor '${other.executor_id}': generate a key per executor` });
+        if (other.nkeys.includes(key))
+          details.push({
+            path: `nkeys[${i}]`,
+            code: "nkey_in_use",
+            message: `this nkey already belongs to executor '${other.executor_id}': generate a key per executor`,
+          });
       });
     }
     if (details.length > 0) throw ToolgateError.validation(details);

@@ -23,7 +23,8 @@ export function executorRoutes(store: ExecutorStore, detach: ExecutorDetach): Ro
       id: "registerExecutor",
       method: "POST",
       path: "/v1/executors",
-      summary: "Register an executor: its scope, the public nkey(s) it connects to NATS with, the bindings it may claim; the same registration again answers the stored one",
+      summary:
+        "Register an executor: its scope, the public nkey(s) it connects to NATS with, the bindings it may claim; the same registration again answers the stored one",
       tags: ["executors"],
       permissions: ["configuration:write"],
       errors: ["executor_exists"],
@@ -89,12 +90,18 @@ export function executorRoutes(store: ExecutorStore, detach: ExecutorDetach): Ro
       id: "removeExecutor",
       method: "DELETE",
       path: "/v1/executors/{executor_id}",
-      summary: "Remove an executor: its claims and heartbeats are refused at once and its work in flight is detached; NATS refuses it once the server config is regenerated and reloaded",
+      summary:
+        "Remove an executor: its claims and heartbeats are refused at once and its work in flight is detached; NATS refuses it once the server config is regenerated and reloaded",
       tags: ["executors"],
       permissions: ["configuration:write"],
       errors: ["executor_not_found"],
       params,
-      response: z.object({ removed: z.literal(true), released: z.array(z.string()), reconciliation_required: z.array(z.string()), retried: z.array(z.string()) }),
+      response: z.object({
+        removed: z.literal(true),
+        released: z.array(z.string()),
+        reconciliation_required: z.array(z.string()),
+        retried: z.array(z.string()),
+      }),
       handler: async ({ params }) => {
         // Removed first: from now on every replica refuses its claims, so nothing new reaches it while its holdings move.
         // Should this process die before the detach, its running work is detached once its presence lapses (its heartbeats are refused).

@@ -125,7 +125,10 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     const readiness = async (): Promise<Readiness> => {
       const checks: Record<string, string> = { nats: nc.isClosed() ? "closed" : "connected" };
       for (const name of declaredStreams) {
-        checks[`stream ${name}`] = await jsm.streams.info(name).then(() => "present", (err: Error) => `missing: ${err.message}`);
+        checks[`stream ${name}`] = await jsm.streams.info(name).then(
+          () => "present",
+          (err: Error) => `missing: ${err.message}`,
+        );
       }
       return { ready: Object.values(checks).every((c) => c === "connected" || c === "present"), checks };
     };
@@ -146,13 +149,20 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     metrics.instrumentHttp(app);
     const limits = new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST, options.rateLimitClock);
     registerRoutes(app, routes, identities, limits);
-    registerMcpEndpoint(app, { store, execution, lastEventSeq: lastRunEventSeq(jsm), log: logger, version: MCP_SERVER_VERSION }, config.TOOLGATE_MCP_MAX_SESSIONS, identities, limits);
+    registerMcpEndpoint(
+      app,
+      { store, execution, lastEventSeq: lastRunEventSeq(jsm), log: logger, version: MCP_SERVER_VERSION },
+      config.TOOLGATE_MCP_MAX_SESSIONS,
+      identities,
+      limits,
+    );
     registerConsole(app);
     // Prometheus text, not a JSON API route: registered beside the declared routes, absent from OpenAPI.
-    if (config.TOOLGATE_METRICS_PORT === undefined) app.get("/metrics", async (_req, reply) => {
-      const { contentType, body } = await metrics.exposition();
-      return reply.type(contentType).send(body);
-    });
+    if (config.TOOLGATE_METRICS_PORT === undefined)
+      app.get("/metrics", async (_req, reply) => {
+        const { contentType, body } = await metrics.exposition();
+        return reply.type(contentType).send(body);
+      });
     logger.info({ identities: identities.size, routes: routes.length, declared: definitions.map(definitionLabel) }, "gateway ready to listen");
 
     let closed = false;
@@ -169,7 +179,8 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         return metricsServer && `http://${config.TOOLGATE_HTTP_HOST}:${metricsServer.port}`;
       },
       async listen() {
-        if (config.TOOLGATE_METRICS_PORT !== undefined) metricsServer = await startMetricsServer(metrics, config.TOOLGATE_HTTP_HOST, config.TOOLGATE_METRICS_PORT);
+        if (config.TOOLGATE_METRICS_PORT !== undefined)
+          metricsServer = await startMetricsServer(metrics, config.TOOLGATE_HTTP_HOST, config.TOOLGATE_METRICS_PORT);
         await app.listen({ host: config.TOOLGATE_HTTP_HOST, port: config.TOOLGATE_HTTP_PORT });
         const address = app.server.address();
         const port = typeof address === "object" && address ? address.port : config.TOOLGATE_HTTP_PORT;

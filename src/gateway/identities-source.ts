@@ -37,7 +37,10 @@ export function resolveIdentities(config: GatewayConfig, logger: Logger): Identi
     mkdirSync(config.TOOLGATE_DATA_DIR, { recursive: true });
     writeFileSync(keyFile, randomBytes(32).toString("base64url") + "\n", { mode: 0o600, flag: "wx" });
     chmodSync(keyFile, 0o600);
-    logger.warn({ keyFile }, "no identities configured: generated a local admin key (all agents, all permissions); use it as 'Authorization: Bearer <contents of the file>'");
+    logger.warn(
+      { keyFile },
+      "no identities configured: generated a local admin key (all agents, all permissions); use it as 'Authorization: Bearer <contents of the file>'",
+    );
   } else {
     logger.info({ keyFile }, "no identities configured: using the local admin key file");
   }

@@ -36,9 +36,12 @@ export async function sendEventStream(reply: FastifyReply, stream: EventStream, 
     if (!res.write(text)) await new Promise<void>((resolve) => res.once("drain", resolve).once("close", resolve));
   };
   let last = Date.now();
-  const beat = setInterval(() => {
-    if (Date.now() - last >= stream.heartbeatMs) void write(": heartbeat\n\n");
-  }, Math.max(10, Math.floor(stream.heartbeatMs / 2)));
+  const beat = setInterval(
+    () => {
+      if (Date.now() - last >= stream.heartbeatMs) void write(": heartbeat\n\n");
+    },
+    Math.max(10, Math.floor(stream.heartbeatMs / 2)),
+  );
   try {
     await write(`retry: ${RETRY_MS}\n\n`);
     for await (const event of stream.events) {

@@ -21,7 +21,10 @@ function errorResponses(route: RouteDef): Record<string, unknown> {
   for (const code of routeErrorCodes(route)) byStatus.set(httpStatus(code), [...(byStatus.get(httpStatus(code)) ?? []), code]);
   const errorRef = { $ref: "#/components/schemas/Error" };
   return Object.fromEntries(
-    [...byStatus].map(([status, codes]) => [String(status), { description: `code: ${codes.join(" | ")}`, "x-error-codes": codes, content: { "application/json": { schema: errorRef } } }]),
+    [...byStatus].map(([status, codes]) => [
+      String(status),
+      { description: `code: ${codes.join(" | ")}`, "x-error-codes": codes, content: { "application/json": { schema: errorRef } } },
+    ]),
   );
 }
 
@@ -63,6 +66,9 @@ export function buildOpenApi(routes: readonly RouteDef[], info: { title: string;
     info,
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
     paths,
-    components: { schemas: { Error: jsonSchema(ErrorBodySchema, "output") }, securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", description: "API key of a configured identity" } } },
+    components: {
+      schemas: { Error: jsonSchema(ErrorBodySchema, "output") },
+      securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", description: "API key of a configured identity" } },
+    },
   };
 }

@@ -32,11 +32,23 @@ export function authorize(route: Pick<RouteDef, "method" | "path" | "permissions
   const admit = (request: FastifyRequest): void => {
     if (route.permissions === "public") return;
     const identity = identities.authenticate(request.headers.authorization);
-    if (!identity) throw new ApiError("unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'", undefined, { "www-authenticate": 'Bearer realm="toolgate"' });
+    if (!identity)
+      throw new ApiError("unauthenticated", "send a valid API key as 'Authorization: Bearer <key>'", undefined, {
+        "www-authenticate": 'Bearer realm="toolgate"',
+      });
     if (!route.permissions.some((p) => identity.permissions.has(p)))
-      throw new ApiError("permission_denied", `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`, [
-        { path: "authorization", code: "permission_denied", message: `identity '${identity.name}' holds none of the needed permissions`, allowed: route.permissions.join("|") },
-      ]);
+      throw new ApiError(
+        "permission_denied",
+        `identity '${identity.name}' lacks the permission for ${route.method} ${route.path}: needs one of ${route.permissions.join(", ")}`,
+        [
+          {
+            path: "authorization",
+            code: "permission_denied",
+            message: `identity '${identity.name}' holds none of the needed permissions`,
+            allowed: route.permissions.join("|"),
+          },
+        ],
+      );
     const taken = limits?.take(identity.name);
     if (taken && !taken.ok)
       throw new ApiError("rate_limited", `identity '${identity.name}' exceeded its request rate; retry after ${taken.retryAfterSeconds} s`, undefined, {
@@ -70,7 +82,8 @@ function handle(route: RouteDef, streams: Set<AbortController>) {
     const goneSignal = (): AbortSignal => {
       if (gone) return gone.signal;
       const made = (gone = new AbortController());
-      if (reply.raw.destroyed) made.abort(); // the client left before anyone asked
+      if (reply.raw.destroyed)
+        made.abort(); // the client left before anyone asked
       else if (route.stream === "sse") streams.add(made);
       reply.raw.once("close", () => {
         made.abort();
@@ -96,7 +109,8 @@ function handle(route: RouteDef, streams: Set<AbortController>) {
         throw new ApiError("agent_out_of_scope", `identity '${req.identity.name}' is not scoped to agent '${agent}'`);
     }
     const result = await route.handler(req as never);
-    if ((route.stream === "sse") !== result instanceof EventStream) throw new Error(`route ${route.id}: the handler's result does not match its declared response type`);
+    if ((route.stream === "sse") !== result instanceof EventStream)
+      throw new Error(`route ${route.id}: the handler's result does not match its declared response type`);
     if (result instanceof EventStream) return sendEventStream(reply, result, route.response);
     reply.code(route.status ?? 200);
     return route.response.parse(result);
@@ -110,6 +124,12 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDef[]
   const streams = new Set<AbortController>();
   app.addHook("preClose", async () => streams.forEach((stream) => stream.abort()));
   for (const route of routes) {
-    app.route({ method: route.method, url: fastifyPath(route.path), config: { exactNumbers: route.exactNumbers === true }, onRequest: authorize(route, identities, limits), handler: handle(route, streams) });
+    app.route({
+      method: route.method,
+      url: fastifyPath(route.path),
+      config: { exactNumbers: route.exactNumbers === true },
+      onRequest: authorize(route, identities, limits),
+      handler: handle(route, streams),
+    });
   }
 }

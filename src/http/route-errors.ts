@@ -10,7 +10,9 @@ const BODY_CODES: readonly HttpErrorCode[] = ["invalid_json", "invalid_utf8", "j
  * method that carries one; `internal` always), and the codes the route declares its handler raises.
  * In catalogue order, without repeats.
  */
-export function routeErrorCodes(route: Pick<RouteDef, "method" | "permissions" | "agentScope" | "params" | "query" | "body" | "check" | "errors">): HttpErrorCode[] {
+export function routeErrorCodes(
+  route: Pick<RouteDef, "method" | "permissions" | "agentScope" | "params" | "query" | "body" | "check" | "errors">,
+): HttpErrorCode[] {
   const codes = new Set<HttpErrorCode>(route.errors);
   if (route.permissions !== "public") ["unauthenticated", "permission_denied", "rate_limited"].forEach((c) => codes.add(c as HttpErrorCode));
   if (route.agentScope) codes.add("agent_out_of_scope");

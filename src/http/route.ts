@@ -25,7 +25,12 @@ export interface RouteRequest<P, Q, B> {
  * One HTTP endpoint, declared once: the same declaration registers the fastify route, validates the
  * request, enforces identity/permission/agent scope, and becomes an OpenAPI operation.
  */
-export interface RouteDef<P extends Obj | undefined = Obj | undefined, Q extends Obj | undefined = Obj | undefined, B extends z.ZodType | undefined = z.ZodType | undefined, R extends z.ZodType = z.ZodType> {
+export interface RouteDef<
+  P extends Obj | undefined = Obj | undefined,
+  Q extends Obj | undefined = Obj | undefined,
+  B extends z.ZodType | undefined = z.ZodType | undefined,
+  R extends z.ZodType = z.ZodType,
+> {
   /** OpenAPI operationId; also names the route in tests. */
   id: string;
   method: "GET" | "POST" | "PUT" | "DELETE";
@@ -64,9 +69,12 @@ export interface RouteDef<P extends Obj | undefined = Obj | undefined, Q extends
 }
 
 /** Identity function that makes TypeScript infer a route's schema types for its handler. */
-export function defineRoute<P extends Obj | undefined = undefined, Q extends Obj | undefined = undefined, B extends z.ZodType | undefined = undefined, R extends z.ZodType = z.ZodType>(
-  def: RouteDef<P, Q, B, R>,
-): RouteDef {
+export function defineRoute<
+  P extends Obj | undefined = undefined,
+  Q extends Obj | undefined = undefined,
+  B extends z.ZodType | undefined = undefined,
+  R extends z.ZodType = z.ZodType,
+>(def: RouteDef<P, Q, B, R>): RouteDef {
   return def as unknown as RouteDef;
 }
 

@@ -18,9 +18,11 @@ function fromFastify(err: FastifyError, bodyLimit: number): ApiError | undefined
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return new ApiError("invalid_json", `the body is not valid JSON: ${err.message}`);
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new ApiError("payload_too_large", `the request body is larger than ${byteSize(bodyLimit)} (TOOLGATE_HTTP_BODY_LIMIT); page big data or send a reference`, [
-        { path: "body", code: "too_big", message: `at most ${bodyLimit} bytes`, allowed: `0..${bodyLimit} bytes` },
-      ]);
+      return new ApiError(
+        "payload_too_large",
+        `the request body is larger than ${byteSize(bodyLimit)} (TOOLGATE_HTTP_BODY_LIMIT); page big data or send a reference`,
+        [{ path: "body", code: "too_big", message: `at most ${bodyLimit} bytes`, allowed: `0..${bodyLimit} bytes` }],
+      );
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new ApiError("unsupported_media_type", "send the body as Content-Type: application/json");
   }
@@ -57,8 +59,7 @@ function guardJsonBodies(app: FastifyInstance, maxDepth: number): void {
     } catch {
       return done(new ApiError("invalid_utf8", "the body is not valid UTF-8: send JSON encoded as UTF-8"), undefined);
     }
-    if (jsonTextTooDeep(text, maxDepth))
-      return done(new ApiError("json_too_deep", `the body nests arrays/objects deeper than ${maxDepth} levels`), undefined);
+    if (jsonTextTooDeep(text, maxDepth)) return done(new ApiError("json_too_deep", `the body nests arrays/objects deeper than ${maxDepth} levels`), undefined);
     if (!(request.routeOptions.config as { exactNumbers?: boolean }).exactNumbers) return parse(request, text, done);
     try {
       done(null, parseExactJson(text));
@@ -120,7 +121,9 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     return reply.code(httpStatus("internal")).send(errorBody(new ToolgateError("internal", "internal error; see the gateway log")));
   });
   app.setNotFoundHandler((request, reply) =>
-    reply.code(httpStatus("route_not_found")).send(errorBody(new ToolgateError("route_not_found", `no route ${request.method} ${request.url.split("?")[0]}; see /v1/openapi.json`))),
+    reply
+      .code(httpStatus("route_not_found"))
+      .send(errorBody(new ToolgateError("route_not_found", `no route ${request.method} ${request.url.split("?")[0]}; see /v1/openapi.json`))),
   );
   return app;
 }

@@ -162,7 +162,10 @@ export class VersionedStore<T> {
     const count = Object.keys(info.state.subjects ?? {}).length;
     const listing: Listing<T> = { live: [], removed: [] };
     if (count === 0) return listing;
-    const consumer = await this.access.js.consumers.get(kvStreamName(this.access.bucket), { filter_subjects: prefix + filter, deliver_policy: DeliverPolicy.LastPerSubject });
+    const consumer = await this.access.js.consumers.get(kvStreamName(this.access.bucket), {
+      filter_subjects: prefix + filter,
+      deliver_policy: DeliverPolicy.LastPerSubject,
+    });
     const batch = await consumer.fetch({ max_messages: count, expires: LIST_WAIT_MS });
     for await (const m of batch) {
       const op = m.headers?.get("KV-Operation");
@@ -213,7 +216,11 @@ export class VersionedStore<T> {
    * caller read or wrote itself, saves the first read: if it is stale the compare-and-set fails
    * and the loop reads the current value, so it can never decide on an outdated one.
    */
-  async mutate<R>(key: string, decide: (current: T) => Decision<T, R>, known?: Versioned<T>): Promise<{ result: R; value: T; written: boolean; revision: number } | null> {
+  async mutate<R>(
+    key: string,
+    decide: (current: T) => Decision<T, R>,
+    known?: Versioned<T>,
+  ): Promise<{ result: R; value: T; written: boolean; revision: number } | null> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       const current = attempt === 0 && known ? known : await this.get(key);
       if (!current) return null;

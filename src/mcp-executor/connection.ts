@@ -152,7 +152,8 @@ export class McpConnection {
   /** Resolves with the client once the server is there; `McpCallNotSent` when `signal` fires first. */
   async whenReady(signal: AbortSignal): Promise<Client> {
     while (!this.client) {
-      if (signal.aborted || this.closing.signal.aborted) throw new McpCallNotSent("stopped while waiting for the MCP server to come back; the call was never sent");
+      if (signal.aborted || this.closing.signal.aborted)
+        throw new McpCallNotSent("stopped while waiting for the MCP server to come back; the call was never sent");
       await once(this.events, "ready", { signal: AbortSignal.any([signal, this.closing.signal]) }).catch(() => undefined);
     }
     return this.client;
@@ -209,7 +210,11 @@ export class McpConnection {
       try {
         const before = toolNames(this.toolList);
         await this.connect();
-        if (toolNames(this.toolList) !== before) this.options.logger.warn({ before, after: toolNames(this.toolList) }, "the MCP server's tools changed across its restart; the executor still serves the tools it started with");
+        if (toolNames(this.toolList) !== before)
+          this.options.logger.warn(
+            { before, after: toolNames(this.toolList) },
+            "the MCP server's tools changed across its restart; the executor still serves the tools it started with",
+          );
         this.options.onReadyChange?.(true);
         return;
       } catch (err) {

@@ -72,12 +72,19 @@ export class McpExecutor {
  * The handler of one MCP tool: `tools/call` with the grant's arguments, MCP progress as progress
  * receipts, the runner's cancel signal as the SDK's (which sends `notifications/cancelled`).
  */
-async function callTool(connection: McpConnection, tool: MappedTool, ctx: ToolContext, options: { timeoutMs: number; readRetries: number; logger: Logger }): Promise<unknown> {
+async function callTool(
+  connection: McpConnection,
+  tool: MappedTool,
+  ctx: ToolContext,
+  options: { timeoutMs: number; readRetries: number; logger: Logger },
+): Promise<unknown> {
   const args = (ctx.arguments ?? {}) as Record<string, unknown>;
   const onprogress = (p: Progress) => {
-    ctx.progress({ progress: p.progress, ...(p.total === undefined ? {} : { total: p.total }), ...(p.message === undefined ? {} : { message: p.message }) }).catch((err: unknown) => {
-      options.logger.warn({ assignment_id: ctx.grant.assignment_id, err: errorText(err) }, "MCP progress not reported");
-    });
+    ctx
+      .progress({ progress: p.progress, ...(p.total === undefined ? {} : { total: p.total }), ...(p.message === undefined ? {} : { message: p.message }) })
+      .catch((err: unknown) => {
+        options.logger.warn({ assignment_id: ctx.grant.assignment_id, err: errorText(err) }, "MCP progress not reported");
+      });
   };
   for (let attempt = 0; ; attempt++) {
     const onSent = () => options.logger.debug({ assignment_id: ctx.grant.assignment_id, tool: tool.mcpName, kind: tool.kind, attempt }, "tools/call sent");

@@ -32,7 +32,9 @@ export function errorOutcome(err: unknown, kind: ToolKind, signal: AbortSignal):
   if (signal.aborted) {
     const reason = reasonOf(signal) ?? "cancelled";
     if (kind === "read") return new BusinessCancelled(reason);
-    return new Error(`cancelled mid-call (${reason}); the MCP server was sent notifications/cancelled and answers nothing, so whether the write happened is unknown`);
+    return new Error(
+      `cancelled mid-call (${reason}); the MCP server was sent notifications/cancelled and answers nothing, so whether the write happened is unknown`,
+    );
   }
   if (kind === "read") return new BusinessFailure("mcp_error", clip(errorText(err)));
   return err instanceof Error ? err : new Error(String(err));

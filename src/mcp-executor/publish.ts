@@ -16,7 +16,11 @@ export async function publishToolset(gateway: GatewayTarget, imported: ImportedT
       if (!(err instanceof GatewayError) || err.status !== 409) throw err;
       const existing = BindingSchema.parse(await requestGateway(gateway, "GET", `/v1/bindings/${encodeURIComponent(binding.binding_id)}`));
       if (existing.executor_scope !== binding.executor_scope || existing.tool_kind !== binding.tool_kind)
-        throw new GatewayError(409, "binding_conflict", `binding '${binding.binding_id}' is registered for scope '${existing.executor_scope}' as ${existing.tool_kind}, not for '${binding.executor_scope}' as ${binding.tool_kind}: pick other names with --binding / --read-binding`);
+        throw new GatewayError(
+          409,
+          "binding_conflict",
+          `binding '${binding.binding_id}' is registered for scope '${existing.executor_scope}' as ${existing.tool_kind}, not for '${binding.executor_scope}' as ${binding.tool_kind}: pick other names with --binding / --read-binding`,
+        );
     }
   }
   const published = await requestGateway(gateway, "POST", `/v1/toolsets/${encodeURIComponent(imported.toolset)}/versions`, imported.version);

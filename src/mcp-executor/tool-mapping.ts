@@ -15,7 +15,10 @@ export const ToolMappingOptions = z.strictObject({
   read: z.array(z.string()).default([]),
   write: z.array(z.string()).default([]),
   /** Toolgate name = `<prefix>.<MCP name>`, to keep several servers apart in one toolset. */
-  prefix: z.string().regex(/^[A-Za-z0-9_-]+$/, "a prefix is one name segment: A-Z a-z 0-9 _ -").optional(),
+  prefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, "a prefix is one name segment: A-Z a-z 0-9 _ -")
+    .optional(),
 });
 export type ToolMappingOptions = z.input<typeof ToolMappingOptions>;
 
@@ -69,7 +72,8 @@ export function mapTools(tools: readonly Tool[], input: ToolMappingOptions): { t
     }
     const name = options.prefix ? `${options.prefix}.${tool.name}` : tool.name;
     const valid = ToolNameSchema.safeParse(name);
-    if (!valid.success) throw new ToolMappingError(`MCP tool '${tool.name}' cannot be a toolgate tool name ('${name}': ${valid.error.issues.map((i) => i.message).join("; ")})`);
+    if (!valid.success)
+      throw new ToolMappingError(`MCP tool '${tool.name}' cannot be a toolgate tool name ('${name}': ${valid.error.issues.map((i) => i.message).join("; ")})`);
     const flagged: ToolKind | undefined = options.read.includes(tool.name) ? "read" : options.write.includes(tool.name) ? "write" : undefined;
     const kind = flagged ?? kindFromAnnotations(tool);
     const kindFrom = flagged ? "flag" : tool.annotations?.readOnlyHint === undefined ? "default" : "readOnlyHint";

@@ -17,9 +17,13 @@ export interface ImportedToolset {
  * The output schema describes what the executor reports as `completed`: the MCP tool result itself
  * (content blocks, and `structuredContent` as the tool's own output schema says when it has one).
  */
-export function importedToolset(tools: readonly MappedTool[], options: { toolset: string; version: string; scope: string; maxResultContextBytes?: number }): ImportedToolset {
+export function importedToolset(
+  tools: readonly MappedTool[],
+  options: { toolset: string; version: string; scope: string; maxResultContextBytes?: number },
+): ImportedToolset {
   const bindings = new Map<string, BindingInput>();
-  for (const t of tools) bindings.set(t.bindingId, { binding_id: t.bindingId, executor_scope: options.scope, tool_kind: t.kind, description: `tools of an MCP server (${t.kind})` });
+  for (const t of tools)
+    bindings.set(t.bindingId, { binding_id: t.bindingId, executor_scope: options.scope, tool_kind: t.kind, description: `tools of an MCP server (${t.kind})` });
   const version = PublishToolsetVersionSchema.parse({
     version: options.version,
     tools: tools.map((t) => ({

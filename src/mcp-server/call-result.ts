@@ -23,7 +23,10 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 export function callResult(view: AssignmentView): CallToolResult {
   if (view.state === "submitted" && view.task && view.context_preview) {
     const task = { task_ref: view.task.task_ref, status: view.task.status, state: "submitted" };
-    return { content: [{ type: "text", text: canonicalJson(view.context_preview.result) }], _meta: { "io.toolgate/assignment_id": view.assignment_id, "io.toolgate/task": task } };
+    return {
+      content: [{ type: "text", text: canonicalJson(view.context_preview.result) }],
+      _meta: { "io.toolgate/assignment_id": view.assignment_id, "io.toolgate/task": task },
+    };
   }
   const preview = view.state === "completed" ? view.context_preview : null;
   if (!preview) {

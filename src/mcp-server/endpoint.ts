@@ -39,7 +39,13 @@ interface Connection {
  * toolgate session of its URL and the identity that opened it. The run tools are called on is
  * neither's (see `sessionMcpRunId`).
  */
-export function registerMcpEndpoint(app: FastifyInstance, deps: SessionToolsDeps, maxSessions: number, identities: IdentityRegistry, limits?: TokenBuckets): void {
+export function registerMcpEndpoint(
+  app: FastifyInstance,
+  deps: SessionToolsDeps,
+  maxSessions: number,
+  identities: IdentityRegistry,
+  limits?: TokenBuckets,
+): void {
   // In order of last use: the first is the one closed when a new session would pass `maxSessions`.
   const connections = new Map<string, Connection>();
   // The toolgate session a 2026-07-28 request is bound to reaches its server as the request's auth info.
@@ -56,7 +62,8 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionToolsDeps
     const session = await deps.store.getSession(sessionId.data);
     if (!session) throw new ToolgateError("session_not_found", `session '${sessionId.data}' does not exist: create one with POST /v1/sessions`);
     const identity = request.identity!;
-    if (!identity.inScope(session.agent)) throw new ToolgateError("agent_out_of_scope", `identity '${identity.name}' is not scoped to agent '${session.agent}'`);
+    if (!identity.inScope(session.agent))
+      throw new ToolgateError("agent_out_of_scope", `identity '${identity.name}' is not scoped to agent '${session.agent}'`);
 
     if (request.method === "POST" && !(await isLegacyRequest(await toWebRequest(request.raw, request.body), request.body))) {
       const auth: AuthInfo = { token: "", clientId: identity.name, scopes: [], extra: { sessionId: session.session_id } };
@@ -107,7 +114,12 @@ export function registerMcpEndpoint(app: FastifyInstance, deps: SessionToolsDeps
   }
 
   for (const method of ["POST", "GET", "DELETE"] as const)
-    app.route({ method, url: fastifyPath(MCP_PATH), onRequest: authorize({ method, path: MCP_PATH, permissions: ["runtime:write"] }, identities, limits), handler });
+    app.route({
+      method,
+      url: fastifyPath(MCP_PATH),
+      onRequest: authorize({ method, path: MCP_PATH, permissions: ["runtime:write"] }, identities, limits),
+      handler,
+    });
   // Open MCP streams would hold the server's close: end them first (their calls go on, as after any disconnect).
   app.addHook("preClose", async () => {
     await Promise.all([...connections.values()].map((c) => c.transport.close()));

@@ -46,7 +46,9 @@ export function sessionServer(deps: SessionToolsDeps, sessionId: string, closed:
   /** A task's progress after its `tools/call` was answered: on the session's standalone stream, with the call's token. */
   async function forwardTaskProgress(call: { run_id: string; assignment_id: string }, progressToken: string | number): Promise<void> {
     const send = progressForwarder(progressToken, (notification) => server.notification(notification));
-    await settledView(answerSources(deps), call, closed, send).catch((err: unknown) => deps.log.info({ assignment_id: call.assignment_id, err }, "MCP task progress: stopped following"));
+    await settledView(answerSources(deps), call, closed, send).catch((err: unknown) =>
+      deps.log.info({ assignment_id: call.assignment_id, err }, "MCP task progress: stopped following"),
+    );
   }
   return server;
 }

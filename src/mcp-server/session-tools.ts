@@ -74,13 +74,22 @@ export interface ToolCallParams {
  * with its assignment, stored before this returns. What the model can correct is a tool error
  * (`answer`); an unknown tool is a protocol error, as MCP asks.
  */
-export async function createToolCall(execution: Execution, sessionId: string, runId: string, params: ToolCallParams): Promise<{ call: ToolCallRef } | { answer: CallToolResult }> {
+export async function createToolCall(
+  execution: Execution,
+  sessionId: string,
+  runId: string,
+  params: ToolCallParams,
+): Promise<{ call: ToolCallRef } | { answer: CallToolResult }> {
   const key = params._meta?.[TOOL_CALL_ID_META];
   if (key !== undefined && !Id.safeParse(key).success)
     return { answer: toolError("invalid_tool_call_id", `_meta["${TOOL_CALL_ID_META}"] must be 1-128 characters of A-Z a-z 0-9 _ -`) };
   try {
     const run = await execution.runs.open(sessionId, runId);
-    const created = await execution.toolCalls.create(run.run_id, { tool_name: params.name, arguments: params.arguments ?? {}, ...(typeof key === "string" ? { tool_call_id: key } : {}) });
+    const created = await execution.toolCalls.create(run.run_id, {
+      tool_name: params.name,
+      arguments: params.arguments ?? {},
+      ...(typeof key === "string" ? { tool_call_id: key } : {}),
+    });
     return { call: { run_id: run.run_id, assignment_id: created.assignment.assignment_id } };
   } catch (err) {
     if (err instanceof ToolgateError && err.code === "tool_not_found") throw new McpFault(INVALID_PARAMS, err.message);
@@ -90,12 +99,18 @@ export async function createToolCall(execution: Execution, sessionId: string, ru
 }
 
 /** Sends one progress entry as `notifications/progress` (its `progress` is the entry's sequence). */
-export type ProgressSender = (notification: { method: "notifications/progress"; params: { progressToken: string | number; progress: number; message: string } }) => Promise<void>;
+export type ProgressSender = (notification: {
+  method: "notifications/progress";
+  params: { progressToken: string | number; progress: number; message: string };
+}) => Promise<void>;
 
 /** Forwards a call's progress entries to `send` when the client gave a progress token; a lost notification is not an error. */
 export function progressForwarder(progressToken: unknown, send: ProgressSender): (entry: AssignmentView["progress"][number]) => void {
   if (typeof progressToken !== "string" && typeof progressToken !== "number") return () => undefined;
-  return (entry) => void send({ method: "notifications/progress", params: { progressToken, progress: entry.seq, message: JSON.stringify(entry.progress) } }).catch(() => undefined);
+  return (entry) =>
+    void send({ method: "notifications/progress", params: { progressToken, progress: entry.seq, message: JSON.stringify(entry.progress) } }).catch(
+      () => undefined,
+    );
 }
 
 /**
@@ -113,7 +128,9 @@ export async function answerToolCall(
 ): Promise<CallToolResult> {
   const { execution, log } = deps;
   // The connection closing aborts too, synchronously before it reports itself closed: look after it did.
-  signal.addEventListener("abort", () => setImmediate(() => void (isDisconnect() ? undefined : cancelTask(execution, log, call.assignment_id))), { once: true });
+  signal.addEventListener("abort", () => setImmediate(() => void (isDisconnect() ? undefined : cancelTask(execution, log, call.assignment_id))), {
+    once: true,
+  });
   const view = await settledView(answerSources(deps), call, signal, onProgress, ANSWERED);
   return view ? callResult(view) : toolError("cancel_requested", `the business-task cancel of assignment '${call.assignment_id}' was asked for`);
 }

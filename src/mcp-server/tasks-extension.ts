@@ -48,7 +48,11 @@ export function detailedTask(view: AssignmentView): DetailedTaskV2 {
       return { ...task, status: "cancelled", ...(view.outcome?.kind === "cancelled" ? { statusMessage: view.outcome.reason } : {}) };
     default:
       // The result as `tools/call` puts it on the wire, its `resultType` included.
-      return { ...task, status: "completed", result: { ...callResult(view), resultType: "complete" } as Extract<DetailedTaskV2, { status: "completed" }>["result"] };
+      return {
+        ...task,
+        status: "completed",
+        result: { ...callResult(view), resultType: "complete" } as Extract<DetailedTaskV2, { status: "completed" }>["result"],
+      };
   }
 }
 

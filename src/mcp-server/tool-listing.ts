@@ -8,7 +8,11 @@ const CUT_RESULT_SCHEMA = {
   properties: {
     notice: { type: "string" },
     preserved_fields: { type: "object" },
-    preview: { type: "object", required: ["head", "omitted_bytes", "tail"], properties: { head: { type: "string" }, omitted_bytes: { type: "integer" }, tail: { type: "string" } } },
+    preview: {
+      type: "object",
+      required: ["head", "omitted_bytes", "tail"],
+      properties: { head: { type: "string" }, omitted_bytes: { type: "integer" }, tail: { type: "string" } },
+    },
   },
 };
 
@@ -27,6 +31,8 @@ export function mcpTool(tool: ToolDefinition, binding: Binding): Tool {
     inputSchema: tool.input_schema as Tool["inputSchema"],
     ...(objects ? { outputSchema: { type: "object", anyOf: [tool.output_schema, CUT_RESULT_SCHEMA] } as Tool["outputSchema"] } : {}),
     execution: { taskSupport: "optional" },
-    annotations: read ? { readOnlyHint: true, destructiveHint: false, idempotentHint: true } : { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
+    annotations: read
+      ? { readOnlyHint: true, destructiveHint: false, idempotentHint: true }
+      : { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
   };
 }

@@ -93,8 +93,16 @@ export class GatewayMetrics implements ExecutionMetrics {
     buckets: SECONDS_FAST,
     registers: [this.registry],
   });
-  private readonly natsConnected = new Gauge({ name: "toolgate_nats_connected", help: "1 while the NATS connection is up, 0 while disconnected or closed", registers: [this.registry] });
-  private readonly natsReconnects = new Counter({ name: "toolgate_nats_reconnects_total", help: "Reconnections of the NATS connection", registers: [this.registry] });
+  private readonly natsConnected = new Gauge({
+    name: "toolgate_nats_connected",
+    help: "1 while the NATS connection is up, 0 while disconnected or closed",
+    registers: [this.registry],
+  });
+  private readonly natsReconnects = new Counter({
+    name: "toolgate_nats_reconnects_total",
+    help: "Reconnections of the NATS connection",
+    registers: [this.registry],
+  });
 
   private snapshotSource?: () => Promise<JetStreamSnapshot>;
   private snapshot?: { at: number; value: Promise<JetStreamSnapshot | undefined> };
@@ -166,7 +174,10 @@ export class GatewayMetrics implements ExecutionMetrics {
   instrumentHttp(app: FastifyInstance): void {
     // A callback hook, not an async one: no promise per request.
     app.addHook("onResponse", (request, reply, done) => {
-      this.http.observe({ method: request.method, route: request.routeOptions.url ?? "unmatched", status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+      this.http.observe(
+        { method: request.method, route: request.routeOptions.url ?? "unmatched", status_code: String(reply.statusCode) },
+        reply.elapsedTime / 1000,
+      );
       done();
     });
   }

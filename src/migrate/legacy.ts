@@ -22,7 +22,7 @@ export type LegacyKind = keyof typeof LEGACY_KINDS;
 export function convertLegacyToolset(raw: unknown): { value: unknown; changes: string[] } {
   if (typeof raw !== "object" || raw === null || !Array.isArray((raw as { tools?: unknown }).tools)) return { value: raw, changes: [] };
   const changes: string[] = [];
-  const tools = ((raw as { tools: unknown[] }).tools).map((tool, i) => {
+  const tools = (raw as { tools: unknown[] }).tools.map((tool, i) => {
     if (typeof tool !== "object" || tool === null) return tool;
     const next: Record<string, unknown> = { ...(tool as Record<string, unknown>) };
     const label = `tools[${i}] ${String(next.name)}`;

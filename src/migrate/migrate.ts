@@ -24,7 +24,8 @@ const KIND_ORDER = Object.keys(LEGACY_KINDS) as LegacyKind[];
 
 /** Legacy objects of an export file: `{"bindings": [...], "toolsets": [...], "agents": [...], "sessions": [...]}`. */
 export function legacyObjectsFromExport(exported: unknown, fileLabel: string): { objects: LegacyObject[]; ignored: string[] } {
-  if (typeof exported !== "object" || exported === null || Array.isArray(exported)) throw new Error(`${fileLabel}: expected a JSON object with bindings, toolsets, agents, sessions arrays`);
+  if (typeof exported !== "object" || exported === null || Array.isArray(exported))
+    throw new Error(`${fileLabel}: expected a JSON object with bindings, toolsets, agents, sessions arrays`);
   const objects: LegacyObject[] = [];
   const ignored: string[] = [];
   for (const [section, entries] of Object.entries(exported)) {

@@ -49,7 +49,8 @@ function userCreds(path: string): Uint8Array {
   const text = readFileSync(readable(path, "NATS_CREDS_FILE"), "utf8");
   const jwt = /-{3,}BEGIN NATS USER JWT-{3,}\s+(\S+)\s+-{3,}END NATS USER JWT/.exec(text);
   const seed = /-{3,}BEGIN USER NKEY SEED-{3,}\s+(\S+)\s+-{3,}END USER NKEY SEED/.exec(text);
-  if (!jwt || !seed) throw new NatsClientConfigError(`NATS_CREDS_FILE ${path} is not a NATS .creds file (a user JWT and its nkey seed, as 'nsc generate creds' writes it)`);
+  if (!jwt || !seed)
+    throw new NatsClientConfigError(`NATS_CREDS_FILE ${path} is not a NATS .creds file (a user JWT and its nkey seed, as 'nsc generate creds' writes it)`);
   userSeed(seed[1]!, `NATS_CREDS_FILE ${path}`);
   return new TextEncoder().encode(text);
 }
@@ -59,7 +60,8 @@ export function natsSeed(env: NatsClientEnv): Uint8Array | undefined {
   const given = [env.NATS_NKEY_SEED, env.NATS_NKEY_SEED_FILE, env.NATS_CREDS_FILE].filter((v) => v !== undefined);
   if (given.length > 1) throw new NatsClientConfigError("set only one of NATS_NKEY_SEED, NATS_NKEY_SEED_FILE and NATS_CREDS_FILE");
   if (env.NATS_NKEY_SEED) return userSeed(env.NATS_NKEY_SEED, "NATS_NKEY_SEED");
-  if (env.NATS_NKEY_SEED_FILE) return userSeed(readFileSync(readable(env.NATS_NKEY_SEED_FILE, "NATS_NKEY_SEED_FILE"), "utf8"), `NATS_NKEY_SEED_FILE ${env.NATS_NKEY_SEED_FILE}`);
+  if (env.NATS_NKEY_SEED_FILE)
+    return userSeed(readFileSync(readable(env.NATS_NKEY_SEED_FILE, "NATS_NKEY_SEED_FILE"), "utf8"), `NATS_NKEY_SEED_FILE ${env.NATS_NKEY_SEED_FILE}`);
   return undefined;
 }
 
@@ -77,7 +79,8 @@ export function natsPublicKey(env: NatsClientEnv): string | undefined {
 export function natsClientOptions(env: NatsClientEnv): Pick<NodeConnectionOptions, "authenticator" | "tls"> {
   const seed = natsSeed(env);
   const creds = env.NATS_CREDS_FILE === undefined ? undefined : userCreds(env.NATS_CREDS_FILE);
-  if ((env.NATS_TLS_CERT === undefined) !== (env.NATS_TLS_KEY === undefined)) throw new NatsClientConfigError("set NATS_TLS_CERT and NATS_TLS_KEY together (or neither)");
+  if ((env.NATS_TLS_CERT === undefined) !== (env.NATS_TLS_KEY === undefined))
+    throw new NatsClientConfigError("set NATS_TLS_CERT and NATS_TLS_KEY together (or neither)");
   const tls =
     env.NATS_TLS_CA || env.NATS_TLS_CERT
       ? {

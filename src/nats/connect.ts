@@ -18,14 +18,22 @@ export const NatsEnvShape = {
       .refine((v) => v.split(",").every((s) => SERVER.test(s.trim())), "not a comma-separated list of NATS servers")
       .optional(),
     {
-      meaning: "NATS server(s) of the cluster, comma-separated; the client fails over between them. Unset: `serve` starts an embedded `nats-server` child (store `$TOOLGATE_DATA_DIR/nats`, port `TOOLGATE_EMBEDDED_NATS_PORT`) and writes its URL to `$TOOLGATE_DATA_DIR/nats.url`; the other commands read it there",
+      meaning:
+        "NATS server(s) of the cluster, comma-separated; the client fails over between them. Unset: `serve` starts an embedded `nats-server` child (store `$TOOLGATE_DATA_DIR/nats`, port `TOOLGATE_EMBEDDED_NATS_PORT`) and writes its URL to `$TOOLGATE_DATA_DIR/nats.url`; the other commands read it there",
       allowed: "`nats://host:port[,nats://host:port...]` (`tls://` or bare `host:port` also)",
     },
   ),
-  NATS_NKEY_SEED_FILE: envVar(client.NATS_NKEY_SEED_FILE, { meaning: "file holding this process's NATS user nkey seed (`toolgate nkey`), mode 0600, e.g. a mounted Secret; docs/security.md", allowed: file }),
-  NATS_NKEY_SEED: envVar(client.NATS_NKEY_SEED, { meaning: "the seed itself (prefer `NATS_NKEY_SEED_FILE`); set one of the two", allowed: "a NATS user seed (`SU...`)" }),
+  NATS_NKEY_SEED_FILE: envVar(client.NATS_NKEY_SEED_FILE, {
+    meaning: "file holding this process's NATS user nkey seed (`toolgate nkey`), mode 0600, e.g. a mounted Secret; docs/security.md",
+    allowed: file,
+  }),
+  NATS_NKEY_SEED: envVar(client.NATS_NKEY_SEED, {
+    meaning: "the seed itself (prefer `NATS_NKEY_SEED_FILE`); set one of the two",
+    allowed: "a NATS user seed (`SU...`)",
+  }),
   NATS_CREDS_FILE: envVar(client.NATS_CREDS_FILE, {
-    meaning: "a `.creds` file (user JWT and its nkey seed, `nsc generate creds`) for a NATS server in operator/JWT mode, instead of the nkey seed; docs/nats-accounts.md",
+    meaning:
+      "a `.creds` file (user JWT and its nkey seed, `nsc generate creds`) for a NATS server in operator/JWT mode, instead of the nkey seed; docs/nats-accounts.md",
     allowed: file,
   }),
   NATS_TLS_CA: envVar(client.NATS_TLS_CA, { meaning: "PEM file of the CA that signed the NATS server's certificate", allowed: file }),
@@ -59,9 +67,16 @@ export function natsConnectionOptions(env: NatsClientEnv & { NATS_URL: string },
  * the environment. Gives up after a few attempts instead of waiting forever.
  */
 export async function connectForCommand(server: string | undefined, env: Record<string, string | undefined> = process.env): Promise<NatsConnection> {
-  const nats = parseEnv(NatsEnvSchema, { ...env, NATS_URL: server ?? env.NATS_URL ?? readLocalNatsUrl(env.TOOLGATE_DATA_DIR) }, NatsEnvError, "NATS configuration");
+  const nats = parseEnv(
+    NatsEnvSchema,
+    { ...env, NATS_URL: server ?? env.NATS_URL ?? readLocalNatsUrl(env.TOOLGATE_DATA_DIR) },
+    NatsEnvError,
+    "NATS configuration",
+  );
   if (nats.NATS_URL === undefined)
-    throw new NatsEnvError(`no NATS server: pass --server URL, set NATS_URL, or run 'toolgate serve' from this directory first (it writes ${localNatsUrlFile(env.TOOLGATE_DATA_DIR)})`);
+    throw new NatsEnvError(
+      `no NATS server: pass --server URL, set NATS_URL, or run 'toolgate serve' from this directory first (it writes ${localNatsUrlFile(env.TOOLGATE_DATA_DIR)})`,
+    );
   try {
     return await connect({ ...natsConnectionOptions({ ...nats, NATS_URL: nats.NATS_URL }, "cli"), maxReconnectAttempts: 3 });
   } catch (err) {

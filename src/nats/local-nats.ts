@@ -34,7 +34,9 @@ export function localNatsUrl(env: Record<string, string | undefined> = process.e
   if (env.NATS_URL) return env.NATS_URL;
   const written = readLocalNatsUrl(env.TOOLGATE_DATA_DIR);
   if (written) return written;
-  throw new Error(`no NATS server: set NATS_URL, or start 'npx toolgate serve' from this directory first (it writes ${localNatsUrlFile(env.TOOLGATE_DATA_DIR)})`);
+  throw new Error(
+    `no NATS server: set NATS_URL, or start 'npx toolgate serve' from this directory first (it writes ${localNatsUrlFile(env.TOOLGATE_DATA_DIR)})`,
+  );
 }
 
 /** A running embedded nats-server whose URL file is removed again on stop. */
@@ -55,13 +57,19 @@ export async function startEmbeddedNats(dataDir: string, port: number, logger: L
     server = await startNatsServer({ storeDir, port, ownProcessGroup: true });
   } catch (err) {
     if (port === 0 || !/address already in use/.test((err as Error).message)) throw err;
-    logger.warn({ port }, "the embedded nats-server's port is taken: using a free one instead (see nats.url); set TOOLGATE_EMBEDDED_NATS_PORT to choose another");
+    logger.warn(
+      { port },
+      "the embedded nats-server's port is taken: using a free one instead (see nats.url); set TOOLGATE_EMBEDDED_NATS_PORT to choose another",
+    );
     server = await startNatsServer({ storeDir, port: 0, ownProcessGroup: true });
   }
   const urlFile = localNatsUrlFile(dataDir);
   mkdirSync(dataDir, { recursive: true });
   writeFileSync(urlFile, server.url + "\n");
-  logger.info({ url: server.url, urlFile, storeDir, pid: server.child.pid }, "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)");
+  logger.info(
+    { url: server.url, urlFile, storeDir, pid: server.child.pid },
+    "NATS_URL not set: started an embedded nats-server (local use; set NATS_URL for a real deployment)",
+  );
   return {
     server,
     urlFile,

@@ -48,7 +48,19 @@ export async function startNatsCluster(options: { size?: number; name?: string }
     routePorts.map((port, i) =>
       startNatsServer({
         storeDir: join(root, `n${i + 1}`),
-        args: ["--name", `n${i + 1}`, "--cluster_name", name, "--cluster", route(port), "--routes", routePorts.filter((p) => p !== port).map(route).join(",")],
+        args: [
+          "--name",
+          `n${i + 1}`,
+          "--cluster_name",
+          name,
+          "--cluster",
+          route(port),
+          "--routes",
+          routePorts
+            .filter((p) => p !== port)
+            .map(route)
+            .join(","),
+        ],
       }),
     ),
   );

@@ -54,7 +54,10 @@ export function natsServerBinary(): string {
 
 function newestInstalledServer(): string | undefined {
   const versions = existsSync(TOOLS_DIR) ? readdirSync(TOOLS_DIR).flatMap((name) => /^nats-(\d+\.\d+\.\d+)$/.exec(name)?.[1] ?? []) : [];
-  const newest = versions.filter((v) => existsSync(join(TOOLS_DIR, `nats-${v}`, "nats-server"))).sort(compareVersions).at(-1);
+  const newest = versions
+    .filter((v) => existsSync(join(TOOLS_DIR, `nats-${v}`, "nats-server")))
+    .sort(compareVersions)
+    .at(-1);
   return newest && join(TOOLS_DIR, `nats-${newest}`, "nats-server");
 }
 
@@ -122,7 +125,9 @@ function waitForReady(child: ChildProcess, binary: string, timeoutMs: number): P
     child.once("error", (err: NodeJS.ErrnoException) =>
       fail(
         err.code === "ENOENT"
-          ? new Error(`'${binary}' not found: run \`npm run tools\` in a toolgate checkout (installs .tools/nats-<version>), install one (Debian: apt-get install --no-install-recommends nats-server) or set TOOLGATE_NATS_SERVER to its path`)
+          ? new Error(
+              `'${binary}' not found: run \`npm run tools\` in a toolgate checkout (installs .tools/nats-<version>), install one (Debian: apt-get install --no-install-recommends nats-server) or set TOOLGATE_NATS_SERVER to its path`,
+            )
           : err,
       ),
     );

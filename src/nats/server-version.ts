@@ -66,7 +66,8 @@ export function serverFacts(nc: NatsConnection): ServerFacts {
 /** Judges a server for a gateway (or `streams apply`) that keeps `replicas` copies of each stream. */
 export function judgeServer(facts: ServerFacts, options: { replicas: number }): ServerVerdict {
   const found = `nats-server ${facts.version} (${facts.serverName})`;
-  if (parseVersion(facts.version) === null) return { warnings: [`${found}: cannot read its version; toolgate is tested on ${CURRENT_LINE}.x and ${OLDEST_MAINTAINED_LINE}.x`] };
+  if (parseVersion(facts.version) === null)
+    return { warnings: [`${found}: cannot read its version; toolgate is tested on ${CURRENT_LINE}.x and ${OLDEST_MAINTAINED_LINE}.x`] };
   if (compareVersions(facts.version, OLDEST_SERVER) < 0) {
     return { refusal: `${found} is older than ${OLDEST_SERVER}, the oldest toolgate runs on: ${HOW_TO_UPGRADE}`, warnings: [] };
   }
@@ -84,7 +85,9 @@ export function judgeServer(facts: ServerFacts, options: { replicas: number }): 
   }
   const warnings: string[] = [];
   if (compareVersions(facts.version, OLDEST_MAINTAINED_LINE) < 0) {
-    warnings.push(`${found} is on an end-of-life line (before ${OLDEST_MAINTAINED_LINE}): no fixes, not tested by toolgate's CI; fine for development on one server, not for production: ${HOW_TO_UPGRADE}`);
+    warnings.push(
+      `${found} is on an end-of-life line (before ${OLDEST_MAINTAINED_LINE}): no fixes, not tested by toolgate's CI; fine for development on one server, not for production: ${HOW_TO_UPGRADE}`,
+    );
   }
   return { warnings };
 }

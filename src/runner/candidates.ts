@@ -9,7 +9,13 @@ import { sleep, type Notifier } from "./wait.js";
  * Refusals that say this executor may not claim now at all (offline, or not as registered): it stops
  * pulling until a heartbeat is answered `ok` again, and the candidate goes back for another executor.
  */
-const STOP_PULLING_REFUSALS: ReadonlySet<RefusalCode> = new Set(["executor_offline", "executor_unknown", "out_of_scope", "identity_mismatch", "binding_not_granted"]);
+const STOP_PULLING_REFUSALS: ReadonlySet<RefusalCode> = new Set([
+  "executor_offline",
+  "executor_unknown",
+  "out_of_scope",
+  "identity_mismatch",
+  "binding_not_granted",
+]);
 
 /** A claim refusal worth another try later (the candidate goes back to the scope). */
 const RETRYABLE_CLAIM_REFUSALS: ReadonlySet<RefusalCode> = new Set([...STOP_PULLING_REFUSALS, "too_many_claims"]);

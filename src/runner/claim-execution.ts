@@ -81,7 +81,14 @@ export class ClaimExecution {
       // Detaching or not ready: the gateway hands this unconfirmed claim back to the candidates.
       if (!this.host.takesClaims()) return false;
       const now = Date.now();
-      const local: LocalAssignment = { assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: refusal ? "reporting" : "accepting", createdAt: now, updatedAt: now };
+      const local: LocalAssignment = {
+        assignmentId: grant.assignment_id,
+        generation: grant.generation,
+        grant,
+        phase: refusal ? "reporting" : "accepting",
+        createdAt: now,
+        updatedAt: now,
+      };
       // The digest of the grant vetted above: the gateway refuses `accepted` if it is not the assignment's.
       const first = refusal
         ? buildReceipt(grant, { kind: "refused", error: refusal }, now)
@@ -91,7 +98,10 @@ export class ClaimExecution {
       this.host.outbox.send(grant, [first]);
       return true;
     } catch (err) {
-      this.host.logger.error({ err: errorText(err), assignment_id: grant.assignment_id }, "could not save the claim; it returns to the candidates when its lease expires");
+      this.host.logger.error(
+        { err: errorText(err), assignment_id: grant.assignment_id },
+        "could not save the claim; it returns to the candidates when its lease expires",
+      );
       return false;
     }
   }
@@ -100,8 +110,10 @@ export class ClaimExecution {
   private async vet(): Promise<RunnerError | undefined> {
     const { grant, tool } = this;
     if (!tool) return { code: "tool_unavailable", message: `tool '${grant.tool_name}' is not registered in this executor` };
-    if (grant.tool_kind !== tool.kind) return { code: "tool_kind_mismatch", message: `the grant says ${grant.tool_kind}, the executor registered ${tool.kind}` };
-    if (grant.compensates && !tool.compensate) return { code: "compensation_unsupported", message: `tool '${tool.name}' has no compensate handler in this executor` };
+    if (grant.tool_kind !== tool.kind)
+      return { code: "tool_kind_mismatch", message: `the grant says ${grant.tool_kind}, the executor registered ${tool.kind}` };
+    if (grant.compensates && !tool.compensate)
+      return { code: "compensation_unsupported", message: `tool '${tool.name}' has no compensate handler in this executor` };
     let digest: string | undefined;
     try {
       digest = argumentDigest(grant.arguments);
@@ -162,7 +174,13 @@ export class ClaimExecution {
 
   private async run(tool: RegisteredTool, args: unknown, progress: ProgressReporter, phase: HandlerPhase): Promise<void> {
     const { grant } = this;
-    const ctx = { arguments: args, grant: toolGrant(grant), signal: this.abortController.signal, progress: (data: unknown) => progress.report(data), submit: submission };
+    const ctx = {
+      arguments: args,
+      grant: toolGrant(grant),
+      signal: this.abortController.signal,
+      progress: (data: unknown) => progress.report(data),
+      submit: submission,
+    };
     const { compensates } = grant;
     // A compensation runs the tool's `compensate` (vetted before `accepted`), never its handler.
     const call = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
@@ -181,7 +199,8 @@ export class ClaimExecution {
     const { grant, host } = this;
     const unknown = (error: RunnerError) => this.report(finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
     if (host.closed()) return unknown({ code: "executor_shutdown", message: "the handler submitted after the runner closed" }); // logged, not saved
-    if (host.tasks.holds(task.task_ref)) return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
+    if (host.tasks.holds(task.task_ref))
+      return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
     let receipt: OutboxReceipt;
     try {
       receipt = buildReceipt(grant, { kind: "submission", task_ref: task.task_ref, status: task.status }, Date.now());
@@ -192,7 +211,11 @@ export class ClaimExecution {
     try {
       await host.tasks.submitting(task.task_ref, async () => {
         await host.outbox.append(grant, receipt, transition(phase, "submit"));
-        host.tasks.hold(grant, { task_ref: task.task_ref, status: task.status }, await host.store.listReceipts({ assignmentId: grant.assignment_id, generation: grant.generation }));
+        host.tasks.hold(
+          grant,
+          { task_ref: task.task_ref, status: task.status },
+          await host.store.listReceipts({ assignmentId: grant.assignment_id, generation: grant.generation }),
+        );
       });
     } catch (err) {
       if (!(err instanceof PhaseConflictError)) throw err;
@@ -210,7 +233,10 @@ export class ClaimExecution {
     const handler = this.handler;
     if (!handler) return;
     this.abort(new CancelRequested("shutdown", "the executor is shutting down"));
-    const error: RunnerError = { code: "executor_shutdown", message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown` };
+    const error: RunnerError = {
+      code: "executor_shutdown",
+      message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown`,
+    };
     await this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()), handler.phase);
   }
 

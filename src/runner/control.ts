@@ -55,7 +55,7 @@ export class ControlMessages {
    */
   async catchUp(since: number): Promise<void> {
     try {
-      for (let from = since, more = true; more; ) {
+      for (let from = since, more = true; more;) {
         const reply = await this.target.link.queryControl(from);
         for (const { message, sent_at } of reply.messages) this.apply(message, sent_at);
         more = reply.more && reply.messages.length > 0;

@@ -24,7 +24,16 @@ export {
 } from "./tools.js";
 export { RunnerTasks, UnknownTaskError } from "./tasks.js";
 export { SqliteRunnerStore } from "./sqlite-store.js";
-export { PhaseConflictError, type AssignmentKey, type LocalAssignment, type OutboxReceipt, type PhaseChange, type ReceiptBody, type RunnerStore, type StoredAnswer } from "./store.js";
+export {
+  PhaseConflictError,
+  type AssignmentKey,
+  type LocalAssignment,
+  type OutboxReceipt,
+  type PhaseChange,
+  type ReceiptBody,
+  type RunnerStore,
+  type StoredAnswer,
+} from "./store.js";
 export { PHASES, type Phase } from "./phases.js";
 export { runnerLogger, type Logger } from "./logger.js";
 export { dryRun, type DryRunRequest, type DryRunResponse, type DryRunSample } from "./dry-run.js";

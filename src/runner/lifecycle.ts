@@ -57,7 +57,9 @@ export const RUNNER_STATE_RULES: Readonly<Record<RunnerState, { pulls: boolean; 
 export function renderRunnerLifecycleTable(): string {
   const yes = (b: boolean) => (b ? "yes" : "no");
   const edges = RUNNER_TRANSITIONS.map((t) => `| \`${t.from}\` | \`${t.event}\` | \`${t.to}\` | ${t.why} |`);
-  const rules = RUNNER_STATES.map((s) => `| \`${s}\` | ${yes(RUNNER_STATE_RULES[s].pulls)} | ${yes(RUNNER_STATE_RULES[s].heartbeats)} | ${yes(RUNNER_STATE_RULES[s].startsHandlers)} |`);
+  const rules = RUNNER_STATES.map(
+    (s) => `| \`${s}\` | ${yes(RUNNER_STATE_RULES[s].pulls)} | ${yes(RUNNER_STATE_RULES[s].heartbeats)} | ${yes(RUNNER_STATE_RULES[s].startsHandlers)} |`,
+  );
   return [
     "| from | event | to | why |",
     "| --- | --- | --- | --- |",

@@ -32,7 +32,6 @@ export interface CandidateDelivery {
   release(delayMs: number): void;
 }
 
-
 /** The gateway refused a query itself (`malformed`, `not_yours`): a bug of this executor, never a state to wait out. */
 export class RequestRefusedError extends Error {
   override readonly name = "RequestRefusedError";
@@ -134,7 +133,10 @@ export class NatsLink {
    * and no answer will come for it.
    */
   async publishReceipt(receipt: Receipt): Promise<{ duplicate: boolean }> {
-    const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { msgID: receipt.receipt_id, headers: protocolHeaders() });
+    const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), {
+      msgID: receipt.receipt_id,
+      headers: protocolHeaders(),
+    });
     return { duplicate: ack.duplicate };
   }
 

@@ -64,7 +64,10 @@ export class Outbox {
         const { claim_token: _token, replayed: _replayed, ...parsed } = Receipt.parse(wireReceipt(receipt, grant.claim_token, false));
         body = parsed;
       } catch (err) {
-        this.logger.error({ err: errorText(err), receipt_id: receipt.receiptId }, "a saved receipt is not a valid receipt; it and the claim's later receipts are not sent");
+        this.logger.error(
+          { err: errorText(err), receipt_id: receipt.receiptId },
+          "a saved receipt is not a valid receipt; it and the claim's later receipts are not sent",
+        );
         break;
       }
       this.replays.add(receipt.receiptId);
@@ -123,7 +126,12 @@ export class Outbox {
         const answer = await this.deliver(grant, next);
         if (!answer) return; // closing
         const { status, code, reason } = answer;
-        await this.onAnswered(next, { status: status as StoredAnswer["status"], answeredAt: Date.now(), ...(code ? { code } : {}), ...(reason ? { reason } : {}) });
+        await this.onAnswered(next, {
+          status: status as StoredAnswer["status"],
+          answeredAt: Date.now(),
+          ...(code ? { code } : {}),
+          ...(reason ? { reason } : {}),
+        });
         lane.queue.shift();
       }
     } catch (err) {
@@ -173,9 +181,16 @@ export class Outbox {
   private async query(grant: Grant, receipt: OutboxReceipt): Promise<ReceiptAnswer | undefined> {
     try {
       const body_digest = receiptBodyDigest(wireReceipt(receipt, grant.claim_token, false));
-      return await this.link.queryReceipt({ receipt_id: receipt.receiptId, assignment_id: receipt.assignmentId, executor_id: grant.executor_id, kind: receipt.kind, body_digest });
+      return await this.link.queryReceipt({
+        receipt_id: receipt.receiptId,
+        assignment_id: receipt.assignmentId,
+        executor_id: grant.executor_id,
+        kind: receipt.kind,
+        body_digest,
+      });
     } catch (err) {
-      if (err instanceof RequestRefusedError) this.logger.error({ err: errorText(err), receipt_id: receipt.receiptId }, "receipt query refused by the gateway: a bug in this executor");
+      if (err instanceof RequestRefusedError)
+        this.logger.error({ err: errorText(err), receipt_id: receipt.receiptId }, "receipt query refused by the gateway: a bug in this executor");
       else this.logger.debug({ err: errorText(err), receipt_id: receipt.receiptId }, "receipt query unanswered");
       return undefined;
     }

@@ -72,7 +72,9 @@ export function wireReceipt(saved: OutboxReceipt, claimToken: string, replayed: 
 }
 
 /** Each receipt kind's keys in its schema's order (a body is saved in canonical, sorted, order). */
-const WIRE_KEYS: ReadonlyMap<ReceiptKind, readonly string[]> = new Map(Receipt.options.map((variant) => [variant.shape.kind.value, Object.keys(variant.shape)]));
+const WIRE_KEYS: ReadonlyMap<ReceiptKind, readonly string[]> = new Map(
+  Receipt.options.map((variant) => [variant.shape.kind.value, Object.keys(variant.shape)]),
+);
 
 function bounded(content: ReceiptContent): ReceiptContent {
   switch (content.kind) {

@@ -167,7 +167,20 @@ export class ToolRunner {
    * with the running runner; a start that fails closes what it opened.
    */
   static async start<Tools extends Record<string, unknown>>(options: ToolRunnerOptions<Tools>): Promise<ToolRunner> {
-    const { natsUrl, nc, credentials, executorId, scope, store: storeOption, authorize: _a, tools: definitions, logger: given, maxConcurrent: _m, ready: _r, ...timingOptions } = options;
+    const {
+      natsUrl,
+      nc,
+      credentials,
+      executorId,
+      scope,
+      store: storeOption,
+      authorize: _a,
+      tools: definitions,
+      logger: given,
+      maxConcurrent: _m,
+      ready: _r,
+      ...timingOptions
+    } = options;
     Id.parse(executorId);
     Id.parse(scope);
     const timing = Timing.parse(timingOptions);
@@ -177,7 +190,15 @@ export class ToolRunner {
     let link: NatsLink | undefined;
     try {
       await store.open(executorId);
-      link = await NatsLink.open({ ...(natsUrl ? { natsUrl } : {}), ...(nc ? { nc } : {}), scope, executorId, requestTimeoutMs: timing.requestTimeoutMs, logger, credentials: credentials ?? {} });
+      link = await NatsLink.open({
+        ...(natsUrl ? { natsUrl } : {}),
+        ...(nc ? { nc } : {}),
+        scope,
+        executorId,
+        requestTimeoutMs: timing.requestTimeoutMs,
+        logger,
+        credentials: credentials ?? {},
+      });
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
@@ -208,8 +229,7 @@ export class ToolRunner {
     const local = await this.store.getAssignment(assignmentId);
     if (!local) throw new Error(`assignment ${assignmentId} is not held by executor ${this.executorId}`);
     if (local.phase !== "awaiting_reconciliation") throw new Error(`assignment ${assignmentId} is ${local.phase}, not awaiting_reconciliation`);
-    const report: FinalReport =
-      outcome.kind === "failed" ? { kind: "failed", error: { code: outcome.code, message: outcome.message } } : outcome;
+    const report: FinalReport = outcome.kind === "failed" ? { kind: "failed", error: { code: outcome.code, message: outcome.message } } : outcome;
     await this.hold(local.grant).reconcile(report);
   }
 
@@ -333,7 +353,10 @@ export class ToolRunner {
     this.loops = [this.presence.loop(() => RUNNER_STATE_RULES[this.state].heartbeats, this.stopLoops.signal), this.puller.loop(this.stopLoops.signal)];
     this.logger.info({ executor_id: this.executorId, scope: this.options.scope, tools: [...this.tools.keys()] }, "tool runner started");
     return async () => {
-      for (const resume of resumed) await resume().catch((err: unknown) => this.logger.error({ err: errorText(err) }, "could not resume a claim from the store; it is resumed on the next start"));
+      for (const resume of resumed)
+        await resume().catch((err: unknown) =>
+          this.logger.error({ err: errorText(err) }, "could not resume a claim from the store; it is resumed on the next start"),
+        );
       // What was sent while this executor was down (since its oldest open claim) or disconnected reaches it now.
       await this.control.catchUp(Math.min(this.startedAt, ...open.map((a) => a.createdAt)) - CLOCK_SKEW_MS);
       this.link.onReconnect((lost) => void this.control.catchUp(lost - CLOCK_SKEW_MS));
@@ -355,12 +378,18 @@ export class ToolRunner {
    */
   private toolFor(candidate: Candidate): RegisteredTool | undefined {
     const tool = this.tools.get(candidate.tool_name);
-    if (!tool || tool.bindingId !== candidate.binding_id || this.state !== "running" || !this.ready || this.active.has(candidate.assignment_id)) return undefined;
+    if (!tool || tool.bindingId !== candidate.binding_id || this.state !== "running" || !this.ready || this.active.has(candidate.assignment_id))
+      return undefined;
     return tool;
   }
 
   private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool): Promise<void> {
-    if (grant.assignment_id !== candidate.assignment_id || grant.executor_id !== this.executorId || grant.tool_name !== candidate.tool_name || grant.binding_id !== candidate.binding_id) {
+    if (
+      grant.assignment_id !== candidate.assignment_id ||
+      grant.executor_id !== this.executorId ||
+      grant.tool_name !== candidate.tool_name ||
+      grant.binding_id !== candidate.binding_id
+    ) {
       // Not a grant for what was asked: nothing of it can be trusted, not even to refuse it. The
       // gateway's lease returns the claim to the candidates.
       this.logger.error({ assignment_id: candidate.assignment_id, granted: grant.assignment_id }, "grant does not match the claim request; ignored");
@@ -393,7 +422,11 @@ export class ToolRunner {
     const change = latest === receipt.generation ? answerChange(receipt.kind, answer.status) : undefined;
     await this.store.recordAnswer(receipt.receiptId, answer, change);
     // The same id with another body: this executor's store or code changed a saved receipt. Never resent with a new body.
-    if (answer.code === "receipt_conflict") this.logger.error(answerLog(receipt, answer), "receipt_conflict: the gateway holds another body under this receipt id (a bug in this executor or its store); not retried");
+    if (answer.code === "receipt_conflict")
+      this.logger.error(
+        answerLog(receipt, answer),
+        "receipt_conflict: the gateway holds another body under this receipt id (a bug in this executor or its store); not retried",
+      );
     else if (answer.status === "rejected") this.logger.warn(answerLog(receipt, answer), "receipt rejected by the gateway");
     else this.logger.debug(answerLog(receipt, answer), "receipt answered");
     // A task submitted into an ended run: the product may stop it; what it reports later is late.

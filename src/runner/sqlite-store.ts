@@ -68,7 +68,8 @@ export class SqliteRunnerStore implements RunnerStore {
   constructor(readonly path: string) {
     this.db = new Database(path, { timeout: 1_000 });
     this.db.pragma("locking_mode = EXCLUSIVE");
-    if (this.db.pragma("journal_mode = WAL", { simple: true }) !== "wal") throw new Error(`store ${path}: SQLite refused WAL mode, which its durability relies on`);
+    if (this.db.pragma("journal_mode = WAL", { simple: true }) !== "wal")
+      throw new Error(`store ${path}: SQLite refused WAL mode, which its durability relies on`);
     this.db.pragma("synchronous = NORMAL");
     this.db.pragma("foreign_keys = ON");
     this.db.exec(`
@@ -138,7 +139,8 @@ export class SqliteRunnerStore implements RunnerStore {
         throw new Error(`store ${this.path} belongs to executor '${bound}', not '${executorId}': its outbox would be resent under the wrong identity`);
       }
       const version = this.sql("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get() as string | undefined;
-      if (version !== undefined && version !== SCHEMA_VERSION) throw new Error(`store ${this.path} has schema version ${version}, this runner reads ${SCHEMA_VERSION}`);
+      if (version !== undefined && version !== SCHEMA_VERSION)
+        throw new Error(`store ${this.path} has schema version ${version}, this runner reads ${SCHEMA_VERSION}`);
       const put = this.sql("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)");
       put.run("executor_id", executorId);
       put.run("schema_version", SCHEMA_VERSION);
@@ -175,13 +177,10 @@ export class SqliteRunnerStore implements RunnerStore {
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
     return this.write(false, () => {
       // One statement finds the claim and records the answer; a phase conflict after it rolls both back (the write's savepoint).
-      const row = this.sql("UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ? RETURNING assignment_id, generation").get(
-        answer.status,
-        answer.code ?? null,
-        answer.reason ?? null,
-        answer.answeredAt,
-        receiptId,
-      ) as { assignment_id: string; generation: number } | undefined;
+      const row = this.sql(
+        "UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ? RETURNING assignment_id, generation",
+      ).get(answer.status, answer.code ?? null, answer.reason ?? null, answer.answeredAt, receiptId) as
+        { assignment_id: string; generation: number } | undefined;
       if (!row) throw new Error(`no saved receipt ${receiptId}`);
       if (change) this.changePhase({ assignmentId: row.assignment_id, generation: row.generation }, change);
     });
@@ -192,22 +191,23 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   async getAssignment(assignmentId: string): Promise<LocalAssignment | undefined> {
-    const row = this.sql("SELECT * FROM assignments WHERE assignment_id = ? ORDER BY generation DESC LIMIT 1").get(assignmentId) as
-      | AssignmentRow
-      | undefined;
+    const row = this.sql("SELECT * FROM assignments WHERE assignment_id = ? ORDER BY generation DESC LIMIT 1").get(assignmentId) as AssignmentRow | undefined;
     return row && toAssignment(row);
   }
 
   async listOpen(): Promise<LocalAssignment[]> {
     const final = [...FINAL_PHASES];
-    const rows = this.sql(`SELECT * FROM assignments WHERE phase NOT IN (${final.map(() => "?").join(", ")}) ORDER BY created_at, assignment_id`)
-      .all(...final) as AssignmentRow[];
+    const rows = this.sql(`SELECT * FROM assignments WHERE phase NOT IN (${final.map(() => "?").join(", ")}) ORDER BY created_at, assignment_id`).all(
+      ...final,
+    ) as AssignmentRow[];
     return rows.map(toAssignment);
   }
 
   async listReceipts(key: AssignmentKey): Promise<OutboxReceipt[]> {
-    const rows = this.sql("SELECT * FROM receipts WHERE assignment_id = ? AND generation = ? ORDER BY position")
-      .all(key.assignmentId, key.generation) as ReceiptRow[];
+    const rows = this.sql("SELECT * FROM receipts WHERE assignment_id = ? AND generation = ? ORDER BY position").all(
+      key.assignmentId,
+      key.generation,
+    ) as ReceiptRow[];
     return rows.map(toReceipt);
   }
 
@@ -314,19 +314,33 @@ export class SqliteRunnerStore implements RunnerStore {
 
   private insertReceipt(r: OutboxReceipt): void {
     this.sql(
-        `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
+      `INSERT INTO receipts (receipt_id, assignment_id, generation, kind, body_json, saved_at, answer_status, answer_code, answer_reason, answered_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(r.receiptId, r.assignmentId, r.generation, r.kind, receiptBodyText(r.body), r.savedAt, r.answer?.status ?? null, r.answer?.code ?? null, r.answer?.reason ?? null, r.answer?.answeredAt ?? null);
+    ).run(
+      r.receiptId,
+      r.assignmentId,
+      r.generation,
+      r.kind,
+      receiptBodyText(r.body),
+      r.savedAt,
+      r.answer?.status ?? null,
+      r.answer?.code ?? null,
+      r.answer?.reason ?? null,
+      r.answer?.answeredAt ?? null,
+    );
   }
 
   private changePhase(key: AssignmentKey, change: PhaseChange): void {
-    const result = this.sql("UPDATE assignments SET phase = ?, updated_at = ? WHERE assignment_id = ? AND generation = ? AND phase = ?")
-      .run(change.to, Date.now(), key.assignmentId, key.generation, change.from);
+    const result = this.sql("UPDATE assignments SET phase = ?, updated_at = ? WHERE assignment_id = ? AND generation = ? AND phase = ?").run(
+      change.to,
+      Date.now(),
+      key.assignmentId,
+      key.generation,
+      change.from,
+    );
     if (result.changes === 1) return;
     const actual = this.sql("SELECT phase FROM assignments WHERE assignment_id = ? AND generation = ?").pluck().get(key.assignmentId, key.generation) as
-      | Phase
-      | undefined;
+      Phase | undefined;
     throw new PhaseConflictError(key, change.from, actual);
   }
 }

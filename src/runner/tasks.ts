@@ -57,7 +57,10 @@ export class RunnerTasks {
   /** Runs the saving of a submission, during which reports for its task wait. */
   async submitting(taskRef: string, save: () => Promise<void>): Promise<void> {
     const saved = save();
-    this.saving.set(taskRef, saved.catch(() => undefined));
+    this.saving.set(
+      taskRef,
+      saved.catch(() => undefined),
+    );
     try {
       await saved;
     } finally {

@@ -54,7 +54,11 @@ export function submission(task: { task_ref: string; status: string }): Submissi
   const ref = TaskRef.safeParse(task.task_ref);
   if (!ref.success) throw new SubmissionRefused("invalid_task_ref", `task_ref: ${ref.error.issues[0]?.message ?? "invalid"}`);
   const status = TaskStatus.safeParse(task.status);
-  if (!status.success) throw new SubmissionRefused(status.error.issues[0]?.message.startsWith("submission_too_large") ? "submission_too_large" : "invalid_status", `status: ${status.error.issues[0]?.message ?? "invalid"}`);
+  if (!status.success)
+    throw new SubmissionRefused(
+      status.error.issues[0]?.message.startsWith("submission_too_large") ? "submission_too_large" : "invalid_status",
+      `status: ${status.error.issues[0]?.message ?? "invalid"}`,
+    );
   return { [SUBMISSION]: true, task_ref: task.task_ref, status: task.status };
 }
 
@@ -136,6 +140,4 @@ export class CancelRequested extends Error {
 
 /** How the product settles a `reconciliation_required` assignment after checking its own system. */
 export type ReconcileOutcome =
-  | { kind: "completed"; result: unknown }
-  | { kind: "failed"; code: string; message: string }
-  | { kind: "cancelled"; reason: string };
+  { kind: "completed"; result: unknown } | { kind: "failed"; code: string; message: string } | { kind: "cancelled"; reason: string };

@@ -19,7 +19,10 @@ export function bridgeExecutorJetStreamApi(nc: NatsConnection): Subscription[] {
       callback: (err, msg) => {
         if (err || !msg.reply) return;
         const consumer = msg.subject.slice(from.length + 1);
-        nc.publish(`$JS.API.CONSUMER.${op}.${STREAMS.candidates}.${consumer}`, msg.data, { reply: msg.reply, ...(msg.headers ? { headers: msg.headers } : {}) });
+        nc.publish(`$JS.API.CONSUMER.${op}.${STREAMS.candidates}.${consumer}`, msg.data, {
+          reply: msg.reply,
+          ...(msg.headers ? { headers: msg.headers } : {}),
+        });
       },
     });
   });

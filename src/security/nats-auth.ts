@@ -115,7 +115,8 @@ export function renderNatsAuth(input: NatsAuthInput): string {
       : `      { stream: ${q(e.subject)}, accounts: ${importers} }`,
   );
   const importLines = EXECUTOR_EXPORTS.map(
-    (e) => `      { ${e.kind}: { account: ${q(GATEWAY_ACCOUNT)}, subject: ${q(e.subject)} }${e.importAs ? `, to: ${q(e.importAs)}` : ""}${e.share ? ", share: true" : ""} }`,
+    (e) =>
+      `      { ${e.kind}: { account: ${q(GATEWAY_ACCOUNT)}, subject: ${q(e.subject)} }${e.importAs ? `, to: ${q(e.importAs)}` : ""}${e.share ? ", share: true" : ""} }`,
   );
   const executors = [...input.executors].sort((a, b) => a.executor_id.localeCompare(b.executor_id));
   const userLines = executors.flatMap((ex) => {

@@ -7,9 +7,7 @@ import { z } from "zod";
  */
 
 /** Stream, bucket and consumer names: what JetStream accepts in an API subject token. */
-const objectName = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,64}$/, "use 1-64 of A-Z a-z 0-9 _ - (no dots, spaces or wildcards)");
+const objectName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "use 1-64 of A-Z a-z 0-9 _ - (no dots, spaces or wildcards)");
 const subject = z.string().regex(/^[^\s]+$/, "a NATS subject has no whitespace");
 const limit = z.number().int().min(-1);
 const ms = z.number().int().min(0);

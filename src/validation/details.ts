@@ -79,7 +79,8 @@ export function zodDetails(error: z.ZodError, schema: z.ZodType, input: unknown,
       case "invalid_type": {
         const range = numericRange(schemaAt(schema, issue.path));
         const allowed = range ? `${issue.expected} ${range}` : issue.expected;
-        if (valueAt(input, issue.path) === undefined) details.push({ path: formatPath(path), code: "required", message: `${formatPath(path) || "the body"} is required (${issue.expected})`, allowed });
+        if (valueAt(input, issue.path) === undefined)
+          details.push({ path: formatPath(path), code: "required", message: `${formatPath(path) || "the body"} is required (${issue.expected})`, allowed });
         else details.push({ path: formatPath(path), code: "invalid_type", message: issue.message, allowed });
         break;
       }

@@ -38,7 +38,8 @@ export function compileJsonSchema(schema: object, at: readonly PropertyKey[]): {
     const byPath = new Map<string, ErrorDetail>();
     for (const e of ajv.errors ?? []) {
       const path = formatPath([...at, ...pointerSegments(e.instancePath)]);
-      if (!byPath.has(path)) byPath.set(path, { path, code: "invalid_json_schema", message: `not a valid JSON Schema (draft 2020-12): ${e.message ?? e.keyword}` });
+      if (!byPath.has(path))
+        byPath.set(path, { path, code: "invalid_json_schema", message: `not a valid JSON Schema (draft 2020-12): ${e.message ?? e.keyword}` });
     }
     return { details: [...byPath.values()] };
   }
@@ -54,8 +55,14 @@ export function compileJsonSchema(schema: object, at: readonly PropertyKey[]): {
 function argumentDetail(e: ErrorObject, at: readonly PropertyKey[]): ErrorDetail {
   const path = [...at, ...pointerSegments(e.instancePath)];
   const params = e.params as Record<string, unknown>;
-  if (e.keyword === "required") return { path: formatPath([...path, String(params.missingProperty)]), code: "required", message: `${String(params.missingProperty)} is required by the tool's input_schema` };
-  if (e.keyword === "additionalProperties") return { path: formatPath([...path, String(params.additionalProperty)]), code: "additionalProperties", message: "not allowed by the tool's input_schema" };
+  if (e.keyword === "required")
+    return {
+      path: formatPath([...path, String(params.missingProperty)]),
+      code: "required",
+      message: `${String(params.missingProperty)} is required by the tool's input_schema`,
+    };
+  if (e.keyword === "additionalProperties")
+    return { path: formatPath([...path, String(params.additionalProperty)]), code: "additionalProperties", message: "not allowed by the tool's input_schema" };
   const allowed = Array.isArray(params.allowedValues) ? { allowed: params.allowedValues.map((v) => JSON.stringify(v)).join("|") } : {};
   return { path: formatPath(path), code: e.keyword, message: `${e.message ?? e.keyword} (input_schema)`, ...allowed };
 }

@@ -12,5 +12,7 @@ export const PROTOCOL_VERSION = "1";
 export function unsupportedProtocolVersion(headers: MsgHdrs | undefined): string | undefined {
   if (!headers?.has(PROTOCOL_VERSION_HEADER)) return undefined;
   const version = headers.get(PROTOCOL_VERSION_HEADER);
-  return version === PROTOCOL_VERSION ? undefined : `protocol version '${version}' is not supported; this gateway speaks ${PROTOCOL_VERSION_HEADER}: ${PROTOCOL_VERSION}`;
+  return version === PROTOCOL_VERSION
+    ? undefined
+    : `protocol version '${version}' is not supported; this gateway speaks ${PROTOCOL_VERSION_HEADER}: ${PROTOCOL_VERSION}`;
 }

@@ -23,7 +23,24 @@ export const text = fc.oneof(
 );
 
 const key = fc.oneof(
-  { weight: 3, arbitrary: fc.constantFrom("id", "user_id", "status", "state", "next_cursor", "cursor", "next_page_token", "page_token", "has_more", "total", "count", "error", "code") },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      "id",
+      "user_id",
+      "status",
+      "state",
+      "next_cursor",
+      "cursor",
+      "next_page_token",
+      "page_token",
+      "has_more",
+      "total",
+      "count",
+      "error",
+      "code",
+    ),
+  },
   { weight: 1, arbitrary: fc.constantFrom("data", "items", "result", "meta", "a.b", "", "0", "10", "9", "😀", "｡", "\ud800") },
   { weight: 3, arbitrary: shortString },
 );
@@ -49,9 +66,9 @@ export const jsonValue: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((t
 })).value;
 
 /** A value wrapped in up to 60 levels of objects and arrays. */
-const deep = fc.tuple(jsonValue, fc.array(fc.oneof(key, fc.constant(null)), { maxLength: 60 })).map(([v, wrappers]) =>
-  wrappers.reduce<unknown>((inner, k) => (k === null ? [inner] : { [k]: inner }), v),
-);
+const deep = fc
+  .tuple(jsonValue, fc.array(fc.oneof(key, fc.constant(null)), { maxLength: 60 }))
+  .map(([v, wrappers]) => wrappers.reduce<unknown>((inner, k) => (k === null ? [inner] : { [k]: inner }), v));
 
 /** Results of a few bytes up to about 100 KiB: lists of records repeated to exceed the larger budgets. */
 export const toolResult: fc.Arbitrary<unknown> = fc.oneof(
@@ -60,7 +77,11 @@ export const toolResult: fc.Arbitrary<unknown> = fc.oneof(
   {
     weight: 4,
     arbitrary: fc
-      .tuple(fc.dictionary(key, scalar, { maxKeys: 5 }), fc.array(fc.dictionary(key, shortScalar, { maxKeys: 6 }), { minLength: 1, maxLength: 4 }), fc.integer({ min: 1, max: 800 }))
+      .tuple(
+        fc.dictionary(key, scalar, { maxKeys: 5 }),
+        fc.array(fc.dictionary(key, shortScalar, { maxKeys: 6 }), { minLength: 1, maxLength: 4 }),
+        fc.integer({ min: 1, max: 800 }),
+      )
       .map(([head, items, copies]) => ({ ...head, data: { items: Array.from({ length: copies }, (_, i) => items[i % items.length]) } })),
   },
 );
@@ -75,7 +96,10 @@ const nonTextBlock = fc.oneof(
   fc.record({ type: fc.constant("image"), mimeType: fc.constant("image/png"), data: base64 }),
   fc.record({ type: fc.constant("audio"), mimeType: fc.constant("audio/wav"), data: fc.string({ maxLength: 50 }) }),
   fc.record({ type: fc.constant("resource"), resource: fc.record({ uri: fc.constant("file:///r.txt"), text }) }),
-  fc.record({ type: fc.constant("resource"), resource: fc.record({ uri: fc.constant("file:///r.bin"), mimeType: fc.constant("application/pdf"), blob: base64 }) }),
+  fc.record({
+    type: fc.constant("resource"),
+    resource: fc.record({ uri: fc.constant("file:///r.bin"), mimeType: fc.constant("application/pdf"), blob: base64 }),
+  }),
   fc.record({ type: fc.constant("resource_link"), uri: fc.constant("file:///l.txt"), name: shortString, description: text }),
   fc.record({ type: fc.constant("text"), text: jsonValue.filter((v) => typeof v !== "string") }), // a text that is no string
   fc.record({ type: fc.constantFrom("x-unknown", "image"), note: text }), // an unknown type; an image without data

@@ -40,7 +40,7 @@ describe("canonical compact JSON", () => {
   });
 
   it("escapes like Python with ensure_ascii=False and writes lone surrogates as escapes", () => {
-    expect(canonicalJson("\"\\\b\f\n\r\t\u0000\u001f\u007f\u2028é")).toBe('"\\"\\\\\\b\\f\\n\\r\\t\\u0000\\u001f\u007f\u2028é"');
+    expect(canonicalJson('"\\\b\f\n\r\t\u0000\u001f\u007f\u2028é')).toBe('"\\"\\\\\\b\\f\\n\\r\\t\\u0000\\u001f\u007f\u2028é"');
     expect(canonicalJson("a\ud800b\udfffc😀")).toBe('"a\\ud800b\\udfffc😀"');
     expect(strictUtf8.decode(encodeCanonicalJson("\udc00\ud800"))).toBe('"\\udc00\\ud800"');
   });
@@ -98,7 +98,9 @@ describe("canonical compact JSON", () => {
   it("rejects a cycle, naming where it closes", () => {
     const o: { items: unknown[] } = { items: [1] };
     o.items.push({ back: o });
-    expect(() => canonicalJson(o)).toThrow(expect.objectContaining({ name: "CanonicalJsonError", path: "$.items[1].back", reason: expect.stringMatching(/cycle/) }));
+    expect(() => canonicalJson(o)).toThrow(
+      expect.objectContaining({ name: "CanonicalJsonError", path: "$.items[1].back", reason: expect.stringMatching(/cycle/) }),
+    );
   });
 
   it(`accepts ${MAX_NESTING_DEPTH} levels of nesting and rejects deeper`, () => {

@@ -18,7 +18,9 @@ describe("toolgate measure", () => {
     const { code, stdout, stderr } = measure([], '{"tasks": [], "next_cursor": "page-2"}');
     expect(stderr).toBe("");
     expect(code).toBe(0);
-    expect(stdout).toBe('{"max_result_context_bytes":16384,"original_bytes":35,"projection_version":2,"result":{"next_cursor":"page-2","tasks":[]},"retained_bytes":35,"truncated":false}\n');
+    expect(stdout).toBe(
+      '{"max_result_context_bytes":16384,"original_bytes":35,"projection_version":2,"result":{"next_cursor":"page-2","tasks":[]},"retained_bytes":35,"truncated":false}\n',
+    );
   });
 
   it("reads a file, applies --budget and --kind", () => {

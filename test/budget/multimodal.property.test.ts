@@ -81,7 +81,12 @@ describe("multimodal projection properties", () => {
     const preview = buildContextPreview(resource, { maxResultContextBytes: 1024 });
     expect(preview.truncated).toBe(true);
     expect(preview.retained_bytes).toBeLessThanOrEqual(1024);
-    const image = { content: [{ type: "image", mimeType: "image/png", data: "A".repeat(60000) }, { type: "text", text: "ok" }] };
+    const image = {
+      content: [
+        { type: "image", mimeType: "image/png", data: "A".repeat(60000) },
+        { type: "text", text: "ok" },
+      ],
+    };
     expect(buildContextPreview(image, { maxResultContextBytes: 1024 })).toMatchObject({ truncated: false, retained_bytes: compactByteLength(image) });
   });
 });

@@ -2,7 +2,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { CanonicalJsonError, JsonFloat, MAX_NESTING_DEPTH, MAX_RESULT_DEPTH, buildContextPreview, canonicalJson, type PreviewResult } from "../../src/budget/index.js";
+import {
+  CanonicalJsonError,
+  JsonFloat,
+  MAX_NESTING_DEPTH,
+  MAX_RESULT_DEPTH,
+  buildContextPreview,
+  canonicalJson,
+  type PreviewResult,
+} from "../../src/budget/index.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { budget } from "./arbitraries.js";
 
@@ -14,7 +22,10 @@ function boundaries(canonical: string): Set<number> {
 }
 
 const escapeDense = fc
-  .tuple(fc.array(fc.constantFrom("\u0001", "\u001f", '"', "\\", "\n", "\ud800", "a", "é", "😀"), { minLength: 1, maxLength: 12 }), fc.integer({ min: 100, max: 3000 }))
+  .tuple(
+    fc.array(fc.constantFrom("\u0001", "\u001f", '"', "\\", "\n", "\ud800", "a", "é", "😀"), { minLength: 1, maxLength: 12 }),
+    fc.integer({ min: 100, max: 3000 }),
+  )
   .map(([units, n]) => ({ s: units.join("").repeat(n), n }));
 
 describe("projection edges", () => {

@@ -12,7 +12,14 @@ describe("context_preview", () => {
   it("keeps a result within budget unchanged", () => {
     const result = { next_cursor: "page-2", tasks: [] };
     const preview = buildContextPreview(result, { maxResultContextBytes: 1024 });
-    expect(preview).toEqual({ max_result_context_bytes: 1024, original_bytes: 35, retained_bytes: 35, truncated: false, result, projection_version: PROJECTION_VERSION });
+    expect(preview).toEqual({
+      max_result_context_bytes: 1024,
+      original_bytes: 35,
+      retained_bytes: 35,
+      truncated: false,
+      result,
+      projection_version: PROJECTION_VERSION,
+    });
     expect(preview.result).toBe(result);
     expect(contextPreviewSchema.parse(preview)).toEqual(preview);
   });
@@ -57,7 +64,14 @@ describe("context_preview", () => {
       filler: "z".repeat(5000),
     };
     const projected = buildContextPreview(result, { maxResultContextBytes: 2048 }).result as unknown as PreviewResult;
-    expect(projected.preserved_fields).toEqual({ status: "partial", "data.has_more": true, "data.next_cursor": null, "data.total": 1200, "error.code": -32000, "data.page.cursor": "c-9" });
+    expect(projected.preserved_fields).toEqual({
+      status: "partial",
+      "data.has_more": true,
+      "data.next_cursor": null,
+      "data.total": 1200,
+      "error.code": -32000,
+      "data.page.cursor": "c-9",
+    });
   });
 
   it("never cuts inside a surrogate pair and counts escapes", () => {
@@ -121,7 +135,10 @@ describe("multimodal results", () => {
     expect(budgeted).toBeLessThanOrEqual(2048);
     expect(budgeted).toBeGreaterThan(2048 - 64);
     expect(preview.retained_bytes).toBe(compactByteLength(preview.result));
-    for (const [i, original] of [[0, long], [3, long + "!"]] as const) {
+    for (const [i, original] of [
+      [0, long],
+      [3, long + "!"],
+    ] as const) {
       const cut = content[i]?.text as string;
       expect(cut).toContain("max_result_context_bytes=2048]");
       const { head, omitted, tail } = splitCutText(cut);

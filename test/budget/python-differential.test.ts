@@ -22,15 +22,48 @@ for line in sys.stdin.buffer.read().decode("utf-8").split("\\n")[:-1]:
 
 const digits = (min: number, max: number) => fc.array(fc.integer({ min: 0, max: 9 }), { minLength: min, maxLength: max }).map((d) => d.join(""));
 const intToken = fc.oneof(
-  fc.constantFrom("0", "-0", "9007199254740992", "9007199254740993", "-9007199254740993", "99999999999999999", "1000000000000000000000", "18446744073709551615", "-9223372036854775808"),
+  fc.constantFrom(
+    "0",
+    "-0",
+    "9007199254740992",
+    "9007199254740993",
+    "-9007199254740993",
+    "99999999999999999",
+    "1000000000000000000000",
+    "18446744073709551615",
+    "-9223372036854775808",
+  ),
   fc.tuple(fc.boolean(), fc.integer({ min: 1, max: 9 }), digits(0, 40)).map(([neg, first, rest]) => `${neg ? "-" : ""}${first}${rest}`),
   fc.tuple(fc.integer({ min: 1, max: 9 }), digits(390, 410)).map(([first, rest]) => `${first}${rest}`), // a 400-digit integer
 );
 const floatToken = fc.oneof(
-  fc.constantFrom("1.0", "0.0", "-0.0", "1e16", "1E16", "1e+16", "1e-5", "1E-05", "2.50", "1e22", "1e308", "1.7976931348623157e308", "5e-324", "1e-400", "1e400", "-1e400", "0.1", "9007199254740993.0", "123.456e7", "1e-7", "0.0001", "9999999999999998.0"),
-  fc.tuple(intToken, digits(1, 20), fc.option(fc.tuple(fc.constantFrom("e", "E", "e+", "e-", "E-"), fc.integer({ min: 0, max: 330 })))).map(
-    ([int, frac, exp]) => `${int.slice(0, 25)}.${frac}${exp ? `${exp[0]}${exp[1]}` : ""}`,
+  fc.constantFrom(
+    "1.0",
+    "0.0",
+    "-0.0",
+    "1e16",
+    "1E16",
+    "1e+16",
+    "1e-5",
+    "1E-05",
+    "2.50",
+    "1e22",
+    "1e308",
+    "1.7976931348623157e308",
+    "5e-324",
+    "1e-400",
+    "1e400",
+    "-1e400",
+    "0.1",
+    "9007199254740993.0",
+    "123.456e7",
+    "1e-7",
+    "0.0001",
+    "9999999999999998.0",
   ),
+  fc
+    .tuple(intToken, digits(1, 20), fc.option(fc.tuple(fc.constantFrom("e", "E", "e+", "e-", "E-"), fc.integer({ min: 0, max: 330 }))))
+    .map(([int, frac, exp]) => `${int.slice(0, 25)}.${frac}${exp ? `${exp[0]}${exp[1]}` : ""}`),
   fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => String(d)),
 );
 const unit = fc.oneof(
@@ -40,9 +73,11 @@ const unit = fc.oneof(
   { weight: 2, arbitrary: fc.integer({ min: 0x1f300, max: 0x10ffff }).map((c) => String.fromCodePoint(c)) },
 );
 /** A string token, sometimes with \\uXXXX escapes where JSON.stringify would write raw characters. */
-const stringToken = fc.tuple(fc.string({ unit, maxLength: 12 }), fc.boolean()).map(([s, escapeAll]) =>
-  escapeAll ? `"${Array.from({ length: s.length }, (_, i) => `\\u${s.charCodeAt(i).toString(16).padStart(4, "0")}`).join("")}"` : JSON.stringify(s),
-);
+const stringToken = fc
+  .tuple(fc.string({ unit, maxLength: 12 }), fc.boolean())
+  .map(([s, escapeAll]) =>
+    escapeAll ? `"${Array.from({ length: s.length }, (_, i) => `\\u${s.charCodeAt(i).toString(16).padStart(4, "0")}`).join("")}"` : JSON.stringify(s),
+  );
 const ws = fc.constantFrom("", "", " ", "\r\t "); // no "\n": it separates the texts
 const jsonText: fc.Arbitrary<string> = fc.letrec<{ value: string }>((tie) => ({
   value: fc.oneof(
@@ -51,7 +86,9 @@ const jsonText: fc.Arbitrary<string> = fc.letrec<{ value: string }>((tie) => ({
     { weight: 1, arbitrary: fc.tuple(fc.array(tie("value"), { maxLength: 5 }), ws).map(([items, w]) => `[${w}${items.join(`${w},`)}]`) },
     {
       weight: 1,
-      arbitrary: fc.tuple(fc.array(fc.tuple(stringToken, tie("value")), { maxLength: 5 }), ws).map(([members, w]) => `{${members.map(([k, v]) => `${k}${w}:${w}${v}`).join(",")}}`),
+      arbitrary: fc
+        .tuple(fc.array(fc.tuple(stringToken, tie("value")), { maxLength: 5 }), ws)
+        .map(([members, w]) => `{${members.map(([k, v]) => `${k}${w}:${w}${v}`).join(",")}}`),
     },
   ),
 })).value;
@@ -78,7 +115,8 @@ describe("differential against Python's json.dumps", () => {
       const python = expected[i] as string;
       const ours = toolgate(text);
       expect(ours.startsWith("ERROR") ? "ERROR" : ours, text).toBe(python.startsWith("ERROR") ? "ERROR" : python);
-      if (!python.startsWith("ERROR")) expect(buildContextPreview(parseExactJson(text), { maxResultContextBytes: 1024 }).original_bytes).toBe(Buffer.byteLength(python, "utf8"));
+      if (!python.startsWith("ERROR"))
+        expect(buildContextPreview(parseExactJson(text), { maxResultContextBytes: 1024 }).original_bytes).toBe(Buffer.byteLength(python, "utf8"));
     });
   });
 });

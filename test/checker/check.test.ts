@@ -19,34 +19,89 @@ const TOKEN = "t".repeat(43);
 function history(n = 3, { indexApplied = false } = {}): { h: StoredHistory; evidence: ExecutorEvidence } {
   const h: StoredHistory = { runs: [], assignments: [], receipts: [], index: [], progress: [], projections: [], createOnly: [] };
   const evidence: ExecutorEvidence = { ledgerExecutors: ["exec-1"], sideEffects: [], outboxExecutors: ["exec-1"], outbox: [] };
-  const run: RunRecord = { run_id: "run-1", session_id: "s-1", agent: "bot", agent_version: "bot.1", toolset: "ts", toolset_version: "v1", subject: "u", state: "active", assignment_ids: [], created_at: T0, ended_at: null };
+  const run: RunRecord = {
+    run_id: "run-1",
+    session_id: "s-1",
+    agent: "bot",
+    agent_version: "bot.1",
+    toolset: "ts",
+    toolset_version: "v1",
+    subject: "u",
+    state: "active",
+    assignment_ids: [],
+    created_at: T0,
+    ended_at: null,
+  };
   let seq = 0;
   const store = (receipt: Receipt, at: number) => {
     h.receipts.push({ seq: ++seq, storedAt: at, receipt });
-    const entry: ReceiptIndexEntry = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, body_digest: receiptBodyDigest(receipt), status: "recorded", stream_seq: seq, at };
+    const entry: ReceiptIndexEntry = {
+      receipt_id: receipt.receipt_id,
+      assignment_id: receipt.assignment_id,
+      executor_id: receipt.executor_id,
+      kind: receipt.kind,
+      body_digest: receiptBodyDigest(receipt),
+      status: "recorded",
+      stream_seq: seq,
+      at,
+    };
     if (receipt.kind === "progress" || indexApplied) h.index.push(entry);
-    evidence.outbox.push({ executor_id: receipt.executor_id, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, kind: receipt.kind, answer_status: "recorded", answer_code: null });
+    evidence.outbox.push({
+      executor_id: receipt.executor_id,
+      receipt_id: receipt.receipt_id,
+      assignment_id: receipt.assignment_id,
+      kind: receipt.kind,
+      answer_status: "recorded",
+      answer_code: null,
+    });
     return { receipt_id: receipt.receipt_id, kind: receipt.kind, body_digest: entry.body_digest, stream_seq: seq, at };
   };
   for (let i = 0; i < n; i++) {
     const id = `a-${i}`;
     const base = { assignment_id: id, executor_id: "exec-1", claim_token: TOKEN };
     const at = T0 + 100 * i;
-    const accepted = store({ ...base, receipt_id: `${id}_accepted`, kind: "accepted", operation_key: `op-${i}`, argument_digest: argumentDigest({ i }) }, at + 1);
+    const accepted = store(
+      { ...base, receipt_id: `${id}_accepted`, kind: "accepted", operation_key: `op-${i}`, argument_digest: argumentDigest({ i }) },
+      at + 1,
+    );
     store({ ...base, receipt_id: `${id}_p1`, kind: "progress", seq: 1, progress: { step: 1 } }, at + 2);
     h.progress.push({ assignment_id: id, seq: 1, receipt_id: `${id}_p1`, progress: { step: 1 }, at: at + 2 });
     const result = { i, rows: "x".repeat(2_000) };
     const final = store({ ...base, receipt_id: `${id}_completed`, kind: "completed", result }, at + 3);
     const a: AssignmentRecord = {
-      assignment_id: id, run_id: run.run_id, tool_call_id: null, tool_name: "w", binding_id: "b", scope: "s", tool_kind: "write",
-      arguments: { i }, argument_digest: argumentDigest({ i }), operation_key: `op-${i}`, max_result_context_bytes: 1024,
-      state: "completed", generation: 0, candidate_seq: 1,
+      assignment_id: id,
+      run_id: run.run_id,
+      tool_call_id: null,
+      tool_name: "w",
+      binding_id: "b",
+      scope: "s",
+      tool_kind: "write",
+      arguments: { i },
+      argument_digest: argumentDigest({ i }),
+      operation_key: `op-${i}`,
+      max_result_context_bytes: 1024,
+      state: "completed",
+      generation: 0,
+      candidate_seq: 1,
       claim: { executor_id: "exec-1", generation: 0, token_sha256: claimTokenSha256(TOKEN), claimed_at: at, lease_expires_at: at + 30_000 },
-      past_claims: [], accepted, final, outcome: { kind: "completed" }, task_cancel: null, compensates: null, compensated_by: null, settled_by: null,
-      created_at: at, updated_at: at + 3,
+      past_claims: [],
+      accepted,
+      final,
+      outcome: { kind: "completed" },
+      task_cancel: null,
+      compensates: null,
+      compensated_by: null,
+      settled_by: null,
+      created_at: at,
+      updated_at: at + 3,
     };
     h.assignments.push({ value: a, revision: i + 1, storedAt: at + 3 });
-    h.projections.push({ assignment_id: id, receipt_id: final.receipt_id, context_preview: buildContextPreview(result, { maxResultContextBytes: 1024 }), computed_at: at + 3 });
+    h.projections.push({
+      assignment_id: id,
+      receipt_id: final.receipt_id,
+      context_preview: buildContextPreview(result, { maxResultContextBytes: 1024 }),
+      computed_at: at + 3,
+    });
     evidence.sideEffects.push({ executor_id: "exec-1", assignment_id: id, generation: 0, operation_key: `op-${i}` });
     run.assignment_ids.push(id);
   }
@@ -71,7 +126,16 @@ const assignment = (h: StoredHistory, i: number) => h.assignments[i]!.value;
 function indexAs(h: StoredHistory, receiptId: string, verdict: Pick<ReceiptIndexEntry, "status" | "code">): void {
   const { seq, storedAt, receipt } = h.receipts.find((r) => r.receipt?.receipt_id === receiptId)!;
   const r = receipt!;
-  h.index.push({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, executor_id: r.executor_id, kind: r.kind, body_digest: receiptBodyDigest(r), stream_seq: seq, at: storedAt, ...verdict });
+  h.index.push({
+    receipt_id: r.receipt_id,
+    assignment_id: r.assignment_id,
+    executor_id: r.executor_id,
+    kind: r.kind,
+    body_digest: receiptBodyDigest(r),
+    stream_seq: seq,
+    at: storedAt,
+    ...verdict,
+  });
 }
 
 type PublishedBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "executor_id" | "claim_token"> : never) : never;
@@ -90,7 +154,14 @@ describe("history checker on crafted records", () => {
     const report = checkHistory(h, { evidence, snapshot: snapshotOf(h) });
     expect(report.violations).toEqual([]);
     expect(report.ok).toBe(true);
-    expect(report.counts).toMatchObject({ tool_calls: { completed: 3 }, receipts_in_stream: 9, receipt_index: { recorded: 3 }, applied_receipts: 6, side_effects: 3, projections: 3 });
+    expect(report.counts).toMatchObject({
+      tool_calls: { completed: 3 },
+      receipts_in_stream: 9,
+      receipt_index: { recorded: 3 },
+      applied_receipts: 6,
+      side_effects: 3,
+      projections: 3,
+    });
   });
 
   it("passes a history written before applied receipts were left out of the index (both hold them)", () => {
@@ -106,7 +177,14 @@ describe("history checker on crafted records", () => {
     const { h, evidence } = history();
     // An accepted the executor was told was recorded, in the stream with a valid token: no record of it anywhere.
     publish(h, { receipt_id: "a-1_accepted_2", assignment_id: "a-1", kind: "accepted", operation_key: "op-1", argument_digest: argumentDigest({ i: 1 }) });
-    evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-1_accepted_2", assignment_id: "a-1", kind: "accepted", answer_status: "recorded", answer_code: null });
+    evidence.outbox.push({
+      executor_id: "exec-1",
+      receipt_id: "a-1_accepted_2",
+      assignment_id: "a-1",
+      kind: "accepted",
+      answer_status: "recorded",
+      answer_code: null,
+    });
     expect(rulesOf(h, evidence).sort()).toEqual(["receipt_lost", "receipt_not_indexed"]);
   });
 
@@ -119,8 +197,15 @@ describe("history checker on crafted records", () => {
   it("receipts a later edge replaced stay accounted for by their tool call", () => {
     const { h } = history();
     // a-0 was reconciliation_required before its completed settled it; that receipt moved to `replaced`.
-    const { seq, digest } = publish(h, { receipt_id: "a-0_unknown", assignment_id: "a-0", kind: "reconciliation_required", error: { code: "crash", message: "?" } });
-    assignment(h, 0).replaced = [{ receipt_id: "a-0_unknown", kind: "reconciliation_required", body_digest: digest, stream_seq: seq, at: T0 + 50, executor_id: "exec-1" }];
+    const { seq, digest } = publish(h, {
+      receipt_id: "a-0_unknown",
+      assignment_id: "a-0",
+      kind: "reconciliation_required",
+      error: { code: "crash", message: "?" },
+    });
+    assignment(h, 0).replaced = [
+      { receipt_id: "a-0_unknown", kind: "reconciliation_required", body_digest: digest, stream_seq: seq, at: T0 + 50, executor_id: "exec-1" },
+    ];
     expect(rulesOf(h)).toEqual([]);
     assignment(h, 0).replaced![0]!.body_digest = "0".repeat(64);
     expect(rulesOf(h)).toEqual(["applied_receipt_mismatch"]);
@@ -184,7 +269,14 @@ describe("history checker on crafted records", () => {
     const { h, evidence } = history();
     h.index = h.index.filter((e) => e.receipt_id !== "a-2_p1");
     h.progress = h.progress.filter((p) => p.receipt_id !== "a-2_p1");
-    evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-9_completed", assignment_id: "a-9", kind: "completed", answer_status: "recorded", answer_code: null });
+    evidence.outbox.push({
+      executor_id: "exec-1",
+      receipt_id: "a-9_completed",
+      assignment_id: "a-9",
+      kind: "completed",
+      answer_status: "recorded",
+      answer_code: null,
+    });
     expect(rulesOf(h, evidence).sort()).toEqual(["receipt_lost", "receipt_not_indexed"]);
   });
 
@@ -194,7 +286,14 @@ describe("history checker on crafted records", () => {
     evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-2_p1", assignment_id: "a-2", kind: "progress", answer_status: null, answer_code: null });
     expect(rulesOf(h, evidence)).toEqual([]);
     // Never reached any gateway.
-    evidence.outbox.push({ executor_id: "exec-1", receipt_id: "a-9_completed", assignment_id: "a-9", kind: "completed", answer_status: null, answer_code: null });
+    evidence.outbox.push({
+      executor_id: "exec-1",
+      receipt_id: "a-9_completed",
+      assignment_id: "a-9",
+      kind: "completed",
+      answer_status: null,
+      answer_code: null,
+    });
     expect(rulesOf(h, evidence)).toEqual(["receipt_lost"]);
   });
 
@@ -203,7 +302,16 @@ describe("history checker on crafted records", () => {
     const dup = h.receipts.find((r) => r.receipt?.receipt_id === "a-0_completed")!;
     const second = { ...dup.receipt!, receipt_id: "a-0_completed_again" } as Receipt;
     h.receipts.push({ seq: 100, storedAt: dup.storedAt, receipt: second });
-    h.index.push({ receipt_id: second.receipt_id, assignment_id: "a-0", executor_id: "exec-1", kind: "completed", body_digest: receiptBodyDigest(second), status: "recorded", stream_seq: 100, at: dup.storedAt });
+    h.index.push({
+      receipt_id: second.receipt_id,
+      assignment_id: "a-0",
+      executor_id: "exec-1",
+      kind: "completed",
+      body_digest: receiptBodyDigest(second),
+      status: "recorded",
+      stream_seq: 100,
+      at: dup.storedAt,
+    });
     h.progress.push({ ...h.progress[1]!, seq: 2 });
     expect(rulesOf(h).sort()).toEqual(["progress_mismatch", "receipt_applied_twice"]);
   });
@@ -222,10 +330,17 @@ describe("history checker on crafted records", () => {
     const { h } = history();
     const a1 = assignment(h, 1);
     // Granted at some point, then taken away: the claim may well have come first.
-    h.registry!.revisions.push({ executor_id: "exec-1", storedAt: T0 + 1_000, value: registered("exec-1", []) }, { executor_id: "exec-1", storedAt: T0 + 2_000, value: null });
+    h.registry!.revisions.push(
+      { executor_id: "exec-1", storedAt: T0 + 1_000, value: registered("exec-1", []) },
+      { executor_id: "exec-1", storedAt: T0 + 2_000, value: null },
+    );
     expect(rulesOf(h)).toEqual([]);
     // Never registered, or registered in another scope or for another binding.
-    for (const [executorId, value] of [["ghost", null], ["foreign", registered("foreign", ["b"], "other")], ["reader", registered("reader", ["b-read"])]] as const) {
+    for (const [executorId, value] of [
+      ["ghost", null],
+      ["foreign", registered("foreign", ["b"], "other")],
+      ["reader", registered("reader", ["b-read"])],
+    ] as const) {
       a1.past_claims = [{ ...a1.claim!, executor_id: executorId }];
       if (value) h.registry!.revisions.push({ executor_id: executorId, storedAt: T0, value });
       const found = checkHistory(h).violations;
@@ -257,7 +372,10 @@ describe("history checker on crafted records", () => {
     ];
     expect(rulesOf(h)).toEqual(["task_result_mismatch"]);
     // A result the task never had, or for a call that submitted nothing.
-    run.task_results = [{ assignment_id: "a-0", receipt_id: "a-0_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 }, { assignment_id: "a-1", receipt_id: "a-1_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 }];
+    run.task_results = [
+      { assignment_id: "a-0", receipt_id: "a-0_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 },
+      { assignment_id: "a-1", receipt_id: "a-1_completed", outcome: { kind: "completed" }, after_tool_calls: 2, at: T0 + 60 },
+    ];
     expect(rulesOf(h)).toEqual(["task_result_mismatch"]);
     run.task_results.pop();
 
@@ -275,9 +393,17 @@ describe("history checker on crafted records", () => {
     h.receipts = h.receipts.filter((r) => r.receipt?.kind !== "completed");
     h.projections = [];
     h.createOnly = [];
-    Object.assign(assignment(h, 0), { state: "submitted", final: submission, outcome: null, task: { task_ref: "job-0", status: "queued", submitted_at: T0 + 50, deadline_at: T0 + 1_050 } });
+    Object.assign(assignment(h, 0), {
+      state: "submitted",
+      final: submission,
+      outcome: null,
+      task: { task_ref: "job-0", status: "queued", submitted_at: T0 + 50, deadline_at: T0 + 1_050 },
+    });
     expect(rulesOf(h)).toEqual(["call_not_settled"]);
-    Object.assign(assignment(h, 0), { state: "reconciliation_required", outcome: { kind: "reconciliation_required", error: { code: "task_deadline_passed", message: "?" } } });
+    Object.assign(assignment(h, 0), {
+      state: "reconciliation_required",
+      outcome: { kind: "reconciliation_required", error: { code: "task_deadline_passed", message: "?" } },
+    });
     expect(rulesOf(h)).toEqual(["task_result_missing"]);
     h.runs[0]!.value.task_results = [{ assignment_id: "a-0", receipt_id: null, outcome: assignment(h, 0).outcome!, after_tool_calls: 1, at: T0 + 1_100 }];
     expect(rulesOf(h)).toEqual([]);

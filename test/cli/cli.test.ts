@@ -71,7 +71,9 @@ describe("toolgate CLI", () => {
       expect(table.stdout).toMatch(/^ {2}KV_tg_config +status-probe +1 +1 +0 +0 +\d+$/m);
 
       const json = JSON.parse((await runCli(["status", "--json"], { NATS_URL: nats.url })).stdout) as { jetstream: { consumers: unknown[] } };
-      expect(json.jetstream.consumers).toContainEqual(expect.objectContaining({ stream: "KV_tg_config", name: "status-probe", pending: 1, ackPending: 1, redelivered: 0 }));
+      expect(json.jetstream.consumers).toContainEqual(
+        expect.objectContaining({ stream: "KV_tg_config", name: "status-probe", pending: 1, ackPending: 1, redelivered: 0 }),
+      );
     } finally {
       await nc.close();
     }
@@ -85,7 +87,10 @@ describe("toolgate CLI", () => {
       const sessionId = await seedSession(gw.gateway.store, { scope: "ops-scope", agent: "ops-bot", tools: [{ name: "ops.do", binding_id: "b-ops" }] });
       expect((await executor.heartbeat()).status).toBe("ok");
       const run = await gw.http("POST", `/v1/sessions/${sessionId}/runs`);
-      for (const i of [1, 2]) expect((await gw.http("POST", `/v1/runs/${run.body.run_id}/tool-calls`, { tool_name: "ops.do", arguments: {}, tool_call_id: `c${i}` })).status).toBe(201);
+      for (const i of [1, 2])
+        expect((await gw.http("POST", `/v1/runs/${run.body.run_id}/tool-calls`, { tool_name: "ops.do", arguments: {}, tool_call_id: `c${i}` })).status).toBe(
+          201,
+        );
 
       const res = await runCli(["status"], { NATS_URL: nats.url });
       expect(res.code, res.stderr).toBe(0);
@@ -114,6 +119,8 @@ describe("toolgate CLI", () => {
     const none = await runCli(["status"], { TOOLGATE_DATA_DIR: emptyDir });
     rmSync(emptyDir, { recursive: true });
     expect(none.code).toBe(2);
-    expect(none.stderr).toContain(`no NATS server: pass --server URL, set NATS_URL, or run 'toolgate serve' from this directory first (it writes ${join(emptyDir, "nats.url")})`);
+    expect(none.stderr).toContain(
+      `no NATS server: pass --server URL, set NATS_URL, or run 'toolgate serve' from this directory first (it writes ${join(emptyDir, "nats.url")})`,
+    );
   });
 });

@@ -67,8 +67,11 @@ describe("which nats-server toolgate runs on", () => {
         after = await startNatsServer({ port: before.port, storeDir: store });
         before = undefined;
         const version = versionOf(natsServerBinary());
-        await until("the gateway reconnected to the new server", () =>
-          gw.logs.some((l) => l.includes('"reconnected to NATS"') && l.includes(`"nats_server":"${version}"`)) ? true : undefined, 30_000);
+        await until(
+          "the gateway reconnected to the new server",
+          () => (gw.logs.some((l) => l.includes('"reconnected to NATS"') && l.includes(`"nats_server":"${version}"`)) ? true : undefined),
+          30_000,
+        );
         await until("the gateway ready again", async () => ((await fetch(`${gw.url}/readyz`)).status === 200 ? true : undefined), 30_000);
         gw.child.kill("SIGTERM");
         expect(await gw.exited).toBe(0);

@@ -28,7 +28,13 @@ describe("toolgate/client", () => {
     client = new ToolgateClient({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY });
     await client.createBinding({ binding_id: "notes-read", executor_scope: SCOPE, tool_kind: "read" });
     await client.createBinding({ binding_id: "notes-write", executor_scope: SCOPE, tool_kind: "write" });
-    const tool = (name: string, binding_id: string) => ({ name, description: `the ${name} tool`, binding_id, input_schema: { type: "object" }, output_schema: { type: "object" } });
+    const tool = (name: string, binding_id: string) => ({
+      name,
+      description: `the ${name} tool`,
+      binding_id,
+      input_schema: { type: "object" },
+      output_schema: { type: "object" },
+    });
     await client.publishToolsetVersion("client-tools", { version: "v1", tools: [tool("notes.read", "notes-read"), tool("notes.write", "notes-write")] });
     agentVersion = (await client.publishAgentVersion(AGENT, { toolset: "client-tools", toolset_version: "v1", max_context_tokens: 100_000 })).agent_version;
     expect((await client.getAgentVersion(agentVersion)).toolset_version).toBe("v1");
@@ -149,7 +155,11 @@ describe("toolgate/client", () => {
     expect(detached).toMatchObject({ executor_id: "client-executor", scope: SCOPE });
     expect([...detached.reconciliation_required, ...detached.released, ...detached.retried]).toContain(task.assignmentId);
 
-    const preview = await client.dryRun({ agent_version: agentVersion, tool_name: "notes.read", mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { n: 1 } }] });
+    const preview = await client.dryRun({
+      agent_version: agentVersion,
+      tool_name: "notes.read",
+      mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { n: 1 } }],
+    });
     expect(preview.execution_verified).toBe(false);
     expect(preview.context_preview).not.toBeNull();
     await client.cancelRun(run.run_id);
@@ -232,9 +242,12 @@ describe("toolgate/client retries a 429 honouring Retry-After", () => {
     const patient = new ToolgateClient({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY, retry: { retries: 10 } });
     const retried = await Promise.allSettled([1, 2, 3].map(() => patient.getSession("ses-none")));
     // Every call got past the rate limit to the gateway's real answer: no such session.
-    expect(retried.map((a) => (a.status === "rejected" ? (a.reason as GatewayError).code : "answered"))).toEqual(["session_not_found", "session_not_found", "session_not_found"]);
+    expect(retried.map((a) => (a.status === "rejected" ? (a.reason as GatewayError).code : "answered"))).toEqual([
+      "session_not_found",
+      "session_not_found",
+      "session_not_found",
+    ]);
   });
-
 });
 
 describe("toolgate/client on a connection that goes silent", () => {
@@ -244,7 +257,9 @@ describe("toolgate/client on a connection that goes silent", () => {
     const silent = createHttpServer((req, res) => {
       requests.push(req.headers);
       res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write(`id: ${7 + requests.length}\ndata: ${JSON.stringify({ type: "run", run_id: "run_silent", state: "active", at: "2026-12-03T16:00:00.000Z" })}\n\n`);
+      res.write(
+        `id: ${7 + requests.length}\ndata: ${JSON.stringify({ type: "run", run_id: "run_silent", state: "active", at: "2026-12-03T16:00:00.000Z" })}\n\n`,
+      );
     });
     await new Promise<void>((listening) => silent.listen(0, "127.0.0.1", listening));
     const { port } = silent.address() as { port: number };

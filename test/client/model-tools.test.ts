@@ -7,7 +7,10 @@ import type { ToolDefinition } from "../../src/config/schemas.js";
 // Messages `tools[]` (a client tool); both allow tool names of ^[a-zA-Z0-9_-]{1,64}$.
 const ModelName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/);
 const JsonSchemaObject = z.looseObject({ type: z.literal("object") });
-const OpenAIFunctionTool = z.strictObject({ type: z.literal("function"), function: z.strictObject({ name: ModelName, description: z.string(), parameters: JsonSchemaObject }) });
+const OpenAIFunctionTool = z.strictObject({
+  type: z.literal("function"),
+  function: z.strictObject({ name: ModelName, description: z.string(), parameters: JsonSchemaObject }),
+});
 const AnthropicClientTool = z.strictObject({ name: ModelName, description: z.string(), input_schema: JsonSchemaObject });
 
 const tool = (name: string): ToolDefinition => ({

@@ -9,7 +9,8 @@ describe("configuration API validation and immutability", () => {
   const post = (url: string, payload: unknown) => gw.app.inject({ method: "POST", url, headers: bearer(ADMIN_KEY), payload: payload as object });
   const get = (url: string) => gw.app.inject({ method: "GET", url, headers: bearer(ADMIN_KEY) });
   const publish = (tools: unknown[], extra: Record<string, unknown> = {}) => post("/v1/toolsets/tasks/versions", { version: "bad", tools, ...extra });
-  const details = (res: { json(): unknown }) => (res.json() as { error: { details: { path: string; code: string }[] } }).error.details.map((d) => [d.path, d.code]);
+  const details = (res: { json(): unknown }) =>
+    (res.json() as { error: { details: { path: string; code: string }[] } }).error.details.map((d) => [d.path, d.code]);
 
   beforeAll(async () => {
     nats = await startTestNats();
@@ -114,7 +115,9 @@ describe("configuration API validation and immutability", () => {
     expect(first.json().agent_version).toBe("bot.1");
     const missing = await post("/v1/agents/bot/versions", { toolset: "tasks", toolset_version: "v404", max_context_tokens: 128000 });
     expect(details(missing)).toEqual([["toolset_version", "unknown_toolset_version"]]);
-    expect(details(await post("/v1/agents/bot/versions", { toolset: "tasks", toolset_version: "v1", max_context_tokens: 0 }))).toEqual([["max_context_tokens", "too_small"]]);
+    expect(details(await post("/v1/agents/bot/versions", { toolset: "tasks", toolset_version: "v1", max_context_tokens: 0 }))).toEqual([
+      ["max_context_tokens", "too_small"],
+    ]);
     expect((await get("/v1/agent-versions/bot.1")).json()).toEqual(first.json());
     expect((await get("/v1/agents/bot/versions")).json().versions.map((v: { agent_version: string }) => v.agent_version)).toEqual(["bot.1"]);
     expect((await get("/v1/agent-versions/bot.9")).json().error.code).toBe("agent_version_not_found");
@@ -136,7 +139,12 @@ describe("configuration API validation and immutability", () => {
   });
 
   it("answers bad JSON with 400 invalid_json, other media types with 415, unknown routes with 404", async () => {
-    const bad = await gw.app.inject({ method: "POST", url: "/v1/bindings", headers: { ...bearer(ADMIN_KEY), "content-type": "application/json" }, payload: "{nope" });
+    const bad = await gw.app.inject({
+      method: "POST",
+      url: "/v1/bindings",
+      headers: { ...bearer(ADMIN_KEY), "content-type": "application/json" },
+      payload: "{nope",
+    });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error.code).toBe("invalid_json");
     const text = await gw.app.inject({ method: "POST", url: "/v1/bindings", headers: { ...bearer(ADMIN_KEY), "content-type": "text/plain" }, payload: "x" });

@@ -34,7 +34,9 @@ describe("ConfigStore", () => {
   it("stores a binding once and refuses a second write with 409 already_published", async () => {
     const binding = await store.putBinding({ binding_id: "binding_example", executor_scope: "tasks-product", tool_kind: "read" });
     expect(binding.retry_reads_safe).toBe(false);
-    await expect(store.putBinding({ binding_id: "binding_example", executor_scope: "other", tool_kind: "write" })).rejects.toMatchObject({ code: "already_published" });
+    await expect(store.putBinding({ binding_id: "binding_example", executor_scope: "other", tool_kind: "write" })).rejects.toMatchObject({
+      code: "already_published",
+    });
     expect(await store.getBinding("binding_example")).toEqual(binding);
     expect((await store.listBindings()).map((b) => b.binding_id)).toEqual(["binding_example"]);
   });
@@ -60,7 +62,9 @@ describe("ConfigStore", () => {
     const v2 = await store.publishAgentVersion("support-bot", { toolset: "tasks", toolset_version: "v1", max_context_tokens: 64000 });
     expect([v1.agent_version, v2.agent_version]).toEqual(["support-bot.1", "support-bot.2"]);
     expect((await store.listAgentVersions("support-bot")).map((v) => v.agent_version)).toEqual(["support-bot.1", "support-bot.2"]);
-    await expect(store.publishAgentVersion("support-bot", { toolset: "tasks", toolset_version: "v7", max_context_tokens: 1000 })).rejects.toMatchObject({ code: "validation_failed" });
+    await expect(store.publishAgentVersion("support-bot", { toolset: "tasks", toolset_version: "v7", max_context_tokens: 1000 })).rejects.toMatchObject({
+      code: "validation_failed",
+    });
 
     const session = await store.createSession({ agent_version: "support-bot.2", subject: "user-42" });
     expect(session.agent).toBe("support-bot");

@@ -166,7 +166,12 @@ describe("console in headless Chromium", () => {
     expect(await rows.count()).toBe(2);
     const first = await rows.nth(0).locator("td").allTextContents();
     const preview = history.tool_calls[0].context_preview;
-    expect(first.slice(1, 5)).toEqual(["tasks.read", done, "completed", `${preview.retained_bytes.toLocaleString("en-US")} / ${preview.original_bytes.toLocaleString("en-US")} B · truncated`]);
+    expect(first.slice(1, 5)).toEqual([
+      "tasks.read",
+      done,
+      "completed",
+      `${preview.retained_bytes.toLocaleString("en-US")} / ${preview.original_bytes.toLocaleString("en-US")} B · truncated`,
+    ]);
     expect((await rows.nth(1).locator("td").allTextContents()).slice(2, 4)).toEqual([pending, "pending"]);
 
     await rows.nth(0).click();

@@ -18,7 +18,12 @@ describe("console static files", () => {
   beforeAll(async () => {
     nats = await startTestNats();
     dataDir = mkdtempSync(join(tmpdir(), "toolgate-console-"));
-    const config = gatewayConfigFromEnv({ NATS_URL: nats.url, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify([admin]) });
+    const config = gatewayConfigFromEnv({
+      NATS_URL: nats.url,
+      TOOLGATE_HTTP_PORT: "0",
+      TOOLGATE_DATA_DIR: dataDir,
+      TOOLGATE_IDENTITIES: JSON.stringify([admin]),
+    });
     // Everything the gateway logs, at the most verbose level, to check what it never logs.
     gw = await createGateway({ config, logger: pino({ level: "trace" }, { write: (line: string) => void logs.push(line) }) });
   });

@@ -10,7 +10,11 @@ const SCOPE = "ctx";
 const TOOL = "pages.read";
 
 /** A page of `n` items, about 60 bytes each: over the tool's 4 KiB budget from about 70 items. */
-const page = (n: number) => ({ status: "ok", next_cursor: `after-${n}`, items: Array.from({ length: n }, (_, i) => ({ id: `item-${i}`, text: "y".repeat(32) })) });
+const page = (n: number) => ({
+  status: "ok",
+  next_cursor: `after-${n}`,
+  items: Array.from({ length: n }, (_, i) => ({ id: `item-${i}`, text: "y".repeat(32) })),
+});
 
 describe("context window: usage calibration and the compaction decision", () => {
   let nats: TestNats;
@@ -34,9 +38,21 @@ describe("context window: usage calibration and the compaction decision", () => 
     nats = await startTestNats();
     gw = await startExecutionGateway(nats.url);
     await ok("POST", "/v1/bindings", { binding_id: "b-pages", executor_scope: SCOPE, tool_kind: "read" });
-    const tool = { name: TOOL, description: "Read a page", binding_id: "b-pages", input_schema: { type: "object" }, output_schema: { type: "object" }, max_result_context_bytes: 4096 };
+    const tool = {
+      name: TOOL,
+      description: "Read a page",
+      binding_id: "b-pages",
+      input_schema: { type: "object" },
+      output_schema: { type: "object" },
+      max_result_context_bytes: 4096,
+    };
     await ok("POST", "/v1/toolsets/pages/versions", { version: "v1", tools: [tool] });
-    for (const [agent, max] of [["calib", 100_000], ["tight", 1_000], ["other", 100_000], ["busy", 100_000]] as const) {
+    for (const [agent, max] of [
+      ["calib", 100_000],
+      ["tight", 1_000],
+      ["other", 100_000],
+      ["busy", 100_000],
+    ] as const) {
       const version = await ok("POST", `/v1/agents/${agent}/versions`, { toolset: "pages", toolset_version: "v1", max_context_tokens: max });
       sessions[agent] = (await ok("POST", "/v1/sessions", { agent_version: version.agent_version, subject: "user-1" })).session_id;
     }
@@ -158,7 +174,9 @@ describe("context window: usage calibration and the compaction decision", () => 
     const bad = async (body: unknown) => (await gw.http("POST", `/v1/runs/${runId}/usage`, body)).body.error;
     expect((await bad({ input_tokens: 0, prompt_text_bytes: 10 })).details).toEqual([expect.objectContaining({ path: "input_tokens", code: "too_small" })]);
     expect((await bad({ input_tokens: 10 })).details).toEqual([expect.objectContaining({ path: "prompt_text_bytes" })]);
-    expect((await bad({ input_tokens: 10, prompt_text_bytes: 10, prompt_bytes: 10 })).details).toEqual([expect.objectContaining({ path: "prompt_bytes", code: "unknown_field" })]);
+    expect((await bad({ input_tokens: 10, prompt_text_bytes: 10, prompt_bytes: 10 })).details).toEqual([
+      expect.objectContaining({ path: "prompt_bytes", code: "unknown_field" }),
+    ]);
     expect(await bad({ input_tokens: 10, prompt_text_bytes: 10, compacted_tool_calls: 1 })).toMatchObject({
       code: "validation_failed",
       details: [{ path: "compacted_tool_calls", code: "too_big", allowed: "0..0" }],

@@ -1,6 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { bytesPerToken, DEFAULT_BYTES_PER_TOKEN, emptyCalibration, MIN_CALIBRATION_REPORTS, RATIO_WINDOW, withSample, type Calibration } from "../../src/context/estimator.js";
+import {
+  bytesPerToken,
+  DEFAULT_BYTES_PER_TOKEN,
+  emptyCalibration,
+  MIN_CALIBRATION_REPORTS,
+  RATIO_WINDOW,
+  withSample,
+  type Calibration,
+} from "../../src/context/estimator.js";
 import { contextWindow } from "../../src/context/window.js";
 
 const feed = (samples: number[], start: Calibration = emptyCalibration("bot.1")) => samples.reduce((c, s, i) => withSample(c, s, i), start);
@@ -34,7 +42,10 @@ describe("bytes-per-token estimator", () => {
     const before = feed(Array.from({ length: 100 }, () => 4));
     expect(before.samples).toHaveLength(RATIO_WINDOW);
     expect(before.reports).toBe(100);
-    const after = feed(Array.from({ length: RATIO_WINDOW / 2 + 1 }, () => 3), before);
+    const after = feed(
+      Array.from({ length: RATIO_WINDOW / 2 + 1 }, () => 3),
+      before,
+    );
     expect(bytesPerToken(after)).toBe(3);
   });
 
@@ -46,7 +57,15 @@ describe("bytes-per-token estimator", () => {
 describe("context window", () => {
   const calibrated = feed([4, 4, 4]);
   const window = (historyBytes: number, promptTextBytes: number) =>
-    contextWindow({ run_id: "r", agent_version: "bot.1", history_bytes: historyBytes, prompt_text_bytes: promptTextBytes, compacted_tool_calls: 0, max_context_tokens: 1000, calibration: calibrated });
+    contextWindow({
+      run_id: "r",
+      agent_version: "bot.1",
+      history_bytes: historyBytes,
+      prompt_text_bytes: promptTextBytes,
+      compacted_tool_calls: 0,
+      max_context_tokens: 1000,
+      calibration: calibrated,
+    });
 
   it("must compact exactly when the estimate exceeds max_context_tokens", () => {
     expect(window(3000, 1000)).toMatchObject({ bytes: 4000, estimated_tokens: 1000, must_compact: false, bytes_per_token: 4, calibrated_from: 3 });

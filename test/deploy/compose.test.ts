@@ -54,7 +54,11 @@ describe("deploy/compose.yaml", () => {
   it("gives every NATS client its nkey seed as a compose secret file, and keeps secrets out of the file", () => {
     const secrets = Object.fromEntries([...block("secrets:").matchAll(/^ {2}([\w-]+):\n {4}file: (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
     expect(Object.keys(secrets).sort()).toEqual(["executor-nkey", "gateway-nkey"]);
-    for (const [service, secret] of [["streams", "gateway-nkey"], ["gateway", "gateway-nkey"], ["executor", "executor-nkey"]]) {
+    for (const [service, secret] of [
+      ["streams", "gateway-nkey"],
+      ["gateway", "gateway-nkey"],
+      ["executor", "executor-nkey"],
+    ]) {
       expect(block(`  ${service}:`), service).toContain(`secrets: [${secret}]`);
       const env = service === "executor" ? envPairs(block("  executor:")) : gatewayEnv;
       expect(env.NATS_NKEY_SEED_FILE, service).toBe(`/run/secrets/${secret}`);

@@ -19,7 +19,11 @@ interface Stage {
 
 /** Dockerfile instructions: comments dropped, `\` continuations joined (the whole syntax this file uses). */
 function parseDockerfile(text: string): { args: Instruction[]; stages: Stage[] } {
-  const logical = text.replace(/\\\n/g, " ").split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
+  const logical = text
+    .replace(/\\\n/g, " ")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"));
   const args: Instruction[] = [];
   const stages: Stage[] = [];
   for (const line of logical) {
@@ -36,7 +40,12 @@ function parseDockerfile(text: string): { args: Instruction[]; stages: Stage[] }
   return { args, stages };
 }
 
-const pkg = JSON.parse(readFileSync("package.json", "utf8")) as { bin: Record<string, string>; engines: { node: string }; scripts: Record<string, string>; files: string[] };
+const pkg = JSON.parse(readFileSync("package.json", "utf8")) as {
+  bin: Record<string, string>;
+  engines: { node: string };
+  scripts: Record<string, string>;
+  files: string[];
+};
 const { args, stages } = parseDockerfile(readFileSync("Dockerfile", "utf8"));
 const stage = (name: string) => stages.find((s) => s.name === name)!;
 const all = (s: Stage, op: string) => s.body.filter((i) => i.op === op).map((i) => i.args);
@@ -61,7 +70,8 @@ describe("Dockerfile", () => {
     expect(run).toMatch(/npm prune --omit=dev/);
     expect(run.indexOf("npm run build")).toBeLessThan(run.indexOf("npm prune"));
     const copied = all(stage("build"), "COPY").join(" ");
-    for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "tsconfig.examples.json", "src", "examples"]) expect(copied).toContain(f);
+    for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "tsconfig.examples.json", "src", "examples"])
+      expect(copied).toContain(f);
   });
 
   it("ships what package.json publishes (files) plus the pruned node_modules, and builds nothing after the build stage", () => {
@@ -110,10 +120,16 @@ describe("Dockerfile", () => {
   });
 
   it("sends only the files the build copies as its context (.dockerignore)", () => {
-    const lines = readFileSync(".dockerignore", "utf8").split("\n").filter((l) => l && !l.startsWith("#"));
+    const lines = readFileSync(".dockerignore", "utf8")
+      .split("\n")
+      .filter((l) => l && !l.startsWith("#"));
     expect(lines[0]).toBe("**");
     const included = lines.slice(1).map((l) => l.replace(/^!/, "").replace(/\/\*\*$/, ""));
-    const fromContext = stages.flatMap((s) => all(s, "COPY").filter((c) => !c.startsWith("--from")).flatMap((c) => c.split(" ").slice(0, -1)));
+    const fromContext = stages.flatMap((s) =>
+      all(s, "COPY")
+        .filter((c) => !c.startsWith("--from"))
+        .flatMap((c) => c.split(" ").slice(0, -1)),
+    );
     expect(new Set(fromContext)).toEqual(new Set(included));
   });
 });

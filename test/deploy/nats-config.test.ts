@@ -34,7 +34,10 @@ describe("deploy/nats: cluster config with the generated authorization", () => {
     expect(generated.code, generated.stderr).toBe(0);
     copyFileSync("deploy/nats/nats.conf", join(dir, "nats.conf"));
 
-    const check = spawnSync(natsServerBinary(), ["-c", join(dir, "nats.conf"), "-t"], { env: { PATH: process.env.PATH ?? "", HOSTNAME: "nats-1" }, encoding: "utf8" });
+    const check = spawnSync(natsServerBinary(), ["-c", join(dir, "nats.conf"), "-t"], {
+      env: { PATH: process.env.PATH ?? "", HOSTNAME: "nats-1" },
+      encoding: "utf8",
+    });
     expect(check.status, check.stderr + check.stdout).toBe(0);
     const auth = readFileSync(join(dir, "auth.conf"), "utf8");
     expect(auth).toContain(gatewayKey);
@@ -44,7 +47,9 @@ describe("deploy/nats: cluster config with the generated authorization", () => {
   it("registers the executor the deployments run: same id and scope as compose, Kubernetes and the example", () => {
     const [registration] = JSON.parse(/printf '(\[.*\])\\n'/.exec(compose)![1]!.replace("%s", "U")) as Array<{ executor_id: string; scope: string }>;
     expect(compose).toContain(`EXECUTOR_ID: ${registration!.executor_id}`);
-    const k8s = JSON.parse(readFileSync("deploy/k8s/executor-deployment.yaml", "utf8")) as { spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } } };
+    const k8s = JSON.parse(readFileSync("deploy/k8s/executor-deployment.yaml", "utf8")) as {
+      spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+    };
     expect(k8s.spec.template.spec.containers[0]!.env).toContainEqual({ name: "EXECUTOR_ID", value: registration!.executor_id });
     const example = readFileSync("examples/tasks-executor.ts", "utf8");
     expect(example).toContain(`const SCOPE = "${registration!.scope}"`);

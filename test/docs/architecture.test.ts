@@ -22,16 +22,30 @@ describe("docs/architecture.md", () => {
   it("lists every folder of src/ in its Modules table, and no folder that is not there", () => {
     const folders = sourceFolders();
     const listed = tableFolders();
-    expect(listed.filter((f) => !folders.includes(f)), "rows naming a folder src/ does not have").toEqual([]);
-    expect(folders.filter((f) => !listed.includes(f)), "folders of src/ with no row in the Modules table").toEqual([]);
-    expect(listed.filter((f, i) => listed.indexOf(f) !== i), "folders listed twice").toEqual([]);
+    expect(
+      listed.filter((f) => !folders.includes(f)),
+      "rows naming a folder src/ does not have",
+    ).toEqual([]);
+    expect(
+      folders.filter((f) => !listed.includes(f)),
+      "folders of src/ with no row in the Modules table",
+    ).toEqual([]);
+    expect(
+      listed.filter((f, i) => listed.indexOf(f) !== i),
+      "folders listed twice",
+    ).toEqual([]);
   });
 });
 
 describe("paths named in the docs", () => {
   // A path in backticks (`src/kv/buckets.ts`, `test/execution/`) must exist, so a move cannot leave a doc pointing nowhere.
   const readmes = ["README.md", "streams/README.md", "examples/README.md", "deploy/k8s/README.md"];
-  const docs = [...readmes, ...readdirSync(new URL("docs/", root)).filter((name) => name.endsWith(".md")).map((name) => `docs/${name}`)];
+  const docs = [
+    ...readmes,
+    ...readdirSync(new URL("docs/", root))
+      .filter((name) => name.endsWith(".md"))
+      .map((name) => `docs/${name}`),
+  ];
 
   it("name only files and folders of the repository", () => {
     const missing = docs.flatMap((doc) =>

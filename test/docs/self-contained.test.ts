@@ -10,7 +10,14 @@ const files = execFileSync("git", ["ls-files", "--", "*.md", "*.ts", "*.js", "*.
 const protocol = readFileSync("docs/protocol.md", "utf8");
 const protocolSections = new Set([...protocol.matchAll(/^## (\d)\. /gm)].map((m) => m[1]));
 /** GitHub's anchor of each heading: lower case, punctuation dropped, spaces to hyphens. */
-const protocolAnchors = new Set([...protocol.matchAll(/^#+ (.+)$/gm)].map((m) => m[1]!.toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, "").replace(/ /g, "-")));
+const protocolAnchors = new Set(
+  [...protocol.matchAll(/^#+ (.+)$/gm)].map((m) =>
+    m[1]!
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N} _-]/gu, "")
+      .replace(/ /g, "-"),
+  ),
+);
 
 describe("the repository stands on its own", () => {
   it("sends no reader outside it: no PROTOCOL.md, no ../shared/", () => {

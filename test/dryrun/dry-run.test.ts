@@ -45,7 +45,12 @@ describe("POST /v1/tools/dry-run", () => {
         ],
       },
     });
-    await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 128000 } });
+    await gw.app.inject({
+      method: "POST",
+      url: "/v1/agents/bot/versions",
+      headers: h,
+      payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 128000 },
+    });
   });
   afterAll(async () => {
     await gw?.close();
@@ -59,7 +64,13 @@ describe("POST /v1/tools/dry-run", () => {
       agent_version: "bot.1",
       tool_name: "tasks.read",
       execution_verified: false,
-      context_preview: { max_result_context_bytes: 16384, original_bytes: 35, retained_bytes: 35, truncated: false, result: { next_cursor: "page-2", tasks: [] } },
+      context_preview: {
+        max_result_context_bytes: 16384,
+        original_bytes: 35,
+        retained_bytes: 35,
+        truncated: false,
+        result: { next_cursor: "page-2", tasks: [] },
+      },
     });
   });
 
@@ -178,7 +189,11 @@ describe("POST /v1/tools/dry-run", () => {
     });
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(body.steps.map((s: { receipt_id: string; history_entry: string }) => [s.receipt_id, s.history_entry])).toEqual([["s1", "tool_result"], ["p1", "none"], ["c1", "task_result"]]);
+    expect(body.steps.map((s: { receipt_id: string; history_entry: string }) => [s.receipt_id, s.history_entry])).toEqual([
+      ["s1", "tool_result"],
+      ["p1", "none"],
+      ["c1", "task_result"],
+    ]);
     expect(body.steps[0].context_preview).toMatchObject({ truncated: false, result: { task_ref: "report-42", status: "report queued, about ten minutes" } });
     expect(body.steps[1].context_preview).toBeNull();
     expect(body.steps[2].context_preview).toEqual(body.context_preview);

@@ -8,7 +8,11 @@ const SRC = new URL("src/", root).pathname;
 
 function sources(dir = SRC): { file: string; text: string }[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith(".ts") ? [{ file: join(dir, e.name).slice(SRC.length), text: readFileSync(join(dir, e.name), "utf8") }] : [],
+    e.isDirectory()
+      ? sources(join(dir, e.name))
+      : e.name.endsWith(".ts")
+        ? [{ file: join(dir, e.name).slice(SRC.length), text: readFileSync(join(dir, e.name), "utf8") }]
+        : [],
   );
 }
 
@@ -45,8 +49,7 @@ describe("the error catalogue", () => {
 // That no module outside src/http/ imports the HTTP error class is eslint's rule (eslint.config.js).
 describe("the boundary between domain errors and HTTP", () => {
   it("only src/http/ turns a code into a status: nothing else reads the catalogue's statuses", () => {
-    const readers = domain()
-      .filter(({ text }) => /HTTP_ERRORS\s*\[[^\]]*\]\s*\.\s*status/.test(text));
+    const readers = domain().filter(({ text }) => /HTTP_ERRORS\s*\[[^\]]*\]\s*\.\s*status/.test(text));
     expect(readers.map((s) => s.file)).toEqual([]);
   });
 

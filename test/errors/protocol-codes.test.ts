@@ -9,7 +9,11 @@ const SRC = new URL("src/", root).pathname;
 
 function sources(dir: string): { file: string; text: string }[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith(".ts") ? [{ file: join(dir, e.name).slice(SRC.length), text: readFileSync(join(dir, e.name), "utf8") }] : [],
+    e.isDirectory()
+      ? sources(join(dir, e.name))
+      : e.name.endsWith(".ts")
+        ? [{ file: join(dir, e.name).slice(SRC.length), text: readFileSync(join(dir, e.name), "utf8") }]
+        : [],
   );
 }
 

@@ -29,7 +29,13 @@ describe("examples/agent-loop", () => {
     dir = mkdtempSync(join(tmpdir(), "toolgate-agent-loop-"));
     ({ sessionId } = await publishTasksAgent(gw, { scope: "tasks-product", readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent" }));
     executor = spawn(process.execPath, ["--import", "tsx", "examples/tasks-executor.ts"], {
-      env: { PATH: process.env.PATH ?? "", NATS_URL: nats.url, RUNNER_STORE: join(dir, "tasks-executor.db"), TOOLGATE_ADMIN_KEY: ADMIN_KEY, TOOLGATE_URL: gw.baseUrl },
+      env: {
+        PATH: process.env.PATH ?? "",
+        NATS_URL: nats.url,
+        RUNNER_STORE: join(dir, "tasks-executor.db"),
+        TOOLGATE_ADMIN_KEY: ADMIN_KEY,
+        TOOLGATE_URL: gw.baseUrl,
+      },
       stdio: ["ignore", "pipe", "inherit"],
     });
     await new Promise<void>((resolve, reject) => {
@@ -53,21 +59,30 @@ describe("examples/agent-loop", () => {
     const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/agent-loop/agent-loop.ts"], {
       env: { PATH: process.env.PATH ?? "", TOOLGATE_URL: gw.baseUrl, TOOLGATE_KEY: ADMIN_KEY, TOOLGATE_SESSION: session, ...env },
     });
-    return stdout.trim().split("\n").map((line) => JSON.parse(line));
+    return stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
   }
 
   it("offers the tools, calls them through toolgate, appends the projections, reports usage and completes the run", async () => {
     const steps = await agentLoop(sessionId);
     expect(steps.map((s) => s.step)).toEqual(["tools", "run", "model", "tool", "model", "tool", "model", "answer"]);
     expect(steps[0]!.offered).toEqual(["tasks__read", "tasks__create"]);
-    expect(steps.filter((s) => s.step === "tool").map((s) => [s.name, s.state])).toEqual([["tasks.create", "completed"], ["tasks.read", "completed"]]);
+    expect(steps.filter((s) => s.step === "tool").map((s) => [s.name, s.state])).toEqual([
+      ["tasks.create", "completed"],
+      ["tasks.read", "completed"],
+    ]);
     expect(steps.at(-1)!.content).toContain("write the report"); // the model answered from the tasks.read projection
     expect(steps.filter((s) => s.step === "model").every((s) => s.must_compact === false)).toBe(true);
 
     const runId = steps[1]!.run_id as string;
     const history = await gw.api("GET", `/v1/runs/${runId}/history`);
     expect(history.state).toBe("completed");
-    expect(history.tool_calls.map((t: { tool_call_id: string; state: string }) => [t.tool_call_id, t.state])).toEqual([["call_1", "completed"], ["call_2", "completed"]]);
+    expect(history.tool_calls.map((t: { tool_call_id: string; state: string }) => [t.tool_call_id, t.state])).toEqual([
+      ["call_1", "completed"],
+      ["call_2", "completed"],
+    ]);
     expect((await gw.api("GET", `/v1/runs/${runId}/context`)).calibrated_from).toBeGreaterThanOrEqual(3);
   }, 120_000);
 
@@ -89,16 +104,44 @@ describe("examples/agent-loop", () => {
     await gw.api("POST", "/v1/toolsets/tasks-agent-tools/versions", {
       version: "v2-reports",
       tools: [
-        { name: "tasks.read", description: "Read tasks, a page at a time", binding_id: "tasks-read", input_schema: { type: "object", properties: { cursor: { type: "string" } } }, output_schema: { type: "object" }, max_result_context_bytes: 1024 },
-        { name: "tasks.create", description: "Create a task", binding_id: "tasks-write", input_schema: { type: "object", properties: { title: { type: "string" } }, required: ["title"] }, output_schema: { type: "object" } },
-        { name: "reports.generate", description: "Generate a report in the background", binding_id: "tasks-write", input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] }, output_schema: { type: "object" }, task_deadline_ms: 60_000 },
+        {
+          name: "tasks.read",
+          description: "Read tasks, a page at a time",
+          binding_id: "tasks-read",
+          input_schema: { type: "object", properties: { cursor: { type: "string" } } },
+          output_schema: { type: "object" },
+          max_result_context_bytes: 1024,
+        },
+        {
+          name: "tasks.create",
+          description: "Create a task",
+          binding_id: "tasks-write",
+          input_schema: { type: "object", properties: { title: { type: "string" } }, required: ["title"] },
+          output_schema: { type: "object" },
+        },
+        {
+          name: "reports.generate",
+          description: "Generate a report in the background",
+          binding_id: "tasks-write",
+          input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
+          output_schema: { type: "object" },
+          task_deadline_ms: 60_000,
+        },
       ],
     });
-    const agent = await gw.api("POST", "/v1/agents/tasks-agent/versions", { toolset: "tasks-agent-tools", toolset_version: "v2-reports", max_context_tokens: 100_000 });
+    const agent = await gw.api("POST", "/v1/agents/tasks-agent/versions", {
+      toolset: "tasks-agent-tools",
+      toolset_version: "v2-reports",
+      max_context_tokens: 100_000,
+    });
     const session = await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-7" });
     const steps = await agentLoop(session.session_id);
 
-    expect(steps.filter((s) => s.step === "tool").map((s) => [s.name, s.state])).toEqual([["tasks.create", "completed"], ["tasks.read", "completed"], ["reports.generate", "submitted"]]);
+    expect(steps.filter((s) => s.step === "tool").map((s) => [s.name, s.state])).toEqual([
+      ["tasks.create", "completed"],
+      ["tasks.read", "completed"],
+      ["reports.generate", "submitted"],
+    ]);
     const names = steps.map((s) => s.step);
     expect(steps.filter((s) => s.step === "task_result").map((s) => [s.name, s.state])).toEqual([["reports.generate", "completed"]]);
     expect(names.indexOf("task_result")).toBeGreaterThan(names.lastIndexOf("tool"));
@@ -108,8 +151,14 @@ describe("examples/agent-loop", () => {
 
     const history = await gw.api("GET", `/v1/runs/${steps[1]!.run_id as string}/history`);
     expect(history.state).toBe("completed");
-    expect(history.tool_calls.map((t: { tool_call_id: string; state: string }) => [t.tool_call_id, t.state])).toEqual([["call_1", "completed"], ["call_2", "completed"], ["call_3", "completed"]]);
+    expect(history.tool_calls.map((t: { tool_call_id: string; state: string }) => [t.tool_call_id, t.state])).toEqual([
+      ["call_1", "completed"],
+      ["call_2", "completed"],
+      ["call_3", "completed"],
+    ]);
     expect(history.tool_calls[2].context_preview.result).toMatchObject({ task_ref: history.tool_calls[2].task.task_ref });
-    expect(history.task_results).toMatchObject([{ tool_call_id: "call_3", state: "completed", after_tool_calls: 3, context_preview: { result: { open_tasks: 1 } } }]);
+    expect(history.task_results).toMatchObject([
+      { tool_call_id: "call_3", state: "completed", after_tool_calls: 3, context_preview: { result: { open_tasks: 1 } } },
+    ]);
   }, 120_000);
 });

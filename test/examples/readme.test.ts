@@ -63,7 +63,15 @@ describe("examples/README.md, run as written", () => {
     shell = spawn("bash", ["-c", script], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...ownEnvironment(), TOOLGATE_DATA_DIR: dataDir, TOOLGATE_HTTP_PORT: String(port), TOOLGATE_URL: `http://127.0.0.1:${port}`, TOOLGATE_EMBEDDED_NATS_PORT: "0", RUNNER_STORE: join(dataDir, "tasks-executor.db"), LOG_LEVEL: "warn" },
+      env: {
+        ...ownEnvironment(),
+        TOOLGATE_DATA_DIR: dataDir,
+        TOOLGATE_HTTP_PORT: String(port),
+        TOOLGATE_URL: `http://127.0.0.1:${port}`,
+        TOOLGATE_EMBEDDED_NATS_PORT: "0",
+        RUNNER_STORE: join(dataDir, "tasks-executor.db"),
+        LOG_LEVEL: "warn",
+      },
     });
     shell.stdout!.setEncoding("utf8").on("data", (c: string) => (output += c));
     shell.stderr!.setEncoding("utf8").on("data", (c: string) => (output += c));
@@ -96,10 +104,14 @@ describe("examples/README.md, run as written", () => {
 
   it("the example executor completes both tool calls; the write's result is what the model sees of it", async () => {
     type Call = { tool_name: string; state: string; context_preview: { result: Record<string, unknown> } | null };
-    const calls = await until("both tool calls completed", async () => {
-      const { tool_calls } = (await api(`/runs/${vars.RUN}/history`)) as { tool_calls: Call[] };
-      return tool_calls.length === 2 && tool_calls.every((c) => c.state === "completed") ? tool_calls : undefined;
-    }, 30_000);
+    const calls = await until(
+      "both tool calls completed",
+      async () => {
+        const { tool_calls } = (await api(`/runs/${vars.RUN}/history`)) as { tool_calls: Call[] };
+        return tool_calls.length === 2 && tool_calls.every((c) => c.state === "completed") ? tool_calls : undefined;
+      },
+      30_000,
+    );
     expect(calls.map((c) => c.tool_name).sort()).toEqual(["tasks.create", "tasks.read"]);
     const created = calls.find((c) => c.tool_name === "tasks.create")!;
     expect(created.context_preview?.result).toMatchObject({ task_id: expect.stringMatching(/^task-/), title: "write the report" });

@@ -34,7 +34,17 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     fx = await startExecutionFixture({
       scope: SCOPE,
       agent: "support-bot",
-      tools: [{ name: "tasks.read", binding_id: "b-read", input_schema: { type: "object", properties: { cursor: { type: "string" }, n: { type: "number" }, after: { type: "integer", minimum: 0 } }, additionalProperties: false } }],
+      tools: [
+        {
+          name: "tasks.read",
+          binding_id: "b-read",
+          input_schema: {
+            type: "object",
+            properties: { cursor: { type: "string" }, n: { type: "number" }, after: { type: "integer", minimum: 0 } },
+            additionalProperties: false,
+          },
+        },
+      ],
       executor: { id: "exec-1", start: "heartbeat" },
     });
     ({ gw, nc, executor: exec, sessionId } = fx);
@@ -75,7 +85,16 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(reply.status).toBe("granted");
     if (reply.status !== "granted") return;
     const grant = reply.grant;
-    expect(grant).toMatchObject({ assignment_id: id, run_id: runId, session_id: sessionId, executor_id: "exec-1", arguments: args, subject: "user-1", agent: "support-bot", tool_kind: "read" });
+    expect(grant).toMatchObject({
+      assignment_id: id,
+      run_id: runId,
+      session_id: sessionId,
+      executor_id: "exec-1",
+      arguments: args,
+      subject: "user-1",
+      agent: "support-bot",
+      tool_kind: "read",
+    });
     expect(grant.argument_digest).toBe(argumentDigest(args));
     expect(grant.claim_token.length).toBeGreaterThanOrEqual(43);
     expect((await assignment(id)).state).toBe("claimed");
@@ -273,8 +292,14 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     for (const r of [accepted, progress, done]) expect(await nosy.query(r)).toEqual({ status: "refused", code: "not_yours", reason: expect.any(String) });
     expect(await nosy.query({ ...done, receipt_id: "never-sent" })).toMatchObject({ status: "pending" });
     nosy.close();
-    expect(await exec.send({ ...accepted, argument_digest: argumentDigest({ cursor: "other" }) } as Receipt, `${accepted.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
-    expect(await exec.send({ ...done, result: { v: 2 } } as Receipt, `${done.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await exec.send({ ...accepted, argument_digest: argumentDigest({ cursor: "other" }) } as Receipt, `${accepted.receipt_id}-other`)).toMatchObject({
+      status: "rejected",
+      code: "receipt_conflict",
+    });
+    expect(await exec.send({ ...done, result: { v: 2 } } as Receipt, `${done.receipt_id}-other`)).toMatchObject({
+      status: "rejected",
+      code: "receipt_conflict",
+    });
     // Neither the duplicates nor the conflicts wrote an entry; nothing changed.
     expect(await indexWrites()).toBe(writesBefore + 1);
     expect((await gw.http("GET", `/v1/runs/${runId}/history`)).body).toEqual(before.body);
@@ -292,7 +317,10 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     // Another gateway's processor on the same buckets, handed the very messages again (a redelivery after a crash before the ack).
     const processor = await processorOnSameBuckets();
     const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id };
-    expect(await processor.process({ ...input, receipt: accepted, streamSeq: stored.accepted!.stream_seq })).toMatchObject({ status: "recorded", kind: "accepted" });
+    expect(await processor.process({ ...input, receipt: accepted, streamSeq: stored.accepted!.stream_seq })).toMatchObject({
+      status: "recorded",
+      kind: "accepted",
+    });
     expect(await processor.process({ ...input, receipt: done, streamSeq: stored.final!.stream_seq })).toMatchObject({ status: "recorded", kind: "completed" });
     expect(await storedAssignment(id)).toEqual(stored);
   });
@@ -305,12 +333,21 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect((await exec.send(progress)).status).toBe("recorded");
     // Each reuse is published with another Nats-Msg-Id, as after the stream's dedup window.
     const reuse = (r: Receipt) => exec.send(r, `${r.receipt_id}-as-${r.kind}`);
-    expect(await reuse(exec.receipt(grant, { kind: "completed", result: {} }, progress.receipt_id))).toMatchObject({ status: "rejected", code: "receipt_conflict" });
-    expect(await reuse(exec.receipt(grant, { kind: "progress", seq: 2, progress: {} }, acceptedId))).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await reuse(exec.receipt(grant, { kind: "completed", result: {} }, progress.receipt_id))).toMatchObject({
+      status: "rejected",
+      code: "receipt_conflict",
+    });
+    expect(await reuse(exec.receipt(grant, { kind: "progress", seq: 2, progress: {} }, acceptedId))).toMatchObject({
+      status: "rejected",
+      code: "receipt_conflict",
+    });
     expect(await assignment(grant.assignment_id)).toMatchObject({ state: "running", final_receipt_id: null, progress: [{ seq: 1 }] });
     const done = exec.receipt(grant, { kind: "completed", result: { ok: true } });
     expect((await exec.send(done)).status).toBe("recorded");
-    expect(await reuse(exec.receipt(grant, { kind: "progress", seq: 3, progress: {} }, done.receipt_id))).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await reuse(exec.receipt(grant, { kind: "progress", seq: 3, progress: {} }, done.receipt_id))).toMatchObject({
+      status: "rejected",
+      code: "receipt_conflict",
+    });
     expect(await exec.query(done)).toMatchObject({ status: "recorded", kind: "completed" });
   });
 
@@ -320,7 +357,11 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
     if (reply.status !== "granted") throw new Error(reply.reason);
     // What an executor would send had the grant's arguments and digest both been altered on the way.
-    const tampered = exec.receipt(reply.grant, { kind: "accepted", operation_key: reply.grant.operation_key, argument_digest: argumentDigest({ cursor: "evil" }) });
+    const tampered = exec.receipt(reply.grant, {
+      kind: "accepted",
+      operation_key: reply.grant.operation_key,
+      argument_digest: argumentDigest({ cursor: "evil" }),
+    });
     expect(await exec.send(tampered)).toMatchObject({ status: "rejected", code: "argument_digest_mismatch" });
     expect(await assignment(id)).toMatchObject({ state: "claimed", accepted_receipt_id: null });
     // The refusal is audited: kept in the receipts stream and in the receipt index.
@@ -351,7 +392,10 @@ describe("execution path: round trip over JetStream and HTTP", () => {
 
     expect(await exec.send(exec.accepted(claimed.grant))).toMatchObject({ status: "rejected", code: "run_terminated" });
     expect(await exec.send(exec.receipt(running, { kind: "progress", seq: 1, progress: {} }))).toMatchObject({ status: "late_ignored" });
-    expect(await exec.send(exec.receipt(running, { kind: "completed", result: { late: true } }))).toMatchObject({ status: "late_ignored", code: "run_terminated" });
+    expect(await exec.send(exec.receipt(running, { kind: "completed", result: { late: true } }))).toMatchObject({
+      status: "late_ignored",
+      code: "run_terminated",
+    });
     expect((await assignment(running.assignment_id)).state).toBe("abandoned");
     const history = (await gw.http("GET", `/v1/runs/${runId}/history`)).body;
     expect(history.state).toBe("cancelled");
@@ -383,7 +427,11 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const js = jetstream(nc);
     await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), new Uint8Array([0xc1, 0xff, 0x00]), { msgID: "garbage-1" });
     await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ receipt_id: "x", kind: "completed" }), { msgID: "garbage-2" });
-    await js.publish(subjects.receipt(SCOPE, exec.executorId, grant.assignment_id), encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }), { msgID: "nan-1" });
+    await js.publish(
+      subjects.receipt(SCOPE, exec.executorId, grant.assignment_id),
+      encode({ ...exec.receipt(grant, { kind: "completed", result: { n: Number.NaN } }) }),
+      { msgID: "nan-1" },
+    );
     expect(await exec.query(exec.receipt(grant, { kind: "completed", result: null }, "nan-1"))).toMatchObject({ status: "pending" });
     expect((await exec.send(exec.receipt(grant, { kind: "completed", result: { fine: true } }))).status).toBe("recorded");
     expect((await assignment(grant.assignment_id)).state).toBe("completed");
@@ -431,7 +479,11 @@ describe("execution path: round trip over JetStream and HTTP", () => {
 });
 
 /** Publishes past the stream's de-duplication (another Nats-Msg-Id) and returns the answer for this receipt id. */
-async function publishAndAwait(nc: NatsConnection, receipt: Record<string, unknown> & { receipt_id: string; assignment_id: string; executor_id: string }, msgID: string): Promise<unknown> {
+async function publishAndAwait(
+  nc: NatsConnection,
+  receipt: Record<string, unknown> & { receipt_id: string; assignment_id: string; executor_id: string },
+  msgID: string,
+): Promise<unknown> {
   const { decode } = await import("../../src/wire/codec.js");
   const { ReceiptAnswer } = await import("../../src/wire/messages.js");
   const answered = new Promise((resolve) => {

@@ -54,12 +54,19 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const { grant } = await confirmed();
     const submission = executor.receipt(grant, { kind: "submission", task_ref: "job-1", status: "queued" }, `${grant.assignment_id}_sub`);
     expect(await executor.send(submission)).toMatchObject({ status: "recorded" });
-    expect(await assignment(grant.assignment_id)).toMatchObject({ state: "submitted", task: { task_ref: "job-1", status: "queued" }, final_receipt_id: submission.receipt_id });
+    expect(await assignment(grant.assignment_id)).toMatchObject({
+      state: "submitted",
+      task: { task_ref: "job-1", status: "queued" },
+      final_receipt_id: submission.receipt_id,
+    });
     // Past the stream's de-duplication (another msg id): the assignment itself answers for it.
     expect(await executor.send(submission, `${submission.receipt_id}-again`)).toMatchObject({ status: "duplicate" });
     const other = executor.receipt(grant, { kind: "submission", task_ref: "job-1", status: "something else" }, submission.receipt_id);
     expect(await executor.send(other, `${submission.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
-    expect(await executor.send(executor.receipt(grant, { kind: "submission", task_ref: "job-2", status: "queued" }))).toMatchObject({ status: "rejected", code: "illegal_transition" });
+    expect(await executor.send(executor.receipt(grant, { kind: "submission", task_ref: "job-2", status: "queued" }))).toMatchObject({
+      status: "rejected",
+      code: "illegal_transition",
+    });
     // Progress while submitted is stored like any progress.
     expect(await executor.send(executor.receipt(grant, { kind: "progress", seq: 1, progress: { pct: 40 } }))).toMatchObject({ status: "recorded" });
     expect((await assignment(grant.assignment_id)).progress).toMatchObject([{ seq: 1, progress: { pct: 40 } }]);
@@ -75,11 +82,17 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const candidate = await executor.pullFor(created.assignment_id);
     const reply = await executor.claim(created.assignment_id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    expect(await executor.send(executor.receipt(reply.grant, { kind: "submission", task_ref: "job-early", status: "queued" }))).toMatchObject({ status: "rejected", code: "illegal_transition" });
+    expect(await executor.send(executor.receipt(reply.grant, { kind: "submission", task_ref: "job-early", status: "queued" }))).toMatchObject({
+      status: "rejected",
+      code: "illegal_transition",
+    });
     expect((await executor.send(executor.accepted(reply.grant))).status).toBe("recorded");
 
     // Over the schema's bound: not a Receipt, so the consumer terminates it (it stays in the stream for audit) and nothing changes.
-    const huge = { ...executor.receipt(reply.grant, { kind: "submission", task_ref: "job-huge", status: "ok" }), status: "x".repeat(TASK_STATUS_MAX_BYTES + 1) };
+    const huge = {
+      ...executor.receipt(reply.grant, { kind: "submission", task_ref: "job-huge", status: "ok" }),
+      status: "x".repeat(TASK_STATUS_MAX_BYTES + 1),
+    };
     const js = (await import("@nats-io/jetstream")).jetstream(nc);
     await js.publish(subjects.receipt(SCOPE, executor.executorId, created.assignment_id), encode(huge), { msgID: huge.receipt_id });
     const jsm = await jetstreamManager(nc);
@@ -95,7 +108,9 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const { runId, grant } = await confirmed();
     await executor.send(executor.receipt(grant, { kind: "submission", task_ref: "job-race", status: "queued" }));
     expect((await gw.http("POST", `/v1/assignments/${grant.assignment_id}:cancel-task`, { reason: "stop" })).body.state).toBe("submitted");
-    await until("the task cancel told to the executor", async () => (executor.controls.some((c) => c.type === "task_cancel_requested" && c.assignment_id === grant.assignment_id) ? true : undefined));
+    await until("the task cancel told to the executor", async () =>
+      executor.controls.some((c) => c.type === "task_cancel_requested" && c.assignment_id === grant.assignment_id) ? true : undefined,
+    );
     const answers = await Promise.all([
       executor.send(executor.receipt(grant, { kind: "completed", result: { done: true } })),
       executor.send(executor.receipt(grant, { kind: "cancelled", reason: "stopped" })),
@@ -117,10 +132,14 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     const submitted = await confirmed();
     await executor.send(executor.receipt(submitted.grant, { kind: "submission", task_ref: "job-kept", status: "queued" }));
     // No more heartbeats: the sweeper detaches the running work once the presence lapsed.
-    const detached = await until("the running work detached", async () => {
-      const a = await assignment(running.grant.assignment_id);
-      return a.state === "reconciliation_required" ? a : undefined;
-    }, 20_000);
+    const detached = await until(
+      "the running work detached",
+      async () => {
+        const a = await assignment(running.grant.assignment_id);
+        return a.state === "reconciliation_required" ? a : undefined;
+      },
+      20_000,
+    );
     expect(detached.outcome.error.code).toBe("executor_detached");
     expect((await assignment(submitted.grant.assignment_id)).state).toBe("submitted");
     // The executor (its store) reports the task later: accepted under the same claim.
@@ -145,7 +164,9 @@ describe("async tasks on the wire: submission, submitted, one settlement", () =>
     expect(await tasks.checkDeadline(a)).toBe(true);
     expect(await tasks.checkDeadline(a)).toBe(true);
     const history = (await gw.http("GET", `/v1/runs/${runId}/history`)).body;
-    expect(history.task_results).toMatchObject([{ assignment_id: grant.assignment_id, state: "completed", receipt_id: a.final!.receipt_id, context_preview: { result: { healed: true } } }]);
+    expect(history.task_results).toMatchObject([
+      { assignment_id: grant.assignment_id, state: "completed", receipt_id: a.final!.receipt_id, context_preview: { result: { healed: true } } },
+    ]);
   });
 
   it("leaves a history the checker finds consistent", async () => {

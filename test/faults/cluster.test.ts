@@ -32,36 +32,47 @@ describe("a 3-node cluster with R3 streams and KV: the receipts and KV leaders S
     await cluster?.stop();
   });
 
-  it(`${RUNS} runs with parallel calls and cancels racing 'accepted', two leaders killed and restarted: zero lost receipts, the checker passes`, async () => {
-    const started = Date.now();
-    const jsm = await jetstreamManager(nc);
-    expect((await jsm.streams.info(STREAMS.receipts)).config.num_replicas).toBe(3);
-    expect((await jsm.streams.info(ASSIGNMENTS)).config.num_replicas).toBe(3);
+  it(
+    `${RUNS} runs with parallel calls and cancels racing 'accepted', two leaders killed and restarted: zero lost receipts, the checker passes`,
+    async () => {
+      const started = Date.now();
+      const jsm = await jetstreamManager(nc);
+      expect((await jsm.streams.info(STREAMS.receipts)).config.num_replicas).toBe(3);
+      expect((await jsm.streams.info(ASSIGNMENTS)).config.num_replicas).toBe(3);
 
-    rig.startExecutors(4, { HANDLER_WORK_MS: "50" });
-    // Parallel calls append to one run and cancels race executors' `accepted` on one assignment: both
-    // are compare-and-set races on one KV key, which a replicated bucket decides atomically from
-    // nats-server 2.9.21 on (startNatsCluster refuses older servers; docs/reliability.md).
-    const load = rig.drive(PLAN);
-    const expected = PLAN.runs * PLAN.callsPerRun;
-    const kills: string[] = [];
-    // The receipts stream's leader first, then the leader of the assignments bucket (often another node).
-    for (const [stream, share] of [[STREAMS.receipts, 1 / 4], [ASSIGNMENTS, 1 / 2]] as const) {
-      await until(`${Math.round(share * 100)}% of the load settled`, () => (rig.stats.settled >= expected * share ? true : undefined), 300_000);
-      const leader = (await jsm.streams.info(stream)).cluster?.leader;
-      const victim = cluster.nodes.find((_, i) => `n${i + 1}` === leader) ?? cluster.nodes[0]!;
-      await victim.kill();
-      const killedAt = rig.stats.settled;
-      kills.push(`${stream} leader ${leader} at ${killedAt} settled`);
-      await until("the load moving on without the node", () => (rig.stats.settled >= Math.min(expected * 0.9, killedAt + expected / 8) ? true : undefined), 300_000);
-      await victim.restart();
-    }
-    await load;
-    const report = await rig.check();
-    console.log(`cluster: ${rig.summary(report)}; killed ${kills.join(", ")}; ${Date.now() - started} ms`);
-    expect(report.violations).toEqual([]);
-    expect(rig.stats.cancelled).toBe(Math.floor(PLAN.runs / 10));
-    // A run cancelled mid-way makes fewer calls: every call made is settled.
-    expect(rig.stats.settled).toBe(rig.stats.calls);
-  }, size(300_000, 1_200_000));
+      rig.startExecutors(4, { HANDLER_WORK_MS: "50" });
+      // Parallel calls append to one run and cancels race executors' `accepted` on one assignment: both
+      // are compare-and-set races on one KV key, which a replicated bucket decides atomically from
+      // nats-server 2.9.21 on (startNatsCluster refuses older servers; docs/reliability.md).
+      const load = rig.drive(PLAN);
+      const expected = PLAN.runs * PLAN.callsPerRun;
+      const kills: string[] = [];
+      // The receipts stream's leader first, then the leader of the assignments bucket (often another node).
+      for (const [stream, share] of [
+        [STREAMS.receipts, 1 / 4],
+        [ASSIGNMENTS, 1 / 2],
+      ] as const) {
+        await until(`${Math.round(share * 100)}% of the load settled`, () => (rig.stats.settled >= expected * share ? true : undefined), 300_000);
+        const leader = (await jsm.streams.info(stream)).cluster?.leader;
+        const victim = cluster.nodes.find((_, i) => `n${i + 1}` === leader) ?? cluster.nodes[0]!;
+        await victim.kill();
+        const killedAt = rig.stats.settled;
+        kills.push(`${stream} leader ${leader} at ${killedAt} settled`);
+        await until(
+          "the load moving on without the node",
+          () => (rig.stats.settled >= Math.min(expected * 0.9, killedAt + expected / 8) ? true : undefined),
+          300_000,
+        );
+        await victim.restart();
+      }
+      await load;
+      const report = await rig.check();
+      console.log(`cluster: ${rig.summary(report)}; killed ${kills.join(", ")}; ${Date.now() - started} ms`);
+      expect(report.violations).toEqual([]);
+      expect(rig.stats.cancelled).toBe(Math.floor(PLAN.runs / 10));
+      // A run cancelled mid-way makes fewer calls: every call made is settled.
+      expect(rig.stats.settled).toBe(rig.stats.calls);
+    },
+    size(300_000, 1_200_000),
+  );
 });

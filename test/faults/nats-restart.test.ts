@@ -22,19 +22,23 @@ describe("nats-server SIGKILLed and restarted on the same store dir while calls 
     await nats?.stop();
   });
 
-  it(`${CALLS} tool calls, NATS killed ${RESTARTS} time(s): the checker passes`, async () => {
-    const started = Date.now();
-    rig.startExecutors(4, { HANDLER_WORK_MS: "50" });
-    const load = rig.drive({ runs: CALLS / 5, concurrentRuns: size(10, 20), callsPerRun: 5, batch: 5, cancelRate: 0.05, writeShare: 0.6 });
-    for (let k = 1; k <= RESTARTS; k++) {
-      await until(`${k} of ${RESTARTS + 1} parts of the load settled`, () => (rig.stats.settled >= (CALLS * k) / (RESTARTS + 1) ? true : undefined), 300_000);
-      await nats.kill();
-      await nats.restart();
-    }
-    await load;
-    const report = await rig.check();
-    console.log(`nats restart: ${rig.summary(report)}, nats kills ${RESTARTS}, ${Date.now() - started} ms`);
-    expect(report.violations).toEqual([]);
-    expect(rig.stats.settled).toBe(CALLS);
-  }, size(170_000, 900_000));
+  it(
+    `${CALLS} tool calls, NATS killed ${RESTARTS} time(s): the checker passes`,
+    async () => {
+      const started = Date.now();
+      rig.startExecutors(4, { HANDLER_WORK_MS: "50" });
+      const load = rig.drive({ runs: CALLS / 5, concurrentRuns: size(10, 20), callsPerRun: 5, batch: 5, cancelRate: 0.05, writeShare: 0.6 });
+      for (let k = 1; k <= RESTARTS; k++) {
+        await until(`${k} of ${RESTARTS + 1} parts of the load settled`, () => (rig.stats.settled >= (CALLS * k) / (RESTARTS + 1) ? true : undefined), 300_000);
+        await nats.kill();
+        await nats.restart();
+      }
+      await load;
+      const report = await rig.check();
+      console.log(`nats restart: ${rig.summary(report)}, nats kills ${RESTARTS}, ${Date.now() - started} ms`);
+      expect(report.violations).toEqual([]);
+      expect(rig.stats.settled).toBe(CALLS);
+    },
+    size(170_000, 900_000),
+  );
 });

@@ -104,7 +104,8 @@ export class FaultRig {
   }
 
   startExecutors(count: number, env: Record<string, string> = {}, prefix = "exec"): void {
-    for (let i = 0; i < count; i++) this.startExecutor({ executorId: `${prefix}-${i}`, scope: SCOPE, binding: WRITE_BINDING, readBinding: READ_BINDING, env: { TASK_BINDING, ...env } });
+    for (let i = 0; i < count; i++)
+      this.startExecutor({ executorId: `${prefix}-${i}`, scope: SCOPE, binding: WRITE_BINDING, readBinding: READ_BINDING, env: { TASK_BINDING, ...env } });
   }
 
   startExecutor(spec: ExecutorSpec) {
@@ -198,13 +199,19 @@ export class FaultRig {
     const wanted = new Set(ids);
     const done = new Set<string>();
     try {
-      await until(`run ${runId}: ${ids.length} tool calls settled`, async () => {
-        const history = await this.api("GET", `/v1/runs/${runId}/history`);
-        // Every asked call must be listed and settled: a history missing one (a stale read) is not "settled".
-        done.clear();
-        for (const c of history.tool_calls as Array<{ assignment_id: string; state: string }>) if (wanted.has(c.assignment_id) && SETTLED.has(c.state)) done.add(c.assignment_id);
-        return done.size === wanted.size ? true : undefined;
-      }, 180_000, 250);
+      await until(
+        `run ${runId}: ${ids.length} tool calls settled`,
+        async () => {
+          const history = await this.api("GET", `/v1/runs/${runId}/history`);
+          // Every asked call must be listed and settled: a history missing one (a stale read) is not "settled".
+          done.clear();
+          for (const c of history.tool_calls as Array<{ assignment_id: string; state: string }>)
+            if (wanted.has(c.assignment_id) && SETTLED.has(c.state)) done.add(c.assignment_id);
+          return done.size === wanted.size ? true : undefined;
+        },
+        180_000,
+        250,
+      );
     } catch (err) {
       process.stderr.write(`${await this.unsettledReport(ids.filter((id) => !done.has(id)))}\n`);
       throw err;
@@ -236,10 +243,14 @@ export class FaultRig {
     await this.pool.stop();
     const nc = this.nc!;
     const jsm = await jetstreamManager(nc);
-    await until("every receipt processed", async () => {
-      const info = await jsm.consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
-      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
-    }, FAULT_WAIT_MS);
+    await until(
+      "every receipt processed",
+      async () => {
+        const info = await jsm.consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
+        return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+      },
+      FAULT_WAIT_MS,
+    );
     const evidence = readEvidence({ ledgers: this.pool.executors.map((e) => e.ledger), outboxes: this.pool.executors.map((e) => e.store) });
     const report = checkHistory(await readHistory(nc), { evidence, snapshot });
     if (!report.ok) process.stderr.write(formatReport(report) + "\n");

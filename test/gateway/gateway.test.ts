@@ -29,7 +29,12 @@ describe("gateway", () => {
     const h = bearer(ADMIN_KEY);
     await first.app.inject({ method: "POST", url: "/v1/bindings", headers: h, payload: bindingExample });
     await first.app.inject({ method: "POST", url: "/v1/toolsets/tasks/versions", headers: h, payload: { version: "v1", tools: [tasksRead] } });
-    await first.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 } });
+    await first.app.inject({
+      method: "POST",
+      url: "/v1/agents/bot/versions",
+      headers: h,
+      payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 },
+    });
     const session = (await first.app.inject({ method: "POST", url: "/v1/sessions", headers: h, payload: { agent_version: "bot.1", subject: "u" } })).json();
     await first.close();
 
@@ -40,7 +45,12 @@ describe("gateway", () => {
       expect((await get("/v1/toolsets/tasks/versions/v1")).tools[0].name).toBe("tasks.read");
       expect((await get("/v1/agent-versions/bot.1")).toolset_version).toBe("v1");
       expect(await get(`/v1/sessions/${session.session_id}`)).toEqual(session);
-      const next = await second.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 } });
+      const next = await second.app.inject({
+        method: "POST",
+        url: "/v1/agents/bot/versions",
+        headers: h,
+        payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 },
+      });
       expect(next.json().agent_version).toBe("bot.2");
       expect((await second.app.inject({ method: "GET", url: "/readyz" })).json().ready).toBe(true);
     } finally {
@@ -53,7 +63,12 @@ describe("gateway", () => {
     expect(() => gatewayConfigFromEnv({ TOOLGATE_HTTP_PORT: "eighty" })).toThrow(/TOOLGATE_HTTP_PORT="eighty"/);
     expect(() => gatewayConfigFromEnv({ TOOLGATE_STREAM_REPLICAS: "7" })).toThrow(/TOOLGATE_STREAM_REPLICAS/);
     expect(() => gatewayConfigFromEnv({ TOOLGATE_IDENTITIES: "[]", TOOLGATE_IDENTITIES_FILE: "/x" })).toThrow(/only one/);
-    expect(gatewayConfigFromEnv({})).toMatchObject({ TOOLGATE_HTTP_PORT: 8080, TOOLGATE_HTTP_HOST: "127.0.0.1", TOOLGATE_DATA_DIR: "./.toolgate", TOOLGATE_STREAM_REPLICAS: 1 });
+    expect(gatewayConfigFromEnv({})).toMatchObject({
+      TOOLGATE_HTTP_PORT: 8080,
+      TOOLGATE_HTTP_HOST: "127.0.0.1",
+      TOOLGATE_DATA_DIR: "./.toolgate",
+      TOOLGATE_STREAM_REPLICAS: 1,
+    });
   });
 
   it("'toolgate serve' answers /healthz and exits cleanly on SIGTERM", async () => {
@@ -74,14 +89,20 @@ describe("gateway", () => {
     expect(logs.join("\n")).toContain(keyFile);
     expect(logs.join("\n")).not.toContain(key);
     expect(logs.some((l) => l.includes("started an embedded nats-server"))).toBe(true);
-    const res = await fetch(`${url}/v1/bindings`, { method: "POST", headers: { ...bearer(key), "content-type": "application/json" }, body: JSON.stringify(bindingExample) });
+    const res = await fetch(`${url}/v1/bindings`, {
+      method: "POST",
+      headers: { ...bearer(key), "content-type": "application/json" },
+      body: JSON.stringify(bindingExample),
+    });
     expect(res.status).toBe(201);
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
 
     const again = await serve({ TOOLGATE_DATA_DIR: dataDir });
     expect(again.logs.join("\n")).toContain("using the local admin key file");
-    expect(((await (await fetch(`${again.url}/v1/bindings/binding_example`, { headers: bearer(key) })).json()) as { executor_scope: string }).executor_scope).toBe("tasks-product");
+    expect(
+      ((await (await fetch(`${again.url}/v1/bindings/binding_example`, { headers: bearer(key) })).json()) as { executor_scope: string }).executor_scope,
+    ).toBe("tasks-product");
     again.child.kill("SIGTERM");
     expect(await again.exited).toBe(0);
   });

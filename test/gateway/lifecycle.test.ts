@@ -48,7 +48,12 @@ describe("gateway process lifecycle", () => {
   });
 
   it("refuses to start on a bad value, naming the variable, the value and what is allowed", async () => {
-    const bad = await runCli(["serve"], { NATS_URL: nats.url, TOOLGATE_DATA_DIR: dataDir, TOOLGATE_SHUTDOWN_TIMEOUT_MS: "soon", TOOLGATE_STREAM_REPLICAS: "7" });
+    const bad = await runCli(["serve"], {
+      NATS_URL: nats.url,
+      TOOLGATE_DATA_DIR: dataDir,
+      TOOLGATE_SHUTDOWN_TIMEOUT_MS: "soon",
+      TOOLGATE_STREAM_REPLICAS: "7",
+    });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('TOOLGATE_SHUTDOWN_TIMEOUT_MS="soon": Invalid input: expected number, received NaN (allowed: integer 1000..600000)');
     expect(bad.stderr).toContain('TOOLGATE_STREAM_REPLICAS="7"');
@@ -57,7 +62,7 @@ describe("gateway process lifecycle", () => {
     expect(seed.code).toBe(1);
     expect(seed.stderr).toContain(`NATS_NKEY_SEED_FILE: cannot read ${join(dataDir, "missing.nk")}`);
     const both = await runCli(["serve"], { TOOLGATE_IDENTITIES: "[]", TOOLGATE_IDENTITIES_FILE: "/x" });
-    expect(both.stderr).toContain("TOOLGATE_IDENTITIES_FILE=\"/x\": set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE");
+    expect(both.stderr).toContain('TOOLGATE_IDENTITIES_FILE="/x": set only one of TOOLGATE_IDENTITIES and TOOLGATE_IDENTITIES_FILE');
     const url = await runCli(["serve"], { NATS_URL: "http://example.com/nats" });
     expect(url.stderr).toContain('NATS_URL="http://example.com/nats": not a comma-separated list of NATS servers');
   });
@@ -138,7 +143,15 @@ describe("gateway process lifecycle", () => {
     gw.child.kill("SIGTERM");
     await until("the stop log line", () => (gw.logs.some((l) => l.includes("stopping: finishing in-flight work")) ? true : undefined), 10_000);
     // The server stops listening as it starts closing: a new connection is refused from then on.
-    await until("/healthz to refuse a new connection", () => fetch(`${gw.url}/healthz`).then(() => undefined, () => true), 10_000);
+    await until(
+      "/healthz to refuse a new connection",
+      () =>
+        fetch(`${gw.url}/healthz`).then(
+          () => undefined,
+          () => true,
+        ),
+      10_000,
+    );
 
     inFlight.end(body.slice(10));
     const res = await response;

@@ -57,7 +57,11 @@ describe("three 'toolgate serve' processes share the receipt consumer", () => {
   });
 
   it(`spreads the receipts of ${TOOL_CALLS} tool calls over every replica, each processed once`, async () => {
-    const sessionId = await seedSession(await ConfigStore.open(nc), { scope: SCOPE, agent: "spread-bot", tools: [{ name: "spread.do", binding_id: "b-spread" }] });
+    const sessionId = await seedSession(await ConfigStore.open(nc), {
+      scope: SCOPE,
+      agent: "spread-bot",
+      tools: [{ name: "spread.do", binding_id: "b-spread" }],
+    });
     const executors = [0, 1].map((i) => new ProtocolExecutor(nc, SCOPE, `spread-${i}`, ["b-spread"]));
     for (const e of executors) expect((await e.heartbeat()).status).toBe("ok");
 
@@ -81,7 +85,12 @@ describe("three 'toolgate serve' processes share the receipt consumer", () => {
 
     const bases = gateways.map((g) => g.url);
     const runs = await Promise.all(bases.map((b) => http(b, "POST", `/v1/sessions/${sessionId}/runs`)));
-    for (let i = 0; i < TOOL_CALLS; i++) await http(bases[i % GATEWAYS]!, "POST", `/v1/runs/${runs[i % GATEWAYS].run_id}/tool-calls`, { tool_name: "spread.do", arguments: { i }, tool_call_id: `call-${i}` });
+    for (let i = 0; i < TOOL_CALLS; i++)
+      await http(bases[i % GATEWAYS]!, "POST", `/v1/runs/${runs[i % GATEWAYS].run_id}/tool-calls`, {
+        tool_name: "spread.do",
+        arguments: { i },
+        tool_call_id: `call-${i}`,
+      });
     await until("every tool call completed", async () => (completed === TOOL_CALLS ? true : undefined), 60_000, 100);
     stop = true;
     await Promise.all(loops);

@@ -26,8 +26,17 @@ export interface TestGateway {
 export const SHORT_LEASES: Partial<ExecutionOptions> = { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000 };
 
 /** `env` adds gateway environment variables (NATS credentials, TLS, limits); `definitions` replaces `streams/`. */
-export async function startExecutionGateway(natsUrl: string, execution: Partial<ExecutionOptions> = {}, env: Record<string, string> = {}, definitions?: Definition[]): Promise<TestGateway> {
-  const gateway = await startTestGateway(natsUrl, [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }], { execution, env, ...(definitions ? { definitions } : {}) });
+export async function startExecutionGateway(
+  natsUrl: string,
+  execution: Partial<ExecutionOptions> = {},
+  env: Record<string, string> = {},
+  definitions?: Definition[],
+): Promise<TestGateway> {
+  const gateway = await startTestGateway(
+    natsUrl,
+    [admin, { name: "other-agent", key: SCOPED_KEY, agents: ["someone-else"], permissions: ["runtime:read", "runtime:write"] }],
+    { execution, env, ...(definitions ? { definitions } : {}) },
+  );
   const baseUrl = await gateway.listen();
   return {
     gateway,
@@ -64,7 +73,8 @@ export interface SeededTool {
 /** Registers bindings, publishes a toolset and an agent version and opens a session; returns its id. */
 export async function seedSession(store: ConfigStore, opts: { scope: string; agent: string; tools: SeededTool[]; subject?: string }): Promise<string> {
   for (const t of opts.tools) {
-    if (!(await store.getBinding(t.binding_id))) await store.putBinding({ binding_id: t.binding_id, executor_scope: opts.scope, tool_kind: t.tool_kind ?? "read" });
+    if (!(await store.getBinding(t.binding_id)))
+      await store.putBinding({ binding_id: t.binding_id, executor_scope: opts.scope, tool_kind: t.tool_kind ?? "read" });
   }
   const toolset = `ts-${opts.agent}`;
   const published = await store.listToolsetVersions(toolset);

@@ -23,7 +23,13 @@ export async function startTestGateway(
   const dataDir = mkdtempSync(join(tmpdir(), "toolgate-gw-"));
   const { env, ...gatewayOptions } = options;
   // A random port unless the test names one (a gateway restarted where its clients know it).
-  const config = gatewayConfigFromEnv({ ...env, NATS_URL: natsUrl, TOOLGATE_HTTP_PORT: env?.TOOLGATE_HTTP_PORT ?? "0", TOOLGATE_DATA_DIR: dataDir, TOOLGATE_IDENTITIES: JSON.stringify(identities) });
+  const config = gatewayConfigFromEnv({
+    ...env,
+    NATS_URL: natsUrl,
+    TOOLGATE_HTTP_PORT: env?.TOOLGATE_HTTP_PORT ?? "0",
+    TOOLGATE_DATA_DIR: dataDir,
+    TOOLGATE_IDENTITIES: JSON.stringify(identities),
+  });
   // Silent, unless a failing suite is being looked into: TOOLGATE_TEST_LOG=error (or any pino level) prints the gateways' logs.
   const gateway = await createGateway({ ...gatewayOptions, config, logger: createLogger({ level: process.env.TOOLGATE_TEST_LOG ?? "silent" }) });
   return {

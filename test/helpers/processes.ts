@@ -90,7 +90,13 @@ export class ExecutorPool {
   ) {}
 
   start(spec: ExecutorSpec): SupervisedExecutor {
-    const entry = { spec, store: join(this.dir, `${spec.executorId}.db`), ledger: join(this.dir, `${spec.executorId}-effects.db`), proc: undefined as unknown as ChildProcess, lines: [] as string[] };
+    const entry = {
+      spec,
+      store: join(this.dir, `${spec.executorId}.db`),
+      ledger: join(this.dir, `${spec.executorId}-effects.db`),
+      proc: undefined as unknown as ChildProcess,
+      lines: [] as string[],
+    };
     this.executors.push(entry);
     this.launch(entry);
     return entry;

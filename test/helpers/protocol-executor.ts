@@ -102,7 +102,11 @@ export class ProtocolExecutor {
 
   async claim(assignmentId: string, generation: number): Promise<ClaimReply> {
     await this.register();
-    const reply = await this.nc.request(subjects.claim(this.scope, this.executorId), encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }), { timeout: 5_000 });
+    const reply = await this.nc.request(
+      subjects.claim(this.scope, this.executorId),
+      encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }),
+      { timeout: 5_000 },
+    );
     return decode(ClaimReply, reply.data);
   }
 
@@ -139,7 +143,13 @@ export class ProtocolExecutor {
 
   /** Asks `tg.rq` about a receipt, naming its body digest (given, for a body that has none). */
   async query(receipt: Receipt, bodyDigest = receiptBodyDigest(receipt)): Promise<ReceiptQueryReply> {
-    const q = { receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: this.executorId, kind: receipt.kind, body_digest: bodyDigest };
+    const q = {
+      receipt_id: receipt.receipt_id,
+      assignment_id: receipt.assignment_id,
+      executor_id: this.executorId,
+      kind: receipt.kind,
+      body_digest: bodyDigest,
+    };
     const reply = await this.nc.request(subjects.receiptQuery(this.scope, this.executorId), encode(q), { timeout: 5_000 });
     return decode(ReceiptQueryReply, reply.data);
   }

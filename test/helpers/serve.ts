@@ -9,7 +9,10 @@ const inherited = (): Record<string, string> => ({
 
 /** Runs `toolgate <args>` from source; resolves with its exit code and output. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", ...args], { env: { ...inherited(), TOOLGATE_EMBEDDED_NATS_PORT: "0", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", ...args], {
+    env: { ...inherited(), TOOLGATE_EMBEDDED_NATS_PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
@@ -19,7 +22,10 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
 
 /** Runs `toolgate <args>` with its stdout read by a reader that leaves after `keep` bytes, as `| head -c keep` does. */
 export function runCliInPipe(args: string[], keep: number): Promise<{ code: number | null; head: string; stderr: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", ...args], { env: { PATH: process.env.PATH ?? "" }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", ...args], {
+    env: { PATH: process.env.PATH ?? "" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let head = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => {

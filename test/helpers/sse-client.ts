@@ -34,10 +34,15 @@ export class SseClient {
 
   /** Waits (bounded) until `predicate` holds for the events received so far. */
   until(what: string, predicate: (events: ReceivedEvent[]) => boolean, timeoutMs = 15_000): Promise<ReceivedEvent[]> {
-    return until(what, () => {
-      if (predicate(this.events)) return this.events;
-      throw new Error(`got ${JSON.stringify(this.events.map((e) => [e.id, e.data.type, e.data.to ?? e.data.state]))}`);
-    }, timeoutMs, 20);
+    return until(
+      what,
+      () => {
+        if (predicate(this.events)) return this.events;
+        throw new Error(`got ${JSON.stringify(this.events.map((e) => [e.id, e.data.type, e.data.to ?? e.data.state]))}`);
+      },
+      timeoutMs,
+      20,
+    );
   }
 
   async close(): Promise<void> {

@@ -65,7 +65,11 @@ describe("route layer", () => {
     const none = await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers, payload: "" });
     expect([none.statusCode, none.json()]).toEqual([200, { verb: "cancel", run_id: "run-1" }]);
     const needed = await http.inject({ method: "POST", url: "/v1/runs/run-1:rename", headers, payload: "" });
-    expect([needed.statusCode, needed.json().error.code, needed.json().error.details]).toEqual([400, "validation_failed", [expect.objectContaining({ path: "", code: "required" })]]);
+    expect([needed.statusCode, needed.json().error.code, needed.json().error.details]).toEqual([
+      400,
+      "validation_failed",
+      [expect.objectContaining({ path: "", code: "required" })],
+    ]);
     const broken = await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers, payload: "{" });
     expect([broken.statusCode, broken.json().error.code]).toEqual([400, "invalid_json"]);
   });
@@ -93,7 +97,9 @@ describe("route layer", () => {
     await http.inject({ method: "POST", url: "/v1/runs/run-1:cancel", headers: { authorization: `Bearer ${KEY}` } });
     await http.inject({ method: "POST", url: "/v1/runs/run-1:complete", headers: { authorization: "Bearer wrong-key-0123456789" } });
     const access = lines.map((l) => JSON.parse(l)).filter((l) => l.req || l.res);
-    expect(access).toEqual([expect.objectContaining({ level: 30, msg: "request completed", req: { method: "POST", url: "/v1/runs/run-1:complete" }, res: { statusCode: 401 } })]);
+    expect(access).toEqual([
+      expect.objectContaining({ level: 30, msg: "request completed", req: { method: "POST", url: "/v1/runs/run-1:complete" }, res: { statusCode: 401 } }),
+    ]);
   });
 
   it("aborts a handler's signal when its client leaves, whether the handler asked for it before or only after", async () => {

@@ -70,7 +70,14 @@ const samples: Record<string, () => Sample> = {
   detachExecutor: () => ({ params: { executor_id: "exec-gone" }, body: { scope: "tasks-product" } }),
   reportUsage: () => ({ params: { run_id: rt.run }, body: { input_tokens: 120, prompt_text_bytes: 480 } }),
   getRunContext: () => ({ params: { run_id: rt.run } }),
-  dryRunTool: () => ({ body: { agent_version: "bot.1", tool_name: "tasks.read", arguments: { cursor: "c" }, mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { ok: true } }] } }),
+  dryRunTool: () => ({
+    body: {
+      agent_version: "bot.1",
+      tool_name: "tasks.read",
+      arguments: { cursor: "c" },
+      mock_receipts: [{ receipt_id: "r1", kind: "completed", result: { ok: true } }],
+    },
+  }),
 };
 
 function url(route: RouteDef, sample: Sample): string {
@@ -96,7 +103,10 @@ const RFC3339_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 function timeFields(value: unknown, path = "$"): Array<[string, unknown]> {
   if (Array.isArray(value)) return value.flatMap((v, i) => timeFields(v, `${path}[${i}]`));
   if (typeof value !== "object" || value === null) return [];
-  return Object.entries(value).flatMap(([k, v]) => [...(isTimeField(k) && v !== null ? [[`${path}.${k}`, v] as [string, unknown]] : []), ...timeFields(v, `${path}.${k}`)]);
+  return Object.entries(value).flatMap(([k, v]) => [
+    ...(isTimeField(k) && v !== null ? [[`${path}.${k}`, v] as [string, unknown]] : []),
+    ...timeFields(v, `${path}.${k}`),
+  ]);
 }
 
 /** Every property schema named as a time field in a JSON Schema (at any depth), as `path: schema`. */
@@ -104,7 +114,9 @@ function timeSchemas(schema: unknown, path = "#"): Array<[string, unknown]> {
   if (Array.isArray(schema)) return schema.flatMap((s, i) => timeSchemas(s, `${path}/${i}`));
   if (typeof schema !== "object" || schema === null) return [];
   const properties = (schema as { properties?: Record<string, unknown> }).properties ?? {};
-  const own = Object.entries(properties).filter(([k]) => isTimeField(k)).map(([k, v]) => [`${path}/properties/${k}`, v] as [string, unknown]);
+  const own = Object.entries(properties)
+    .filter(([k]) => isTimeField(k))
+    .map(([k, v]) => [`${path}/properties/${k}`, v] as [string, unknown]);
   return [...own, ...Object.entries(schema).flatMap(([k, v]) => timeSchemas(v, `${path}/${k}`))];
 }
 
@@ -122,9 +134,18 @@ describe("route contract: auth matrix and OpenAPI", () => {
   let gw: Gateway;
   let baseUrl: string;
   let executor: ProtocolExecutor;
-  const send = async (route: RouteDef, headers: Record<string, string> = {}): Promise<{ statusCode: number; body: string; headers: Record<string, unknown>; json(): any }> => {
+  const send = async (
+    route: RouteDef,
+    headers: Record<string, string> = {},
+  ): Promise<{ statusCode: number; body: string; headers: Record<string, unknown>; json(): any }> => {
     const sample = samples[route.id]!();
-    if (route.stream !== "sse") return gw.app.inject({ method: route.method, url: url(route, sample), headers, ...(sample.body !== undefined ? { payload: sample.body as object } : {}) });
+    if (route.stream !== "sse")
+      return gw.app.inject({
+        method: route.method,
+        url: url(route, sample),
+        headers,
+        ...(sample.body !== undefined ? { payload: sample.body as object } : {}),
+      });
     // An event stream never ends by itself: take its status and leave.
     const leave = new AbortController();
     const res = await fetch(baseUrl + url(route, sample), { headers, signal: leave.signal });
@@ -139,27 +160,48 @@ describe("route contract: auth matrix and OpenAPI", () => {
     const h = bearer(ADMIN_KEY);
     await gw.app.inject({ method: "POST", url: "/v1/bindings", headers: h, payload: bindingExample });
     await gw.app.inject({ method: "POST", url: "/v1/toolsets/tasks/versions", headers: h, payload: { version: "v1", tools: [tasksRead] } });
-    await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 } });
+    await gw.app.inject({
+      method: "POST",
+      url: "/v1/agents/bot/versions",
+      headers: h,
+      payload: { toolset: "tasks", toolset_version: "v1", max_context_tokens: 1000 },
+    });
     sessionId = (await gw.app.inject({ method: "POST", url: "/v1/sessions", headers: h, payload: { agent_version: "bot.1", subject: "u" } })).json().session_id;
     const newRun = async () => (await gw.app.inject({ method: "POST", url: `/v1/sessions/${sessionId}/runs`, headers: h })).json().run_id as string;
     [rt.run, rt.toComplete, rt.toCancel] = [await newRun(), await newRun(), await newRun()];
-    rt.assignment = (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.run}/tool-calls`, headers: h, payload: { tool_name: "tasks.read", arguments: {} } })).json().assignment.assignment_id;
+    rt.assignment = (
+      await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.run}/tool-calls`, headers: h, payload: { tool_name: "tasks.read", arguments: {} } })
+    ).json().assignment.assignment_id;
     baseUrl = await gw.listen();
     await seedOperationTargets(h);
   });
 
   /** A running read, a completed write and a write of unknown outcome, driven over the wire by a protocol executor. */
   async function seedOperationTargets(h: Record<string, string>): Promise<void> {
-    await gw.app.inject({ method: "POST", url: "/v1/bindings", headers: h, payload: { binding_id: "binding_write", executor_scope: "tasks-product", tool_kind: "write" } });
+    await gw.app.inject({
+      method: "POST",
+      url: "/v1/bindings",
+      headers: h,
+      payload: { binding_id: "binding_write", executor_scope: "tasks-product", tool_kind: "write" },
+    });
     const write = { ...tasksRead, name: "tasks.create", binding_id: "binding_write", description: "Create a task" };
     await gw.app.inject({ method: "POST", url: "/v1/toolsets/ops/versions", headers: h, payload: { version: "v1", tools: [tasksRead, write] } });
-    const agentVersion = (await gw.app.inject({ method: "POST", url: "/v1/agents/bot/versions", headers: h, payload: { toolset: "ops", toolset_version: "v1", max_context_tokens: 1000 } })).json().agent_version;
-    const session = (await gw.app.inject({ method: "POST", url: "/v1/sessions", headers: h, payload: { agent_version: agentVersion, subject: "u" } })).json().session_id;
+    const agentVersion = (
+      await gw.app.inject({
+        method: "POST",
+        url: "/v1/agents/bot/versions",
+        headers: h,
+        payload: { toolset: "ops", toolset_version: "v1", max_context_tokens: 1000 },
+      })
+    ).json().agent_version;
+    const session = (await gw.app.inject({ method: "POST", url: "/v1/sessions", headers: h, payload: { agent_version: agentVersion, subject: "u" } })).json()
+      .session_id;
     const run = (await gw.app.inject({ method: "POST", url: `/v1/sessions/${session}/runs`, headers: h })).json().run_id;
     executor = new ProtocolExecutor(gw.nc, "tasks-product", "exec-contract", ["binding_example", "binding_write"]);
     await executor.heartbeat();
     const drive = async (tool: string, final?: Parameters<ProtocolExecutor["receipt"]>[1]): Promise<string> => {
-      const id = (await gw.app.inject({ method: "POST", url: `/v1/runs/${run}/tool-calls`, headers: h, payload: { tool_name: tool, arguments: {} } })).json().assignment.assignment_id;
+      const id = (await gw.app.inject({ method: "POST", url: `/v1/runs/${run}/tool-calls`, headers: h, payload: { tool_name: tool, arguments: {} } })).json()
+        .assignment.assignment_id;
       const candidate = await executor.pullFor(id);
       const reply = await executor.claim(id, candidate.generation);
       if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
@@ -201,7 +243,9 @@ describe("route contract: auth matrix and OpenAPI", () => {
     for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
       const res = await send(route, bearer(lacking(route).key!));
       expect([res.statusCode, res.json().error.code], route.id).toEqual([403, "permission_denied"]);
-      expect(res.json().error.details, route.id).toEqual([expect.objectContaining({ path: "authorization", code: "permission_denied", allowed: (route.permissions as string[]).join("|") })]);
+      expect(res.json().error.details, route.id).toEqual([
+        expect.objectContaining({ path: "authorization", code: "permission_denied", allowed: (route.permissions as string[]).join("|") }),
+      ]);
     }
   });
 
@@ -216,7 +260,8 @@ describe("route contract: auth matrix and OpenAPI", () => {
     const timed = new Set<string>();
     for (const route of gw.routes.filter((r) => r.permissions !== "public")) {
       // What `curl -H 'content-type: application/json' -X POST` sends: the header, no body.
-      const emptyJson = route.method !== "GET" && samples[route.id]!().body === undefined ? { "content-type": "application/json" } : ({} as Record<string, string>);
+      const emptyJson =
+        route.method !== "GET" && samples[route.id]!().body === undefined ? { "content-type": "application/json" } : ({} as Record<string, string>);
       const res = await send(route, { ...bearer(scoped.key!), ...emptyJson });
       expect(res.statusCode, `${route.id}: ${res.body}`).toBeLessThan(300);
       if (route.stream === "sse" || res.body === "") continue;
@@ -226,7 +271,9 @@ describe("route contract: auth matrix and OpenAPI", () => {
       }
     }
     // Runs and assignments kept epoch milliseconds before; sessions and executors were strings already.
-    expect([...timed]).toEqual(expect.arrayContaining(["createRun", "getRun", "createToolCall", "getAssignment", "getRunHistory", "cancelTask", "getSession", "getExecutor"]));
+    expect([...timed]).toEqual(
+      expect.arrayContaining(["createRun", "getRun", "createToolCall", "getAssignment", "getRunHistory", "cancelTask", "getSession", "getExecutor"]),
+    );
   });
 
   it("the run's event stream gives its times as RFC 3339", async () => {
@@ -268,9 +315,17 @@ describe("route contract: auth matrix and OpenAPI", () => {
     const h = bearer(ADMIN_KEY);
     const refusals: Array<[string, string, { status: number; code: string }]> = [
       ["/v1/runs/{run_id}", "get", (await gw.app.inject({ method: "GET", url: "/v1/runs/run_nope", headers: h })).json().error],
-      ["/v1/runs/{run_id}/tool-calls", "post", (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.run}/tool-calls`, headers: h, payload: { tool_name: "no.such" } })).json().error],
+      [
+        "/v1/runs/{run_id}/tool-calls",
+        "post",
+        (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.run}/tool-calls`, headers: h, payload: { tool_name: "no.such" } })).json().error,
+      ],
       ["/v1/runs/{run_id}:cancel", "post", (await gw.app.inject({ method: "POST", url: `/v1/runs/${rt.toComplete}:cancel`, headers: h })).json().error],
-      ["/v1/assignments/{assignment_id}:compensate", "post", (await gw.app.inject({ method: "POST", url: `/v1/assignments/${rt.assignment}:compensate`, headers: h })).json().error],
+      [
+        "/v1/assignments/{assignment_id}:compensate",
+        "post",
+        (await gw.app.inject({ method: "POST", url: `/v1/assignments/${rt.assignment}:compensate`, headers: h })).json().error,
+      ],
     ];
     expect(refusals.map(([, , e]) => e.code)).toEqual(["run_not_found", "tool_not_found", "run_terminated", "read_not_compensable"]);
     for (const [path, method, error] of refusals) expect(Object.values(codesOf(path, method)).flat(), `${method} ${path}`).toContain(error.code);
@@ -278,11 +333,16 @@ describe("route contract: auth matrix and OpenAPI", () => {
 
   it("the OpenAPI response schemas declare every time field as an RFC 3339 string", async () => {
     const doc = (await gw.app.inject({ method: "GET", url: "/v1/openapi.json" })).json();
-    const fields = Object.values(doc.paths as Record<string, Record<string, { responses: unknown }>>).flatMap((ops) => Object.values(ops).flatMap((op) => timeSchemas(op.responses)));
+    const fields = Object.values(doc.paths as Record<string, Record<string, { responses: unknown }>>).flatMap((ops) =>
+      Object.values(ops).flatMap((op) => timeSchemas(op.responses)),
+    );
     expect(fields.length).toBeGreaterThan(20);
     for (const [path, schema] of fields) {
       const variants = (schema as { anyOf?: unknown[] }).anyOf ?? [schema];
-      expect(variants.filter((v) => (v as { type?: string }).type !== "null"), path).toEqual([expect.objectContaining({ type: "string", format: "date-time" })]);
+      expect(
+        variants.filter((v) => (v as { type?: string }).type !== "null"),
+        path,
+      ).toEqual([expect.objectContaining({ type: "string", format: "date-time" })]);
     }
   });
 

@@ -83,7 +83,10 @@ describe("bucket reads", () => {
       const session = await seedSession(writer, { scope: "s1", agent: "bot", tools: [{ name: "tasks.read", binding_id: "b1" }] });
       await (await ExecutorStore.open(nc, writer)).register({ executor_id: "e1", scope: "s1", nkeys: [nkeys.createUser().getPublicKey()], bindings: ["b1"] });
       // Fresh stores, as another gateway would read what this one wrote (the writer caches its own).
-      return async () => [(await (await ConfigStore.open(nc)).resolveTool(session, "tasks.read")).binding.binding_id, (await (await ExecutorStore.open(nc, writer)).get("e1"))?.scope];
+      return async () => [
+        (await (await ConfigStore.open(nc)).resolveTool(session, "tasks.read")).binding.binding_id,
+        (await (await ExecutorStore.open(nc, writer)).get("e1"))?.scope,
+      ];
     });
     expect(value).toEqual(["b1", "s1"]);
     expect(apis).not.toContain("direct get");

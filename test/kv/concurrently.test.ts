@@ -13,7 +13,13 @@ describe("forEachConcurrently", () => {
       inFlight--;
     });
     expect(most).toBe(2);
-    expect(seen.sort()).toEqual([["a", 0], ["b", 1], ["c", 2], ["d", 3], ["e", 4]]);
+    expect(seen.sort()).toEqual([
+      ["a", 0],
+      ["b", 1],
+      ["c", 2],
+      ["d", 3],
+      ["e", 4],
+    ]);
   });
 
   it("rejects with a task's failure", async () => {

@@ -36,7 +36,17 @@ describe("MCP executor: @modelcontextprotocol/server-everything through a real g
     ({ sessionId, printed } = await publishMcpServer(gw, {
       toolset: "everything-tools",
       agent: "everything-agent",
-      importArgs: ["--scope", SCOPE, "--binding", "everything-write", "--read-binding", "everything-read", "--max-result-context-bytes", String(BUDGET), ...server],
+      importArgs: [
+        "--scope",
+        SCOPE,
+        "--binding",
+        "everything-write",
+        "--read-binding",
+        "everything-read",
+        "--max-result-context-bytes",
+        String(BUDGET),
+        ...server,
+      ],
     }));
     await registerExecutor(gw, EXECUTOR, SCOPE, ["everything-read", "everything-write"]);
     executor = await McpExecutor.start({
@@ -68,18 +78,33 @@ describe("MCP executor: @modelcontextprotocol/server-everything through a real g
   it("imports the server's tools as a toolset version: kinds from readOnlyHint, bindings per kind, 1 KiB budgets", () => {
     const tools = new Map<string, any>(printed.published.tools.map((t: any) => [t.name, t]));
     expect(tools.get("echo")).toMatchObject({ binding_id: "everything-read", description: "Echoes back the input string", max_result_context_bytes: BUDGET });
-    expect(tools.get("echo").input_schema).toEqual({ type: "object", properties: { message: { type: "string", description: "Message to echo" } }, required: ["message"] });
+    expect(tools.get("echo").input_schema).toEqual({
+      type: "object",
+      properties: { message: { type: "string", description: "Message to echo" } },
+      required: ["message"],
+    });
     expect(tools.get("toggle-simulated-logging").binding_id).toBe("everything-write"); // readOnlyHint: false
-    expect(tools.get("get-structured-content").output_schema.properties.structuredContent.properties.temperature).toEqual({ type: "number", description: "Temperature in celsius" });
+    expect(tools.get("get-structured-content").output_schema.properties.structuredContent.properties.temperature).toEqual({
+      type: "number",
+      description: "Temperature in celsius",
+    });
     expect(tools.has("simulate-research-query")).toBe(false); // runs only as an MCP task
-    expect(printed.bindings).toEqual(expect.arrayContaining([expect.objectContaining({ binding_id: "everything-read", tool_kind: "read" }), expect.objectContaining({ binding_id: "everything-write", tool_kind: "write" })]));
+    expect(printed.bindings).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ binding_id: "everything-read", tool_kind: "read" }),
+        expect.objectContaining({ binding_id: "everything-write", tool_kind: "write" }),
+      ]),
+    );
     expect(executor.tools.find((t) => t.name === "echo")).toMatchObject({ kind: "read", bindingId: "everything-read" });
   });
 
   it("echo: a text result completes and enters history as the MCP result", async () => {
     const { runId, assignmentId } = await toolCall(gw, sessionId, "echo", { message: "hello from toolgate" });
     expect((await settled(gw, assignmentId)).state).toBe("completed");
-    expect((await history(runId)).context_preview).toMatchObject({ truncated: false, result: { content: [{ type: "text", text: "Echo: hello from toolgate" }] } });
+    expect((await history(runId)).context_preview).toMatchObject({
+      truncated: false,
+      result: { content: [{ type: "text", text: "Echo: hello from toolgate" }] },
+    });
   });
 
   it("structuredContent completes beside its text block", async () => {
@@ -131,7 +156,9 @@ describe("MCP executor: @modelcontextprotocol/server-everything through a real g
 
   it("a business-task cancel of a long-running read sends notifications/cancelled and ends cancelled", async () => {
     const { assignmentId } = await toolCall(gw, sessionId, "trigger-long-running-operation", { duration: 600, steps: 600 });
-    await until("the operation's first progress", async () => ((await gw.api("GET", `/v1/assignments/${assignmentId}`)).progress.length > 0 ? true : undefined));
+    await until("the operation's first progress", async () =>
+      (await gw.api("GET", `/v1/assignments/${assignmentId}`)).progress.length > 0 ? true : undefined,
+    );
     await gw.api("POST", `/v1/assignments/${assignmentId}:cancel-task`, { reason: "the user changed their mind" });
     const a = await settled(gw, assignmentId);
     expect(a.state).toBe("cancelled");
@@ -140,9 +167,15 @@ describe("MCP executor: @modelcontextprotocol/server-everything through a real g
 
   it("the server dies mid-call: not ready (presence) until it is back, the interrupted read runs again", async () => {
     const { assignmentId } = await toolCall(gw, sessionId, "trigger-long-running-operation", { duration: 30, steps: 30 });
-    await until("the operation's first progress", async () => ((await gw.api("GET", `/v1/assignments/${assignmentId}`)).progress.length > 0 ? true : undefined));
+    await until("the operation's first progress", async () =>
+      (await gw.api("GET", `/v1/assignments/${assignmentId}`)).progress.length > 0 ? true : undefined,
+    );
     unlinkSync(serverScript); // restarts fail until the link is back
-    const pid = Number(execFileSync("pgrep", ["-P", String(process.pid), "-f", serverScript]).toString().trim());
+    const pid = Number(
+      execFileSync("pgrep", ["-P", String(process.pid), "-f", serverScript])
+        .toString()
+        .trim(),
+    );
     process.kill(pid, "SIGKILL");
     await until("presence to say not ready", async () => ((await onlineExecutors(nats.url)).includes(EXECUTOR) ? undefined : true));
     expect(logs.some((l) => l.msg === "MCP server restart failed")).toBe(true);

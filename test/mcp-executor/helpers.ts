@@ -22,8 +22,14 @@ export const TERMINAL = new Set(["completed", "failed", "cancelled", "reconcilia
  * `toolgate mcp import --publish` against the test gateway, then an agent version on that toolset and
  * a session; returns the session id and what the import printed.
  */
-export async function publishMcpServer(gw: TestGateway, args: { importArgs: string[]; toolset: string; agent: string; env?: Record<string, string> }): Promise<{ sessionId: string; printed: any }> {
-  const res = await runCli(["mcp", "import", "--toolset", args.toolset, "--publish", "--gateway", gw.baseUrl, ...args.importArgs], { TOOLGATE_API_KEY: ADMIN_KEY, ...args.env });
+export async function publishMcpServer(
+  gw: TestGateway,
+  args: { importArgs: string[]; toolset: string; agent: string; env?: Record<string, string> },
+): Promise<{ sessionId: string; printed: any }> {
+  const res = await runCli(["mcp", "import", "--toolset", args.toolset, "--publish", "--gateway", gw.baseUrl, ...args.importArgs], {
+    TOOLGATE_API_KEY: ADMIN_KEY,
+    ...args.env,
+  });
   if (res.code !== 0) throw new Error(`mcp import failed (${res.code}): ${res.stderr}`);
   const agentVersion = await gw.api("POST", `/v1/agents/${args.agent}/versions`, { toolset: args.toolset, toolset_version: "v1", max_context_tokens: 100_000 });
   const session = await gw.api("POST", "/v1/sessions", { agent_version: agentVersion.agent_version, subject: "user-42" });

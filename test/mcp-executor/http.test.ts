@@ -32,7 +32,10 @@ describe("MCP executor over Streamable HTTP (server-everything's streamableHttp 
   beforeAll(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}/mcp`;
-    server = spawn(process.execPath, [referenceServer("@modelcontextprotocol/server-everything"), "streamableHttp"], { env: { PATH: process.env.PATH ?? "", PORT: String(port) }, stdio: "ignore" });
+    server = spawn(process.execPath, [referenceServer("@modelcontextprotocol/server-everything"), "streamableHttp"], {
+      env: { PATH: process.env.PATH ?? "", PORT: String(port) },
+      stdio: "ignore",
+    });
     nats = await startTestNats();
     gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-http-"));
@@ -51,17 +54,37 @@ describe("MCP executor over Streamable HTTP (server-everything's streamableHttp 
     const res = await runCli(["mcp", "import", "--scope", "web", "--binding", "web-write", "--toolset", "web-tools", "--prefix", "everything", "--url", url]);
     expect(res.code, res.stderr).toBe(0);
     const printed = JSON.parse(res.stdout);
-    expect(printed.version.tools.find((t: { name: string }) => t.name === "everything.get-sum")).toMatchObject({ binding_id: "web-write-read", max_result_context_bytes: 16_384 });
+    expect(printed.version.tools.find((t: { name: string }) => t.name === "everything.get-sum")).toMatchObject({
+      binding_id: "web-write-read",
+      max_result_context_bytes: 16_384,
+    });
     expect((await gw.api("GET", "/v1/bindings")).bindings).toEqual([]);
   });
 
   it("serves a call through the library's McpExecutor with the prefixed name", async () => {
-    const { sessionId } = await publishMcpServer(gw, { toolset: "web-tools", agent: "web-agent", importArgs: ["--scope", "web", "--binding", "web-write", "--prefix", "everything", "--url", url] });
+    const { sessionId } = await publishMcpServer(gw, {
+      toolset: "web-tools",
+      agent: "web-agent",
+      importArgs: ["--scope", "web", "--binding", "web-write", "--prefix", "everything", "--url", url],
+    });
     await registerExecutor(gw, "mcp-web-1", "web", ["web-write", "web-write-read"]);
-    executor = await McpExecutor.start({ server: { url }, scope: "web", binding: "web-write", prefix: "everything", natsUrl: nats.url, executorId: "mcp-web-1", store: join(dir, "executor.db"), logger: pino({ level: "silent" }), pullExpiresMs: 1_000, releaseDelayMs: 100 });
+    executor = await McpExecutor.start({
+      server: { url },
+      scope: "web",
+      binding: "web-write",
+      prefix: "everything",
+      natsUrl: nats.url,
+      executorId: "mcp-web-1",
+      store: join(dir, "executor.db"),
+      logger: pino({ level: "silent" }),
+      pullExpiresMs: 1_000,
+      releaseDelayMs: 100,
+    });
     const { runId, assignmentId } = await toolCall(gw, sessionId, "everything.get-sum", { a: 2, b: 40 });
     expect((await settled(gw, assignmentId)).state).toBe("completed");
-    expect((await gw.api("GET", `/v1/runs/${runId}/history`)).tool_calls[0].context_preview.result).toEqual({ content: [{ type: "text", text: "The sum of 2 and 40 is 42." }] });
+    expect((await gw.api("GET", `/v1/runs/${runId}/history`)).tool_calls[0].context_preview.result).toEqual({
+      content: [{ type: "text", text: "The sum of 2 and 40 is 42." }],
+    });
   });
 
   it("'mcp import' refuses to publish without a gateway or API key, naming what to set", async () => {

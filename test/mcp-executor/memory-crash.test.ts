@@ -56,7 +56,20 @@ describe("MCP executor CLI with @modelcontextprotocol/server-memory: a write too
   });
 
   async function startExecutor(): Promise<ExecutorProcess> {
-    const args = ["--import", "tsx", "src/cli/run.ts", "mcp-executor", ...mapping, "--executor-id", EXECUTOR, "--store", join(dir, "executor.db"), "--server", nats.url, ...server()];
+    const args = [
+      "--import",
+      "tsx",
+      "src/cli/run.ts",
+      "mcp-executor",
+      ...mapping,
+      "--executor-id",
+      EXECUTOR,
+      "--store",
+      join(dir, "executor.db"),
+      "--server",
+      nats.url,
+      ...server(),
+    ];
     const child = spawn(process.execPath, args, { env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "debug" }, stdio: ["ignore", "ignore", "pipe"] });
     children.push(child);
     const started: ExecutorProcess = { child, logs: [] };
@@ -79,17 +92,23 @@ describe("MCP executor CLI with @modelcontextprotocol/server-memory: a write too
   });
 
   it("a write round trip: completed, and the server's memory file holds it", async () => {
-    const { runId, assignmentId } = await toolCall(gw, sessionId, "create_entities", { entities: [{ name: "alice", entityType: "person", observations: ["likes tea"] }] });
+    const { runId, assignmentId } = await toolCall(gw, sessionId, "create_entities", {
+      entities: [{ name: "alice", entityType: "person", observations: ["likes tea"] }],
+    });
     expect((await settled(gw, assignmentId)).state).toBe("completed");
     expect(graph()).toContain('"name":"alice"');
     const preview = (await gw.api("GET", `/v1/runs/${runId}/history`)).tool_calls[0].context_preview;
-    expect(JSON.parse(preview.result.structuredContent ? JSON.stringify(preview.result.structuredContent) : preview.result.content[0].text)).toMatchObject({ entities: [{ name: "alice" }] });
+    expect(JSON.parse(preview.result.structuredContent ? JSON.stringify(preview.result.structuredContent) : preview.result.content[0].text)).toMatchObject({
+      entities: [{ name: "alice" }],
+    });
   });
 
   it("executor SIGKILLed after accepted, with tools/call sent: reconciliation_required, and the tool is not called again", async () => {
     const pid = serverPids.at(-1)!;
     process.kill(pid, "SIGSTOP"); // the server holds its answer: the call is out when the executor dies
-    const { assignmentId } = await toolCall(gw, sessionId, "add_observations", { observations: [{ entityName: "alice", contents: ["wrote the quarterly report"] }] });
+    const { assignmentId } = await toolCall(gw, sessionId, "add_observations", {
+      observations: [{ entityName: "alice", contents: ["wrote the quarterly report"] }],
+    });
     await until("tools/call to be sent", () => (sentFor(executor, assignmentId).length > 0 ? true : undefined));
     executor.child.kill("SIGKILL");
     await exited(executor.child);

@@ -2,7 +2,12 @@ import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
 import { kindFromAnnotations, mapTools, ToolMappingError } from "../../src/mcp-executor/tool-mapping.js";
 
-const tool = (name: string, annotations?: Tool["annotations"], extra: Partial<Tool> = {}): Tool => ({ name, inputSchema: { type: "object" }, ...(annotations ? { annotations } : {}), ...extra });
+const tool = (name: string, annotations?: Tool["annotations"], extra: Partial<Tool> = {}): Tool => ({
+  name,
+  inputSchema: { type: "object" },
+  ...(annotations ? { annotations } : {}),
+  ...extra,
+});
 
 describe("MCP tool mapping", () => {
   it("reads only what says readOnlyHint: true (and not destructiveHint: true); everything else writes", () => {
@@ -14,7 +19,12 @@ describe("MCP tool mapping", () => {
   });
 
   it("flags override the annotations; bindings follow the kind; the prefix names the toolgate tool", () => {
-    const { tools } = mapTools([tool("lookup", { readOnlyHint: true }), tool("store"), tool("peek")], { binding: "mem", read: ["peek"], write: ["lookup"], prefix: "memory" });
+    const { tools } = mapTools([tool("lookup", { readOnlyHint: true }), tool("store"), tool("peek")], {
+      binding: "mem",
+      read: ["peek"],
+      write: ["lookup"],
+      prefix: "memory",
+    });
     expect(tools.map((t) => [t.name, t.mcpName, t.kind, t.kindFrom, t.bindingId])).toEqual([
       ["memory.lookup", "lookup", "write", "flag", "mem"],
       ["memory.store", "store", "write", "default", "mem"],

@@ -13,7 +13,9 @@ function view(state: AssignmentView["state"], outcome: AssignmentView["outcome"]
     arguments: {},
     state,
     context_preview:
-      state === "completed" ? { max_result_context_bytes: 16_384, original_bytes: 12, retained_bytes: 12, truncated: false, result: { ok: true }, projection_version: 1 } : null,
+      state === "completed"
+        ? { max_result_context_bytes: 16_384, original_bytes: 12, retained_bytes: 12, truncated: false, result: { ok: true }, projection_version: 1 }
+        : null,
     outcome,
     compensated_by: null,
     task: null,
@@ -50,7 +52,10 @@ describe("the MCP answer of a settled tool call", () => {
 
   it("names the outcome's code for failed and reconciliation_required, the reason for cancelled", () => {
     const unknown = callResult(view("reconciliation_required", { kind: "reconciliation_required", error: { code: "executor_detached", message: "gone" } }));
-    expect(JSON.parse((unknown.content[0] as { text: string }).text).error).toMatchObject({ code: "executor_detached", details: { state: "reconciliation_required" } });
+    expect(JSON.parse((unknown.content[0] as { text: string }).text).error).toMatchObject({
+      code: "executor_detached",
+      details: { state: "reconciliation_required" },
+    });
     const cancelled = callResult(view("cancelled", { kind: "cancelled", reason: "stopped" }));
     expect(JSON.parse((cancelled.content[0] as { text: string }).text).error).toMatchObject({ code: "cancelled", message: "stopped" });
   });

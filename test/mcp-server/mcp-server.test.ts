@@ -72,11 +72,20 @@ describe("toolgate as an MCP server", () => {
       ...FAST_RUNNER_TIMING,
       tools: {
         "notes.find": { kind: "read", bindingId: "mcp-find", handler: (ctx: ToolContext<{ q: string }>) => ({ found: [`note about ${ctx.arguments.q}`] }) },
-        "notes.dump": { kind: "read", bindingId: "mcp-dump", handler: () => ({ rows: Array.from({ length: BIG_BYTES / 64 }, (_, i) => `row ${i} `.padEnd(61, "x")) }) },
+        "notes.dump": {
+          kind: "read",
+          bindingId: "mcp-dump",
+          handler: () => ({ rows: Array.from({ length: BIG_BYTES / 64 }, (_, i) => `row ${i} `.padEnd(61, "x")) }),
+        },
         "notes.image": {
           kind: "read",
           bindingId: "mcp-image",
-          handler: () => ({ content: [{ type: "text", text: "a red dot" }, { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" }] }),
+          handler: () => ({
+            content: [
+              { type: "text", text: "a red dot" },
+              { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
+            ],
+          }),
         },
         "notes.write": {
           kind: "write",
@@ -100,7 +109,8 @@ describe("toolgate as an MCP server", () => {
         "notes.report": {
           kind: "read",
           bindingId: "mcp-report",
-          handler: (ctx: ToolContext<{ title: string }>) => ctx.submit({ task_ref: `report-${ctx.arguments.title}`, status: `report '${ctx.arguments.title}' queued` }),
+          handler: (ctx: ToolContext<{ title: string }>) =>
+            ctx.submit({ task_ref: `report-${ctx.arguments.title}`, status: `report '${ctx.arguments.title}' queued` }),
         },
       },
     });
@@ -124,8 +134,18 @@ describe("toolgate as an MCP server", () => {
     clients.push(client);
     return { client, transport };
   };
-  const call = (client: Client, name: string, args: unknown, key?: string, options?: { signal?: AbortSignal; onprogress?: (p: { progress: number; message?: string }) => void }) =>
-    client.callTool({ name, arguments: args as Record<string, unknown>, ...(key ? { _meta: { [TOOL_CALL_ID_META]: key } } : {}) }, undefined, options) as Promise<CallToolResult>;
+  const call = (
+    client: Client,
+    name: string,
+    args: unknown,
+    key?: string,
+    options?: { signal?: AbortSignal; onprogress?: (p: { progress: number; message?: string }) => void },
+  ) =>
+    client.callTool(
+      { name, arguments: args as Record<string, unknown>, ...(key ? { _meta: { [TOOL_CALL_ID_META]: key } } : {}) },
+      undefined,
+      options,
+    ) as Promise<CallToolResult>;
   const assignmentOf = (result: CallToolResult) => result._meta?.["io.toolgate/assignment_id"] as string;
   const getAssignment = async (id: string) => (await gw.http("GET", `/v1/assignments/${id}`)).body;
   const textOf = (result: CallToolResult) => (result.content[0] as { type: "text"; text: string }).text;
@@ -317,7 +337,10 @@ describe("toolgate as an MCP server", () => {
     const { client } = await connectClient();
     const seen: Array<{ progress: number; message?: string }> = [];
     const { task } = await client.request(
-      { method: "tools/call", params: { name: "notes.write", arguments: { key: "task-prog", mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: "task-prog" } } },
+      {
+        method: "tools/call",
+        params: { name: "notes.write", arguments: { key: "task-prog", mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: "task-prog" } },
+      },
       CreateTaskResultSchema,
       { onprogress: (p) => void seen.push(p) },
     );
@@ -331,7 +354,10 @@ describe("toolgate as an MCP server", () => {
   it("runs a call as an MCP task: its id is the assignment, tasks/get and tasks/result give the stored projection, tasks/cancel is the business-task cancel", async () => {
     const { client } = await connectClient();
     const asTask = (key: string) =>
-      client.request({ method: "tools/call", params: { name: "notes.write", arguments: { key, mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: key } } }, CreateTaskResultSchema);
+      client.request(
+        { method: "tools/call", params: { name: "notes.write", arguments: { key, mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: key } } },
+        CreateTaskResultSchema,
+      );
     const { task } = await asTask("task-1");
     expect(task.status).toBe("working");
     expect((await getAssignment(task.taskId)).tool_call_id).toBe("task-1");
@@ -359,7 +385,9 @@ describe("toolgate as an MCP server", () => {
 
   it("answers a call on an ended MCP run with run_terminated, a tool error; the HTTP API is what ends it", async () => {
     const ended = await seedSession(gw.gateway.store, { scope: "mcp", agent: "mcp-agent", tools: [{ name: "notes.find", binding_id: "mcp-find" }] });
-    const transport = new StreamableHTTPClientTransport(new URL(`${gw.baseUrl}/v1/sessions/${ended}/mcp`), { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } });
+    const transport = new StreamableHTTPClientTransport(new URL(`${gw.baseUrl}/v1/sessions/${ended}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } },
+    });
     const client = new Client({ name: "toolgate-test", version: "1.0.0" });
     await client.connect(transport);
     clients.push(client);
@@ -376,7 +404,11 @@ describe("toolgate as an MCP server", () => {
     try {
       const open = async () => {
         const client = new Client({ name: "toolgate-test", version: "1.0.0" });
-        await client.connect(new StreamableHTTPClientTransport(new URL(`${small.baseUrl}/v1/sessions/${sessionId}/mcp`), { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } }));
+        await client.connect(
+          new StreamableHTTPClientTransport(new URL(`${small.baseUrl}/v1/sessions/${sessionId}/mcp`), {
+            requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } },
+          }),
+        );
         clients.push(client);
         return client;
       };
@@ -392,9 +424,18 @@ describe("toolgate as an MCP server", () => {
   });
 
   it("keeps the runtime API's keys and scopes: 401 without a key, 403 out of the agent's scope", async () => {
-    const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } } };
+    const init = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+    };
     const post = (key?: string) =>
-      fetch(endpoint(), { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...(key ? { authorization: `Bearer ${key}` } : {}) }, body: JSON.stringify(init) });
+      fetch(endpoint(), {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        body: JSON.stringify(init),
+      });
     const anonymous = await post();
     expect(anonymous.status).toBe(401);
     expect(((await anonymous.json()) as { error: { code: string } }).error.code).toBe("unauthenticated");
@@ -402,7 +443,11 @@ describe("toolgate as an MCP server", () => {
     expect(outOfScope.status).toBe(403);
     expect(((await outOfScope.json()) as { error: { code: string } }).error.code).toBe("agent_out_of_scope");
     await expect(connectClient(SCOPED_KEY)).rejects.toThrow();
-    const missing = await fetch(`${gw.baseUrl}/v1/sessions/no-such-session/mcp`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` }, body: JSON.stringify(init) });
+    const missing = await fetch(`${gw.baseUrl}/v1/sessions/no-such-session/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` },
+      body: JSON.stringify(init),
+    });
     expect(missing.status).toBe(404);
     const noSession = await fetch(endpoint(), { method: "GET", headers: { accept: "text/event-stream", authorization: `Bearer ${ADMIN_KEY}` } });
     expect(noSession.status).toBe(400);
@@ -410,7 +455,9 @@ describe("toolgate as an MCP server", () => {
   });
 
   it("answers the MCP Inspector's CLI mode, an independent client: tools/list and tools/call", async () => {
-    const launcher = createRequire(import.meta.url).resolve("@modelcontextprotocol/inspector/package.json").replace(/package\.json$/, "clients/launcher/build/index.js");
+    const launcher = createRequire(import.meta.url)
+      .resolve("@modelcontextprotocol/inspector/package.json")
+      .replace(/package\.json$/, "clients/launcher/build/index.js");
     // A home of its own: whatever the Inspector keeps there stays out of the user's.
     const inspect = async (...args: string[]) => {
       const cli = [launcher, "--cli", endpoint().href, "--transport", "http", "--header", `Authorization: Bearer ${ADMIN_KEY}`, ...args];
@@ -463,7 +510,10 @@ describe("toolgate as an MCP server", () => {
     it("forwards progress receipts as notifications/progress on the request's stream; a failure is a tool error", async () => {
       const client = await connectModern();
       const seen: Array<{ progress: number; message?: string }> = [];
-      const pending = client.callTool({ name: "notes.write", arguments: { key: "modern-prog", mode: "wait" }, _meta: { [TOOL_CALL_ID_META]: "modern-prog" } }, { onprogress: (p) => void seen.push(p) });
+      const pending = client.callTool(
+        { name: "notes.write", arguments: { key: "modern-prog", mode: "wait" }, _meta: { [TOOL_CALL_ID_META]: "modern-prog" } },
+        { onprogress: (p) => void seen.push(p) },
+      );
       await until("progress to arrive", () => (seen.length > 0 ? true : undefined));
       expect(seen[0]).toMatchObject({ progress: 1, message: JSON.stringify({ step: "started" }) });
       gates.get("modern-prog")!();
@@ -609,7 +659,9 @@ describe("toolgate as an MCP server", () => {
         const foreign = await taskSession(new URL(`${gw.baseUrl}/v1/sessions/${other}/mcp`));
         await expect(foreign.task(taskId).snapshot()).rejects.toThrow(/not a tool call of this session/);
         const plain = await connectModern();
-        await expect(plain.request({ method: "tasks/get", params: { taskId } }, { "~standard": { version: 1, vendor: "test", validate: (value) => ({ value }) } })).rejects.toMatchObject({
+        await expect(
+          plain.request({ method: "tasks/get", params: { taskId } }, { "~standard": { version: 1, vendor: "test", validate: (value) => ({ value }) } }),
+        ).rejects.toMatchObject({
           code: -32021,
           data: { requiredCapabilities: { extensions: { "io.modelcontextprotocol/tasks": {} } } },
         });
@@ -618,7 +670,9 @@ describe("toolgate as an MCP server", () => {
 
     it("keeps the runtime API's keys and scopes on 2026-07-28 requests", async () => {
       const client = new ModernClient({ name: "toolgate-test", version: "2.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
-      await expect(client.connect(new ModernTransport(endpoint(), { requestInit: { headers: { authorization: `Bearer ${SCOPED_KEY}` } } }))).rejects.toThrow(/403|[Ff]orbidden/);
+      await expect(client.connect(new ModernTransport(endpoint(), { requestInit: { headers: { authorization: `Bearer ${SCOPED_KEY}` } } }))).rejects.toThrow(
+        /403|[Ff]orbidden/,
+      );
     });
   });
 });

@@ -33,7 +33,13 @@ describe("/metrics", () => {
   const start = async (env: Record<string, string> = {}) => {
     const dir = mkdtempSync(join(tmpdir(), "toolgate-metrics-"));
     dirs.push(dir);
-    const config = gatewayConfigFromEnv({ NATS_URL: nats.url, TOOLGATE_HTTP_PORT: "0", TOOLGATE_DATA_DIR: dir, TOOLGATE_IDENTITIES: JSON.stringify([admin]), ...env });
+    const config = gatewayConfigFromEnv({
+      NATS_URL: nats.url,
+      TOOLGATE_HTTP_PORT: "0",
+      TOOLGATE_DATA_DIR: dir,
+      TOOLGATE_IDENTITIES: JSON.stringify([admin]),
+      ...env,
+    });
     const gw = await createGateway({ config, definitions, logger: createLogger({ level: "silent" }) });
     gateways.push(gw);
     return gw;
@@ -86,7 +92,9 @@ describe("/metrics", () => {
     expect((await consumer.next())!.info.deliveryCount).toBe(2);
     for (const n of [2, 3]) await js.publish(`t.metrics.${n}`, String(n));
     // An ephemeral consumer (as a bucket listing makes) is not exported: its random name would churn series.
-    const ephemeral = await jetstreamManager(nc).then((jsm) => jsm.consumers.add("T_METRICS", { ack_policy: AckPolicy.None, inactive_threshold: 60_000_000_000 }));
+    const ephemeral = await jetstreamManager(nc).then((jsm) =>
+      jsm.consumers.add("T_METRICS", { ack_policy: AckPolicy.None, inactive_threshold: 60_000_000_000 }),
+    );
     const text = await scrape(gw);
     const labels = '{stream="T_METRICS",consumer="probe"}';
     expect(sample(text, `toolgate_consumer_pending_messages${labels}`)).toBe(2);
@@ -126,7 +134,10 @@ describe("/metrics", () => {
 
   it("documents every toolgate_ metric in docs/operations.md", () => {
     const doc = readFileSync("docs/operations.md", "utf8");
-    const names = new GatewayMetrics().registry.getMetricsAsArray().map((m) => m.name).filter((n) => n.startsWith("toolgate_"));
+    const names = new GatewayMetrics().registry
+      .getMetricsAsArray()
+      .map((m) => m.name)
+      .filter((n) => n.startsWith("toolgate_"));
     expect(names.length).toBeGreaterThan(10);
     for (const name of names) expect(doc, name).toContain(`| \`${name}\` |`);
   });
@@ -134,10 +145,15 @@ describe("/metrics", () => {
   it("follows the NATS connection through a server restart", async () => {
     const gw = await start();
     await nats.restart();
-    const text = await until("the reconnect counted", async () => {
-      const scraped = await scrape(gw);
-      return sample(scraped, "toolgate_nats_reconnects_total") === 1 ? scraped : undefined;
-    }, 10_000, 100);
+    const text = await until(
+      "the reconnect counted",
+      async () => {
+        const scraped = await scrape(gw);
+        return sample(scraped, "toolgate_nats_reconnects_total") === 1 ? scraped : undefined;
+      },
+      10_000,
+      100,
+    );
     expect(sample(text, "toolgate_nats_reconnects_total")).toBe(1);
     expect(sample(text, "toolgate_nats_connected")).toBe(1);
   });

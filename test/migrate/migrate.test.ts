@@ -25,10 +25,23 @@ const legacyExport = {
       toolset: "crm",
       version: "2023-1",
       published_at: "2023-05-01T00:00:00.000Z",
-      tools: [legacyTool("crm.search", { max_result_tokens: 4000 }), legacyTool("crm.get", { max_result_bytes: 65536, max_result_tokens: 100 }), legacyTool("crm.list", { max_result_context_bytes: 2048 })],
+      tools: [
+        legacyTool("crm.search", { max_result_tokens: 4000 }),
+        legacyTool("crm.get", { max_result_bytes: 65536, max_result_tokens: 100 }),
+        legacyTool("crm.list", { max_result_context_bytes: 2048 }),
+      ],
     },
   ],
-  agents: [{ agent: "crm-bot", agent_version: "crm-bot.1", toolset: "crm", toolset_version: "2023-1", max_context_tokens: 32000, published_at: "2023-05-01T00:00:00.000Z" }],
+  agents: [
+    {
+      agent: "crm-bot",
+      agent_version: "crm-bot.1",
+      toolset: "crm",
+      toolset_version: "2023-1",
+      max_context_tokens: 32000,
+      published_at: "2023-05-01T00:00:00.000Z",
+    },
+  ],
   execution_history: [{ run_id: "r-1", receipts: [] }],
 };
 
@@ -87,8 +100,19 @@ describe("toolgate migrate", () => {
   });
 
   it("migrates legacy.* objects stored in NATS, leaving them in place, and reports failures", async () => {
-    await store.kv.create("legacy.toolsets.crm.2022-9", JSON.stringify({ toolset: "crm", version: "2022-9", published_at: "2022-09-01T00:00:00.000Z", tools: [legacyTool("crm.search", { max_result_tokens: 800 })] }));
-    await store.kv.create("legacy.toolsets.crm.broken", JSON.stringify({ toolset: "crm", version: "broken", published_at: "2022-09-01T00:00:00.000Z", tools: [legacyTool("crm.x", { binding_id: "gone" })] }));
+    await store.kv.create(
+      "legacy.toolsets.crm.2022-9",
+      JSON.stringify({
+        toolset: "crm",
+        version: "2022-9",
+        published_at: "2022-09-01T00:00:00.000Z",
+        tools: [legacyTool("crm.search", { max_result_tokens: 800 })],
+      }),
+    );
+    await store.kv.create(
+      "legacy.toolsets.crm.broken",
+      JSON.stringify({ toolset: "crm", version: "broken", published_at: "2022-09-01T00:00:00.000Z", tools: [legacyTool("crm.x", { binding_id: "gone" })] }),
+    );
     const first = await migrate(store, await legacyObjectsFromStore(store));
     expect(first).toMatchObject({ created: 1, failed: 1 });
     expect(first.lines.join("\n")).toContain("legacy.toolsets.crm.broken: not migrated: tools[0].binding_id binding 'gone' is not registered");

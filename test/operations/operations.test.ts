@@ -44,11 +44,20 @@ describe("the five operations, side by side", () => {
 
   beforeAll(async () => {
     nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url, { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000 }, {}, definitionsWithPresenceTtl(PRESENCE_TTL_MS));
+    gw = await startExecutionGateway(
+      nats.url,
+      { leaseMs: 3_000, sweepIntervalMs: 200, candidateAckWaitMs: 5_000 },
+      {},
+      definitionsWithPresenceTtl(PRESENCE_TTL_MS),
+    );
     const store = gw.gateway.store;
     await store.putBinding({ binding_id: "proto-safe", executor_scope: "proto", tool_kind: "read", retry_reads_safe: true });
     // Tools of other scopes in the same toolset: a scope nobody serves, and one driven by protocol executors.
-    for (const [binding, scope, kind] of [["idle-read", "nobody", "read"], ["proto-write", "proto", "write"], ["proto-read", "proto", "read"]] as const)
+    for (const [binding, scope, kind] of [
+      ["idle-read", "nobody", "read"],
+      ["proto-write", "proto", "write"],
+      ["proto-read", "proto", "read"],
+    ] as const)
       await store.putBinding({ binding_id: binding, executor_scope: scope, tool_kind: kind });
     sessionId = await seedSession(store, {
       scope: "ops",
@@ -170,7 +179,10 @@ describe("the five operations, side by side", () => {
     expect([(await get(pending)).state, (await get(claimedId)).state, (await get(running)).state]).toEqual(["withdrawn", "revoked", "abandoned"]);
     expect(await p.send(p.accepted(grant))).toMatchObject({ status: "rejected", code: "run_terminated" });
     // Stored, not only sent: an executor that was away asks for what it missed.
-    const missed = decode(ControlQueryReply, (await nc.request(subjects.controlQuery("proto", "exec-rc"), encode({ executor_id: "exec-rc", since: 0 }), { timeout: 5_000 })).data);
+    const missed = decode(
+      ControlQueryReply,
+      (await nc.request(subjects.controlQuery("proto", "exec-rc"), encode({ executor_id: "exec-rc", since: 0 }), { timeout: 5_000 })).data,
+    );
     expect(missed.messages.map((m) => m.message)).toEqual([{ type: "run_cancelled", run_id: runId, assignment_ids: [claimedId] }]);
     expect(await until("ctx.signal", () => aborts.get("rc"))).toBe("run_cancelled");
     const local = await until("the handler's late receipt to be answered", async () => {
@@ -353,7 +365,10 @@ describe("the five operations, side by side", () => {
     const failed = await call(runId, "task.write", { key: "cmp-failed", mode: "fail" });
     await untilState(read, "completed");
     await untilState(failed, "failed");
-    for (const [id, code] of [[read, "read_not_compensable"], [failed, "not_completed"]] as const) {
+    for (const [id, code] of [
+      [read, "read_not_compensable"],
+      [failed, "not_completed"],
+    ] as const) {
       const before = await get(id);
       const res = await gw.http("POST", `/v1/assignments/${id}:compensate`);
       expect([res.status, res.body.error.code]).toEqual([409, code]);
@@ -414,7 +429,10 @@ describe("the five operations, side by side", () => {
     expect((await e.send(e.receipt(grant, { kind: "completed", result: { found: true } }))).status).toBe("recorded");
     expect(await e.query(unknown)).toMatchObject({ status: "recorded", kind: "reconciliation_required" });
     expect(await e.send({ ...unknown, replayed: true }, `${unknown.receipt_id}-later`)).toMatchObject({ status: "duplicate" });
-    expect(await e.send({ ...unknown, error: { code: "other", message: "?" } } as Receipt, `${unknown.receipt_id}-other`)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
+    expect(await e.send({ ...unknown, error: { code: "other", message: "?" } } as Receipt, `${unknown.receipt_id}-other`)).toMatchObject({
+      status: "rejected",
+      code: "receipt_conflict",
+    });
     expect((await get(id)).state).toBe("completed");
     stop();
   });

@@ -34,9 +34,17 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     expect(client.status).toBe(200);
     await client.until("the run's first event", (e) => e.some((x) => x.data.type === "run" && x.data.state === "active"));
     const { assignment } = (await gw.http("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "notes.read", arguments: {} })).body;
-    const events = await client.until("the assignment's creation", (e) => e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"));
+    const events = await client.until("the assignment's creation", (e) =>
+      e.some((x) => x.data.type === "assignment" && x.data.assignment_id === assignment.assignment_id && x.data.to === "pending"),
+    );
     expect(events.every((e, i) => i === 0 || e.id > events[i - 1]!.id)).toBe(true);
-    expect(events.find((e) => e.data.type === "assignment")!.data).toMatchObject({ from: null, to: "pending", tool_name: "notes.read", generation: 0, executor_id: null });
+    expect(events.find((e) => e.data.type === "assignment")!.data).toMatchObject({
+      from: null,
+      to: "pending",
+      tool_name: "notes.read",
+      generation: 0,
+      executor_id: null,
+    });
     await until("a heartbeat comment", async () => (client.heartbeats > 0 ? true : undefined), 5_000);
     expect(await consumersOnEvents()).toBe(1);
     await client.close();
@@ -56,7 +64,10 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     if (reply.status !== "granted") throw new Error(reply.code);
     const grant = reply.grant;
     expect((await executor.send(executor.accepted(grant))).status).toBe("recorded");
-    for (const body of [{ kind: "progress", seq: 1, progress: { page: 1 } }, { kind: "completed", result: { full_result_marker: [] } }] as const)
+    for (const body of [
+      { kind: "progress", seq: 1, progress: { page: 1 } },
+      { kind: "completed", result: { full_result_marker: [] } },
+    ] as const)
       expect((await executor.send(executor.receipt(grant, body))).status).toBe("recorded");
     expect((await gw.http("POST", `/v1/runs/${run.run_id}:complete`)).body.state).toBe("completed");
     expect((await gw.http("GET", `/v1/assignments/${assignment.assignment_id}`)).body.state).toBe("completed");
@@ -74,7 +85,10 @@ describe("run event stream (SSE): a client disconnecting changes nothing, a reco
     ]);
     expect(JSON.stringify(missed)).not.toContain("full_result_marker"); // states and progress, never the full result
 
-    for (const resume of [{ headers: { ...auth, "last-event-id": String(lastSeen) }, query: "" }, { headers: auth, query: `?after=${lastSeen}` }]) {
+    for (const resume of [
+      { headers: { ...auth, "last-event-id": String(lastSeen) }, query: "" },
+      { headers: auth, query: `?after=${lastSeen}` },
+    ]) {
       const again = await SseClient.open(eventsUrl(run.run_id, resume.query), resume.headers);
       expect(await again.until("the missed events", runEnded)).toEqual(missed);
       await again.close();

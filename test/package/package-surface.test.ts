@@ -7,7 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
 const REPO = resolve(import.meta.dirname, "../..");
-const manifest = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { name: string; bin: { toolgate: string }; exports: Record<string, { types: string; default: string }> };
+const manifest = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as {
+  name: string;
+  bin: { toolgate: string };
+  exports: Record<string, { types: string; default: string }>;
+};
 
 /**
  * The package as a user receives it: `npm pack` (which builds), the tarball unpacked into an empty

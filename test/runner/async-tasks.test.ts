@@ -48,8 +48,22 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
     await gw.api("POST", "/v1/toolsets/reports-tools/versions", {
       version: "v1",
       tools: [
-        { name: "reports.generate", description: "Generate a report in the background", binding_id: BINDING, input_schema, output_schema: { type: "object" }, max_result_context_bytes: 1024 },
-        { name: "reports.quick", description: "A report that must be done within 1.5 s", binding_id: BINDING, input_schema, output_schema: { type: "object" }, task_deadline_ms: 1_500 },
+        {
+          name: "reports.generate",
+          description: "Generate a report in the background",
+          binding_id: BINDING,
+          input_schema,
+          output_schema: { type: "object" },
+          max_result_context_bytes: 1024,
+        },
+        {
+          name: "reports.quick",
+          description: "A report that must be done within 1.5 s",
+          binding_id: BINDING,
+          input_schema,
+          output_schema: { type: "object" },
+          task_deadline_ms: 1_500,
+        },
       ],
     });
     const agent = await gw.api("POST", "/v1/agents/reports-agent/versions", { toolset: "reports-tools", toolset_version: "v1", max_context_tokens: 100_000 });
@@ -60,7 +74,8 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       bindingId: BINDING,
       async handler(ctx) {
         await ctx.progress({ step: "queued" });
-        if (ctx.arguments.title === "oversized") return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: "x".repeat(TASK_STATUS_MAX_BYTES + 1) });
+        if (ctx.arguments.title === "oversized")
+          return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: "x".repeat(TASK_STATUS_MAX_BYTES + 1) });
         return ctx.submit({ task_ref: `job-${ctx.grant.assignment_id}`, status: `report '${ctx.arguments.title}' queued, about a minute` });
       },
       async compensate(ctx) {
@@ -100,16 +115,24 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
   }
 
   const inState = (assignmentId: string, ...states: string[]) =>
-    until(`assignment ${assignmentId} in ${states.join("/")}`, async () => {
-      const a = await gw.api("GET", `/v1/assignments/${assignmentId}`);
-      return states.includes(a.state) ? a : undefined;
-    }, 20_000);
+    until(
+      `assignment ${assignmentId} in ${states.join("/")}`,
+      async () => {
+        const a = await gw.api("GET", `/v1/assignments/${assignmentId}`);
+        return states.includes(a.state) ? a : undefined;
+      },
+      20_000,
+    );
 
   const localReceipts = (assignmentId: string) =>
-    until(`local receipts of ${assignmentId} answered`, async () => {
-      const local = await runner.assignment(assignmentId);
-      return local && local.receipts.every((r) => r.answer) && local.phase !== "submitted" ? local : undefined;
-    }, 20_000);
+    until(
+      `local receipts of ${assignmentId} answered`,
+      async () => {
+        const local = await runner.assignment(assignmentId);
+        return local && local.receipts.every((r) => r.answer) && local.phase !== "submitted" ? local : undefined;
+      },
+      20_000,
+    );
 
   it("answers the tool call with the submission at once, then takes progress and the completed result as its own history entry", async () => {
     const { runId, assignmentId, taskRef } = await submitted("reports.generate", "Q3");
@@ -119,7 +142,9 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       const submission = { task_ref: taskRef, status: "report 'Q3' queued, about a minute" };
       expect(before.tool_calls[0]).toMatchObject({ state: "submitted", task: submission, context_preview: { truncated: false, result: submission } });
       expect(before.task_results).toEqual([]);
-      expect((await gw.api("GET", `/v1/runs/${runId}/tasks`)).tasks).toMatchObject([{ assignment_id: assignmentId, tool_call_id: "call-1", state: "submitted", task: submission, results: 0 }]);
+      expect((await gw.api("GET", `/v1/runs/${runId}/tasks`)).tasks).toMatchObject([
+        { assignment_id: assignmentId, tool_call_id: "call-1", state: "submitted", task: submission, results: 0 },
+      ]);
       // The run is not blocked: the model makes its next call while the report is being generated.
       const next = await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "reports.generate", arguments: { title: "Q4" }, tool_call_id: "call-2" });
       const second = await inState(next.assignment.assignment_id, "submitted");
@@ -128,7 +153,10 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       await until("task progress stored", async () => ((await gw.api("GET", `/v1/assignments/${assignmentId}`)).progress.length === 2 ? true : undefined));
       await runner.tasks.complete(taskRef, bigReport(taskRef));
       const a = await inState(assignmentId, "completed");
-      expect(a.progress.map((p: { seq: number; progress: unknown }) => [p.seq, p.progress])).toEqual([[1, { step: "queued" }], [2, { pages_done: 2 }]]);
+      expect(a.progress.map((p: { seq: number; progress: unknown }) => [p.seq, p.progress])).toEqual([
+        [1, { step: "queued" }],
+        [2, { pages_done: 2 }],
+      ]);
       expect(a.context_preview).toMatchObject({ truncated: true, max_result_context_bytes: 1024 });
 
       const after = await until("task result in history", async () => {
@@ -137,20 +165,39 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       });
       // What the model saw before stays as it was; the result is a new entry after the two calls, projected once with the tool's budget.
       expect(after.tool_calls[0].context_preview).toEqual(before.tool_calls[0].context_preview);
-      expect(after.task_results[0]).toMatchObject({ assignment_id: assignmentId, tool_call_id: "call-1", task_ref: taskRef, state: "completed", after_tool_calls: 2, receipt_id: a.final_receipt_id, outcome: null });
+      expect(after.task_results[0]).toMatchObject({
+        assignment_id: assignmentId,
+        tool_call_id: "call-1",
+        task_ref: taskRef,
+        state: "completed",
+        after_tool_calls: 2,
+        receipt_id: a.final_receipt_id,
+        outcome: null,
+      });
       expect(after.task_results[0].context_preview).toEqual(a.context_preview);
       expect(after.task_results[0].context_preview.retained_bytes).toBeLessThanOrEqual(1024);
       await events.until("the task_result event", (e) => e.some((x) => x.data.type === "task_result" && x.data.assignment_id === assignmentId));
-      const types = events.events.filter((e) => e.data.assignment_id === assignmentId).map((e) => (e.data.type === "assignment" ? `${e.data.from}->${e.data.to}` : e.data.type));
+      const types = events.events
+        .filter((e) => e.data.assignment_id === assignmentId)
+        .map((e) => (e.data.type === "assignment" ? `${e.data.from}->${e.data.to}` : e.data.type));
       expect(types).toEqual(expect.arrayContaining(["submitted->completed", "progress", "task_result"]));
       // The task view: both tasks, the first completed with its one result and its progress.
       const view = await gw.api("GET", `/v1/runs/${runId}/tasks`);
-      expect(view.tasks.map((t: { assignment_id: string; state: string; results: number }) => [t.assignment_id, t.state, t.results])).toEqual([[assignmentId, "completed", 1], [second.assignment_id, "submitted", 0]]);
+      expect(view.tasks.map((t: { assignment_id: string; state: string; results: number }) => [t.assignment_id, t.state, t.results])).toEqual([
+        [assignmentId, "completed", 1],
+        [second.assignment_id, "submitted", 0],
+      ]);
       expect(view.tasks[0].progress.map((p: { seq: number }) => p.seq)).toEqual([1, 2]);
 
       const local = await localReceipts(assignmentId);
       expect(local.phase).toBe("settled");
-      expect(local.receipts.map((r) => [r.kind, r.answer?.status])).toEqual([["accepted", "recorded"], ["progress", "recorded"], ["submission", "recorded"], ["progress", "recorded"], ["completed", "recorded"]]);
+      expect(local.receipts.map((r) => [r.kind, r.answer?.status])).toEqual([
+        ["accepted", "recorded"],
+        ["progress", "recorded"],
+        ["submission", "recorded"],
+        ["progress", "recorded"],
+        ["completed", "recorded"],
+      ]);
       await expect(runner.tasks.complete(taskRef, {})).rejects.toBeInstanceOf(UnknownTaskError);
       await runner.tasks.complete(second.task.task_ref, { report: "Q4" });
       await inState(second.assignment_id, "completed");
@@ -209,14 +256,23 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
       return h.task_results.length === 2 ? h : undefined;
     });
     expect(history.task_results[0]).toEqual(expired.task_results[0]);
-    expect(history.task_results[1]).toMatchObject({ state: "completed", receipt_id: done.final_receipt_id, context_preview: { result: { report: "late but done" } } });
+    expect(history.task_results[1]).toMatchObject({
+      state: "completed",
+      receipt_id: done.final_receipt_id,
+      context_preview: { result: { report: "late but done" } },
+    });
   });
 
   it("a business-task cancel asks the product to stop; cancel and completion race and exactly one outcome is taken", async () => {
     const outcomes: PromiseSettledResult<void>[][] = [];
     onStop = async (request) => {
       // The business system finished just as the stop arrived: both reports race.
-      outcomes.push(await Promise.allSettled([runner.tasks.cancelled(request.task_ref, "stopped on request"), runner.tasks.complete(request.task_ref, { report: "finished first" })]));
+      outcomes.push(
+        await Promise.allSettled([
+          runner.tasks.cancelled(request.task_ref, "stopped on request"),
+          runner.tasks.complete(request.task_ref, { report: "finished first" }),
+        ]),
+      );
     };
     try {
       const { runId, assignmentId, taskRef } = await submitted("reports.generate", "race");
@@ -286,7 +342,15 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
     await gw.api("POST", "/v1/bindings", { binding_id: taskBinding, executor_scope: scope, tool_kind: "write" });
     await gw.api("POST", "/v1/toolsets/crash-tools/versions", {
       version: "v1",
-      tools: [{ name: "reports.generate", description: "Generate a report", binding_id: taskBinding, input_schema: { type: "object" }, output_schema: { type: "object" } }],
+      tools: [
+        {
+          name: "reports.generate",
+          description: "Generate a report",
+          binding_id: taskBinding,
+          input_schema: { type: "object" },
+          output_schema: { type: "object" },
+        },
+      ],
     });
     const agent = await gw.api("POST", "/v1/agents/crash-agent/versions", { toolset: "crash-tools", toolset_version: "v1", max_context_tokens: 100_000 });
     const session = (await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-42" })).session_id;
@@ -328,7 +392,10 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
   });
 
   function startExecutor(env: Record<string, string>): ChildProcess {
-    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], { env: { ...process.env, LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
+      env: { ...process.env, LOG_LEVEL: "warn", ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     child.stderr!.resume();
     children.push(child);
     return child;

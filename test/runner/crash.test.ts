@@ -52,7 +52,10 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
   });
 
   function startExecutor(env: Record<string, string>): ChildProcess & { ready: Promise<void> } {
-    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], { env: { ...process.env, LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
+      env: { ...process.env, LOG_LEVEL: "warn", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     child.stderr!.resume();
     children.push(child);
     const ready = new Promise<void>((resolve) => child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("ready") && resolve()));
@@ -100,10 +103,14 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
     expect(existsSync(`${env.RUNNER_STORE}.crashed`)).toBe(true);
 
     const restarted = startExecutor(env);
-    const a = await until(`${point}: assignment settled after the restart`, async () => {
-      const got = await gw.api("GET", `/v1/assignments/${id}`);
-      return SETTLED.has(got.state) ? got : undefined;
-    }, 30_000);
+    const a = await until(
+      `${point}: assignment settled after the restart`,
+      async () => {
+        const got = await gw.api("GET", `/v1/assignments/${id}`);
+        return SETTLED.has(got.state) ? got : undefined;
+      },
+      30_000,
+    );
     expect(a.state).toBe(EXPECTED[point]);
     if (a.state === "reconciliation_required") expect(a.outcome.error.code).toBe("executor_restarted");
 
@@ -125,7 +132,10 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
     restarted.kill("SIGTERM");
     expect(await exited(restarted)).toBe(0);
     const store = new Database(env.RUNNER_STORE, { readonly: true });
-    const rows = store.prepare("SELECT kind, answer_status FROM receipts WHERE assignment_id = ? ORDER BY position").all(id) as Array<{ kind: string; answer_status: string | null }>;
+    const rows = store.prepare("SELECT kind, answer_status FROM receipts WHERE assignment_id = ? ORDER BY position").all(id) as Array<{
+      kind: string;
+      answer_status: string | null;
+    }>;
     store.close();
     expect(rows.every((r) => r.answer_status !== null)).toBe(true);
     expect(rows.at(-1)).toEqual({ kind: a.state, answer_status: expect.stringMatching(/^(recorded|duplicate)$/) });

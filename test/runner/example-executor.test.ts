@@ -27,7 +27,9 @@ describe("examples/tasks-executor.ts", () => {
     await gw.api("POST", "/v1/bindings", { binding_id: "tasks-write", executor_scope: "tasks-product", tool_kind: "write" });
     await gw.api("POST", "/v1/toolsets/tasks/versions", {
       version: "v1",
-      tools: [{ name: "tasks.create", description: "Create a task", binding_id: "tasks-write", input_schema: { type: "object" }, output_schema: { type: "object" } }],
+      tools: [
+        { name: "tasks.create", description: "Create a task", binding_id: "tasks-write", input_schema: { type: "object" }, output_schema: { type: "object" } },
+      ],
     });
     const agentVersion = await gw.api("POST", "/v1/agents/tasks-agent/versions", { toolset: "tasks", toolset_version: "v1", max_context_tokens: 100_000 });
     sessionId = (await gw.api("POST", "/v1/sessions", { agent_version: agentVersion.agent_version, subject: "user-42" })).session_id;
@@ -41,7 +43,13 @@ describe("examples/tasks-executor.ts", () => {
   /** Starts the example as its README says, with the admin key in the environment; resolves once it is online. */
   const start = (): Promise<ChildProcess> => {
     const child = spawn(process.execPath, ["--import", "tsx", "examples/tasks-executor.ts"], {
-      env: { PATH: process.env.PATH ?? "", NATS_URL: nats.url, RUNNER_STORE: join(dir, "tasks-executor.db"), TOOLGATE_ADMIN_KEY: ADMIN_KEY, TOOLGATE_URL: gw.baseUrl },
+      env: {
+        PATH: process.env.PATH ?? "",
+        NATS_URL: nats.url,
+        RUNNER_STORE: join(dir, "tasks-executor.db"),
+        TOOLGATE_ADMIN_KEY: ADMIN_KEY,
+        TOOLGATE_URL: gw.baseUrl,
+      },
       stdio: ["ignore", "pipe", "inherit"],
     });
     return new Promise((resolve, reject) => {
@@ -58,8 +66,11 @@ describe("examples/tasks-executor.ts", () => {
     let child = await start();
     expect(await gw.api("GET", "/v1/executors/tasks-executor-1")).toMatchObject({ scope: "tasks-product", bindings: ["tasks-read", "tasks-write"], nkeys: [] });
     const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
-    const call = async () => (await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.create", arguments: { title: "write the report" } })).assignment.assignment_id as string;
-    const completed = (id: string) => until(`${id} completed`, async () => ((await gw.api("GET", `/v1/assignments/${id}`)).state === "completed" ? true : undefined));
+    const call = async () =>
+      (await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.create", arguments: { title: "write the report" } })).assignment
+        .assignment_id as string;
+    const completed = (id: string) =>
+      until(`${id} completed`, async () => ((await gw.api("GET", `/v1/assignments/${id}`)).state === "completed" ? true : undefined));
     await completed(await call());
 
     child.kill("SIGTERM");

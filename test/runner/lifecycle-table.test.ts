@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { nextRunnerState, RUNNER_EVENTS, RUNNER_STATES, RUNNER_TRANSITIONS, renderRunnerLifecycleTable } from "../../src/runner/lifecycle.js";
 
 const doc = readFileSync(new URL("../../docs/runner.md", import.meta.url), "utf8");
-const section = (name: string) => doc.slice(doc.indexOf(`<!-- ${name}:start -->`) + `<!-- ${name}:start -->`.length, doc.indexOf(`<!-- ${name}:end -->`)).trim();
+const section = (name: string) =>
+  doc.slice(doc.indexOf(`<!-- ${name}:start -->`) + `<!-- ${name}:start -->`.length, doc.indexOf(`<!-- ${name}:end -->`)).trim();
 
 describe("the ToolRunner's lifecycle table", () => {
   it("docs/runner.md carries exactly the table of the code", () => {

@@ -31,8 +31,16 @@ describe("ToolRunner leaving: detach and close", () => {
   });
 
   /** A runner whose `tasks.create` waits for its title's gate, and `tasks.read` for its cursor's (ignoring ctx.signal, which is recorded). */
-  async function startRunner(scope: string): Promise<{ runner: ToolRunner; toolCall: (title: string) => Promise<string>; readCall: (cursor: string) => Promise<string> }> {
-    const { sessionId } = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent`, executorId: `${scope}-exec` });
+  async function startRunner(
+    scope: string,
+  ): Promise<{ runner: ToolRunner; toolCall: (title: string) => Promise<string>; readCall: (cursor: string) => Promise<string> }> {
+    const { sessionId } = await publishTasksAgent(gw, {
+      scope,
+      readBinding: `${scope}-read`,
+      writeBinding: `${scope}-write`,
+      agent: `${scope}-agent`,
+      executorId: `${scope}-exec`,
+    });
     const runner = await ToolRunner.start({
       natsUrl: nats.url,
       executorId: `${scope}-exec`,
@@ -66,8 +74,10 @@ describe("ToolRunner leaving: detach and close", () => {
       },
     });
     const runId = (await gw.api("POST", `/v1/sessions/${sessionId}/runs`)).run_id;
-    const toolCall = async (title: string) => (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.create", arguments: { title } })).assignment.assignment_id as string;
-    const readCall = async (cursor: string) => (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor } })).assignment.assignment_id as string;
+    const toolCall = async (title: string) =>
+      (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.create", arguments: { title } })).assignment.assignment_id as string;
+    const readCall = async (cursor: string) =>
+      (await gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor } })).assignment.assignment_id as string;
     return { runner, toolCall, readCall };
   }
   const get = (id: string) => gw.api("GET", `/v1/assignments/${id}`);

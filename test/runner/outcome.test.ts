@@ -10,10 +10,16 @@ import { sampleGrant } from "./helpers/grants.js";
 describe("handler outcome model", () => {
   it("maps a return value, confirmed failures and cancellations, and any other exception", () => {
     expect(reportOf({ status: "fulfilled", value: { id: 1 } })).toEqual({ kind: "completed", result: { id: 1 } });
-    expect(reportOf({ status: "rejected", reason: new BusinessFailure("quota", "over quota") })).toEqual({ kind: "failed", error: { code: "quota", message: "over quota" } });
+    expect(reportOf({ status: "rejected", reason: new BusinessFailure("quota", "over quota") })).toEqual({
+      kind: "failed",
+      error: { code: "quota", message: "over quota" },
+    });
     expect(reportOf({ status: "rejected", reason: new BusinessCancelled("user stopped it") })).toEqual({ kind: "cancelled", reason: "user stopped it" });
     const err = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
-    expect(reportOf({ status: "rejected", reason: err })).toEqual({ kind: "reconciliation_required", error: { code: "handler_error", message: "Error [ECONNRESET]: socket hang up" } });
+    expect(reportOf({ status: "rejected", reason: err })).toEqual({
+      kind: "reconciliation_required",
+      error: { code: "handler_error", message: "Error [ECONNRESET]: socket hang up" },
+    });
     expect(reportOf({ status: "rejected", reason: "just a string" })).toMatchObject({ kind: "reconciliation_required" });
   });
 
@@ -24,7 +30,15 @@ describe("handler outcome model", () => {
 
   it("turns a result JSON cannot represent into reconciliation, never a silently altered completed", () => {
     const grant = sampleGrant();
-    for (const result of [{ n: Number.NaN }, { d: new Date(0) }, (() => { const a: Record<string, unknown> = {}; a.self = a; return a; })()]) {
+    for (const result of [
+      { n: Number.NaN },
+      { d: new Date(0) },
+      (() => {
+        const a: Record<string, unknown> = {};
+        a.self = a;
+        return a;
+      })(),
+    ]) {
       const r = finalReceipt(grant, { kind: "completed", result }, 1);
       expect(r.kind).toBe("reconciliation_required");
       expect(r.body.error).toMatchObject({ code: "unrepresentable_result" });
@@ -79,7 +93,9 @@ describe("receipts", () => {
       expect(receiptBodyText(saved.body)).toBe(toJsonText(saved.body));
       for (const replayed of [false, true]) {
         const parsed = Receipt.parse({ ...saved.body, claim_token: grant.claim_token, ...(replayed ? { replayed } : {}) });
-        expect(Buffer.from(encode(wireReceipt(saved, grant.claim_token, replayed))).toString("hex"), `${content.kind}, replayed ${replayed}`).toBe(Buffer.from(encode(parsed)).toString("hex"));
+        expect(Buffer.from(encode(wireReceipt(saved, grant.claim_token, replayed))).toString("hex"), `${content.kind}, replayed ${replayed}`).toBe(
+          Buffer.from(encode(parsed)).toString("hex"),
+        );
       }
     }
   });

@@ -47,7 +47,9 @@ class RacedStore extends SqliteRunnerStore {
     if (grant && receipt.kind === "progress" && !this.raced) {
       this.raced = receipt.receiptId;
       const other = { ...receipt.body, progress: { step: "other" }, claim_token: grant.claim_token } as Receipt;
-      await jetstream(this.nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).publish(subjects.receipt(SCOPE, EXECUTOR, receipt.assignmentId), encode(other), { msgID: receipt.receiptId });
+      await jetstream(this.nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).publish(subjects.receipt(SCOPE, EXECUTOR, receipt.assignmentId), encode(other), {
+        msgID: receipt.receiptId,
+      });
       await this.recorded(receipt.assignmentId);
     }
     return super.appendReceipt(receipt, change);
@@ -76,9 +78,17 @@ describe("ToolRunner: receipt_conflict", () => {
   });
 
   it("is logged at error level and the other body is never sent", async () => {
-    const { sessionId } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: `${SCOPE}-read`, writeBinding: `${SCOPE}-write`, agent: `${SCOPE}-agent`, executorId: EXECUTOR });
+    const { sessionId } = await publishTasksAgent(gw, {
+      scope: SCOPE,
+      readBinding: `${SCOPE}-read`,
+      writeBinding: `${SCOPE}-write`,
+      agent: `${SCOPE}-agent`,
+      executorId: EXECUTOR,
+    });
     const progressOf = async (id: string) => (await gw.api("GET", `/v1/assignments/${id}`)).progress as unknown[];
-    const store = new RacedStore(join(dir, "runner.db"), nc, (id) => until("the other body recorded", async () => ((await progressOf(id)).length === 1 ? true : undefined)).then(() => undefined));
+    const store = new RacedStore(join(dir, "runner.db"), nc, (id) =>
+      until("the other body recorded", async () => ((await progressOf(id)).length === 1 ? true : undefined)).then(() => undefined),
+    );
     runner = await ToolRunner.start({
       natsUrl: nats.url,
       executorId: EXECUTOR,

@@ -29,12 +29,24 @@ describe("ToolRunner against the real gateway", () => {
   let tamper = false;
   const gate = new Gate();
 
-  const fast: Partial<ToolRunnerOptions> = { answerTimeoutMs: 500, maxResendIntervalMs: 1_000, requestTimeoutMs: 1_000, pullExpiresMs: 1_000, releaseDelayMs: 100 };
+  const fast: Partial<ToolRunnerOptions> = {
+    answerTimeoutMs: 500,
+    maxResendIntervalMs: 1_000,
+    requestTimeoutMs: 1_000,
+    pullExpiresMs: 1_000,
+    releaseDelayMs: 100,
+  };
 
   beforeAll(async () => {
     nats = await startTestNats();
     gw = await startExecutionGateway(nats.url, SHORT_LEASES);
-    ({ sessionId, agentVersion } = await publishTasksAgent(gw, { scope: SCOPE, readBinding: "tasks-read", writeBinding: "tasks-write", agent: "tasks-agent", executorId: "exec-a" }));
+    ({ sessionId, agentVersion } = await publishTasksAgent(gw, {
+      scope: SCOPE,
+      readBinding: "tasks-read",
+      writeBinding: "tasks-write",
+      agent: "tasks-agent",
+      executorId: "exec-a",
+    }));
     dir = mkdtempSync(join(tmpdir(), "toolgate-runner-e2e-"));
     const nc = tamperingConnection(await connect({ servers: nats.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 }), () => tamper);
     runner = await ToolRunner.start({
@@ -43,7 +55,10 @@ describe("ToolRunner against the real gateway", () => {
       scope: SCOPE,
       store: join(dir, "runner.db"),
       logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
-      authorize: (req) => refuseSubject !== undefined && (req.arguments as { title?: string }).title === refuseSubject ? { allowed: false, reason: "user-42 may not create this" } : true,
+      authorize: (req) =>
+        refuseSubject !== undefined && (req.arguments as { title?: string }).title === refuseSubject
+          ? { allowed: false, reason: "user-42 may not create this" }
+          : true,
       ...fast,
       tools: {
         "tasks.read": {
@@ -96,7 +111,9 @@ describe("ToolRunner against the real gateway", () => {
   async function expectRefusedWithoutAccepted(assignmentId: string, a: { accepted_receipt_id: string | null; final_receipt_id: string | null }): Promise<void> {
     expect(a.accepted_receipt_id).toBeNull();
     expect(a.final_receipt_id).toMatch(new RegExp(`^${assignmentId}_g0_refused_`));
-    const local = await until("local settle", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined));
+    const local = await until("local settle", async () =>
+      (await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined,
+    );
     expect(local!.receipts.map((r) => [r.kind, r.answer?.status])).toEqual([["refused", "recorded"]]);
   }
 
@@ -104,11 +121,21 @@ describe("ToolRunner against the real gateway", () => {
     const { runId, assignmentId } = await toolCall("tasks.read", { cursor: "page-1" });
     const a = await settled(assignmentId);
     expect(a.state).toBe("completed");
-    expect(a.progress.map((p: { seq: number; progress: unknown }) => [p.seq, p.progress])).toEqual([[1, { page: 1 }], [2, { page: 2 }]]);
+    expect(a.progress.map((p: { seq: number; progress: unknown }) => [p.seq, p.progress])).toEqual([
+      [1, { page: 1 }],
+      [2, { page: 2 }],
+    ]);
     const history = await gw.api("GET", `/v1/runs/${runId}/history`);
     expect(history.tool_calls[0].context_preview).toMatchObject({ max_result_context_bytes: 1024, truncated: true });
-    const local = await until("local settle", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined));
-    expect(local!.receipts.map((r) => [r.kind, r.answer?.status])).toEqual([["accepted", "recorded"], ["progress", "recorded"], ["progress", "recorded"], ["completed", "recorded"]]);
+    const local = await until("local settle", async () =>
+      (await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined,
+    );
+    expect(local!.receipts.map((r) => [r.kind, r.answer?.status])).toEqual([
+      ["accepted", "recorded"],
+      ["progress", "recorded"],
+      ["progress", "recorded"],
+      ["completed", "recorded"],
+    ]);
   });
 
   it("runs a write tool once and reports its progress", async () => {
@@ -132,7 +159,9 @@ describe("ToolRunner against the real gateway", () => {
     expect(a.state).toBe("reconciliation_required");
     expect(a.outcome.error.code).toBe("handler_error");
     expect(a.outcome.error.message).toContain("database connection lost");
-    await until("awaiting reconciliation locally", async () => ((await runner.reconciliations()).some((g) => g.assignment_id === assignmentId) ? true : undefined));
+    await until("awaiting reconciliation locally", async () =>
+      (await runner.reconciliations()).some((g) => g.assignment_id === assignmentId) ? true : undefined,
+    );
     await runner.reconcile(assignmentId, { kind: "completed", result: { task_id: "task-found-in-db" } });
     const after = await settled(assignmentId, new Set(["completed"]));
     expect(after.final_receipt_id).toMatch(new RegExp(`^${assignmentId}_g0_completed_`));
@@ -164,16 +193,27 @@ describe("ToolRunner against the real gateway", () => {
 
   it("previews what the model will see of a real result sample with the dry-run client", async () => {
     const sample = { next_cursor: "page-2", tasks: Array.from({ length: 60 }, (_, i) => ({ id: `t-${i}`, title: `task ${i}` })) };
-    const preview = await dryRun({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [{ result: sample }] });
+    const preview = await dryRun(
+      { baseUrl: gw.baseUrl, apiKey: ADMIN_KEY },
+      { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [{ result: sample }] },
+    );
     expect(preview.execution_verified).toBe(false);
     expect(preview.context_preview).toMatchObject({ max_result_context_bytes: 1024, truncated: true });
     expect(preview.context_preview!.retained_bytes).toBeLessThanOrEqual(1024);
     // Every kind the gateway's mock receipt takes goes through the runner's types and comes back parsed by the route's own answer schema.
     const kinds = MockReceiptSchema.shape.kind.options;
     const samples = kinds.map((kind) => (kind === "submission" ? { kind, task_ref: "job-1", status: "queued" } : { kind, result: sample }));
-    const all = await dryRun({ baseUrl: gw.baseUrl, apiKey: ADMIN_KEY }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: samples });
+    const all = await dryRun(
+      { baseUrl: gw.baseUrl, apiKey: ADMIN_KEY },
+      { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: samples },
+    );
     expect(all.steps.map((step) => [step.receipt_id, step.kind])).toEqual(kinds.map((kind, i) => [`dry-run-${i + 1}`, kind]));
-    await expect(dryRun({ baseUrl: gw.baseUrl, apiKey: "wrong-key-0123456789" }, { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [] })).rejects.toMatchObject({ status: 401 });
+    await expect(
+      dryRun(
+        { baseUrl: gw.baseUrl, apiKey: "wrong-key-0123456789" },
+        { agent_version: agentVersion, tool_name: "tasks.read", arguments: {}, mock_receipts: [] },
+      ),
+    ).rejects.toMatchObject({ status: 401 });
   });
 
   it("delivers the outbox after a gateway restart: the receipt saved while no gateway runs is answered later", async () => {
@@ -181,10 +221,14 @@ describe("ToolRunner against the real gateway", () => {
     await until("the handler to start", () => gate.started.has(assignmentId) || undefined);
     await gw.close();
     gate.release();
-    await until("the completed receipt to be saved", async () => ((await runner.assignment(assignmentId))?.receipts.some((r) => r.kind === "completed") ? true : undefined));
+    await until("the completed receipt to be saved", async () =>
+      (await runner.assignment(assignmentId))?.receipts.some((r) => r.kind === "completed") ? true : undefined,
+    );
     gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     expect((await settled(assignmentId)).state).toBe("completed");
-    const local = await until("local settle", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined));
+    const local = await until("local settle", async () =>
+      (await runner.assignment(assignmentId))?.phase === "settled" ? runner.assignment(assignmentId) : undefined,
+    );
     expect(local!.receipts.at(-1)?.answer?.status).toMatch(/^(recorded|duplicate)$/);
   });
 

@@ -45,11 +45,20 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const local = (grant = sampleGrant()): LocalAssignment => ({ assignmentId: grant.assignment_id, generation: grant.generation, grant, phase: "accepting", createdAt: 1, updatedAt: 1 });
+  const local = (grant = sampleGrant()): LocalAssignment => ({
+    assignmentId: grant.assignment_id,
+    generation: grant.generation,
+    grant,
+    phase: "accepting",
+    createdAt: 1,
+    updatedAt: 1,
+  });
 
   it("saves a claim with its accepted receipt atomically and reads both back after reopening", async () => {
     const grant = sampleGrant();
-    await store.createAssignment(local(grant), [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10)]);
+    await store.createAssignment(local(grant), [
+      buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10),
+    ]);
     await store.close();
     store = new SqliteRunnerStore(path);
     await store.open("exec-1");
@@ -57,12 +66,21 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect(open).toMatchObject({ assignmentId: grant.assignment_id, phase: "accepting", grant });
     const receipts = await store.listReceipts(open!);
     expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[receiptId(grant, "accepted"), "accepted", undefined]]);
-    expect(receipts[0]!.body).toEqual({ receipt_id: receiptId(grant, "accepted"), assignment_id: grant.assignment_id, executor_id: "exec-1", kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
+    expect(receipts[0]!.body).toEqual({
+      receipt_id: receiptId(grant, "accepted"),
+      assignment_id: grant.assignment_id,
+      executor_id: "exec-1",
+      kind: "accepted",
+      operation_key: grant.operation_key,
+      argument_digest: grant.argument_digest,
+    });
   });
 
   it("opens a store made before the submitted phase existed: its table is rebuilt, rows and receipts kept, a task can be submitted", async () => {
     const grant = sampleGrant();
-    await store.createAssignment({ ...local(grant), phase: "accepting" }, [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10)]);
+    await store.createAssignment({ ...local(grant), phase: "accepting" }, [
+      buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10),
+    ]);
     await store.close();
     // The assignments table as the previous release made it: its CHECK lists no `submitted`.
     const Database = (await import("better-sqlite3")).default;
@@ -125,9 +143,13 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
   it("keeps claims of several generations apart and returns the latest", async () => {
     const first = sampleGrant({ generation: 0 });
     const second = sampleGrant({ generation: 1, claim_token: "t".repeat(40) });
-    await store.createAssignment(local(first), [buildReceipt(first, { kind: "accepted", operation_key: first.operation_key, argument_digest: first.argument_digest }, 1)]);
+    await store.createAssignment(local(first), [
+      buildReceipt(first, { kind: "accepted", operation_key: first.operation_key, argument_digest: first.argument_digest }, 1),
+    ]);
     await store.recordAnswer(receiptId(first, "accepted"), { status: "rejected", code: "lease_expired", answeredAt: 2 }, transition("accepting", "refuse"));
-    await store.createAssignment(local(second), [buildReceipt(second, { kind: "accepted", operation_key: second.operation_key, argument_digest: second.argument_digest }, 3)]);
+    await store.createAssignment(local(second), [
+      buildReceipt(second, { kind: "accepted", operation_key: second.operation_key, argument_digest: second.argument_digest }, 3),
+    ]);
     expect((await store.getAssignment(first.assignment_id))?.generation).toBe(1);
     expect((await store.listOpen()).map((a) => a.generation)).toEqual([1]);
   });
@@ -144,7 +166,11 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
 
   it("commits writes queued together as one batch in which a failing write fails alone", async () => {
     const grants = ["asg-a", "asg-b", "asg-c"].map((id) => sampleGrant({ assignment_id: id }));
-    await Promise.all(grants.map((g) => store.createAssignment(local(g), [buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1)])));
+    await Promise.all(
+      grants.map((g) =>
+        store.createAssignment(local(g), [buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1)]),
+      ),
+    );
     const writes = [
       store.setPhase(local(grants[0]), transition("accepting", "refuse")),
       store.setPhase(local(grants[1]), transition("confirmed", "start")), // not confirmed: a phase conflict
@@ -179,7 +205,10 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     // Committed (a read sees it) but not yet on disk: not resolved.
     expect((await store.getAssignment("asg-a"))?.phase).toBe("accepting");
     expect([resolved, fsyncs.count]).toEqual([[], 1]);
-    const later = [store.createAssignment(local(b), accepted(b)).then(() => resolved.push("b")), store.createAssignment(local(c), accepted(c)).then(() => resolved.push("c"))];
+    const later = [
+      store.createAssignment(local(b), accepted(b)).then(() => resolved.push("b")),
+      store.createAssignment(local(c), accepted(c)).then(() => resolved.push("c")),
+    ];
     await turns();
     // Committed while the first fsync runs: that one may not cover them, so they wait for another.
     expect([resolved, fsyncs.count]).toEqual([[], 1]);

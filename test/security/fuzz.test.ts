@@ -40,7 +40,14 @@ const hostileValue = fc.oneof(
   fc.string({ unit: "binary", maxLength: 64 }),
 );
 
-const hostileId = fc.oneof(fc.constant("a".repeat(100_000)), fc.string({ maxLength: 300 }), fc.constant("x.y"), fc.constant("*"), fc.constant(">"), fc.constant(""));
+const hostileId = fc.oneof(
+  fc.constant("a".repeat(100_000)),
+  fc.string({ maxLength: 300 }),
+  fc.constant("x.y"),
+  fc.constant("*"),
+  fc.constant(">"),
+  fc.constant(""),
+);
 
 /** Something that looks like a receipt, with at least one field wrong. */
 const nearReceipt = (assignmentId: string) =>
@@ -89,11 +96,18 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
   let doneAssignment: string;
 
   const http = (method: string, url: string, body?: string | Buffer, headers: Record<string, string> = {}) =>
-    gw.gateway.app.inject({ method: method as "GET", url, headers: { authorization: `Bearer ${ADMIN_KEY}`, ...headers }, ...(body === undefined ? {} : { payload: body }) });
+    gw.gateway.app.inject({
+      method: method as "GET",
+      url,
+      headers: { authorization: `Bearer ${ADMIN_KEY}`, ...headers },
+      ...(body === undefined ? {} : { payload: body }),
+    });
 
   const roundTrip = async (): Promise<string> => {
     const run = JSON.parse((await http("POST", `/v1/sessions/${sessionId}/runs`)).body).run_id;
-    const created = await http("POST", `/v1/runs/${run}/tool-calls`, JSON.stringify({ tool_name: "tasks.read", arguments: { cursor: "c" } }), { "content-type": "application/json" });
+    const created = await http("POST", `/v1/runs/${run}/tool-calls`, JSON.stringify({ tool_name: "tasks.read", arguments: { cursor: "c" } }), {
+      "content-type": "application/json",
+    });
     const id = JSON.parse(created.body).assignment.assignment_id;
     const candidate = await exec.pullFor(id);
     const reply = await exec.claim(id, candidate.generation);
@@ -141,10 +155,20 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     const jsm = await jetstreamManager(nc);
     const receiptsBefore = (await jsm.streams.info(STREAMS.receipts)).state.last_seq;
 
-    const receipts = fc.sample(fc.tuple(fc.constantFrom(SCOPE, "other", "x"), fc.constantFrom("exec-1", "exec-2"), fc.constantFrom(doneAssignment, "a-random"), payload(nearReceipt(doneAssignment))), { numRuns: NATS_MESSAGES / 2, seed: SEED });
+    const receipts = fc.sample(
+      fc.tuple(
+        fc.constantFrom(SCOPE, "other", "x"),
+        fc.constantFrom("exec-1", "exec-2"),
+        fc.constantFrom(doneAssignment, "a-random"),
+        payload(nearReceipt(doneAssignment)),
+      ),
+      { numRuns: NATS_MESSAGES / 2, seed: SEED },
+    );
     const claims = fc.sample(payload(nearClaim), { numRuns: NATS_MESSAGES / 2, seed: SEED + 1 });
     for (let i = 0; i < receipts.length; i += 200) {
-      const acks = receipts.slice(i, i + 200).map(([scope, executor, assignment, data], j) => js.publish(subjects.receipt(scope, executor, assignment), data, { msgID: `fuzz-${i + j}` }));
+      const acks = receipts
+        .slice(i, i + 200)
+        .map(([scope, executor, assignment, data], j) => js.publish(subjects.receipt(scope, executor, assignment), data, { msgID: `fuzz-${i + j}` }));
       await Promise.all(acks);
     }
     for (let i = 0; i < claims.length; i += 200) {
@@ -156,7 +180,7 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     const bodies = fc.oneof(
       fc.jsonValue().map((v) => ({ body: JSON.stringify(v) as string | Buffer, type: "application/json" })),
       fc.uint8Array({ maxLength: 2_048 }).map((b) => ({ body: Buffer.from(b) as string | Buffer, type: "application/json" })),
-      fc.integer({ min: 65, max: 5_000 }).map((d) => ({ body: "[".repeat(d) + "]".repeat(d) as string | Buffer, type: "application/json" })),
+      fc.integer({ min: 65, max: 5_000 }).map((d) => ({ body: ("[".repeat(d) + "]".repeat(d)) as string | Buffer, type: "application/json" })),
       fc.constant({ body: Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d]) as string | Buffer, type: "application/json" }),
       fc.constant({ body: '{"__proto__":{"admin":true}}' as string | Buffer, type: "application/json" }),
       fc.string().map((s) => ({ body: s as string | Buffer, type: "text/plain" })),
@@ -164,7 +188,10 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     const routes: readonly RouteDef[] = gw.gateway.routes;
     const statuses = new Map<number, number>();
     for (const route of routes) {
-      const samples = fc.sample(fc.tuple(fc.stringMatching(/^[A-Za-z0-9_-]{1,40}$/), bodies), { numRuns: HTTP_REQUESTS_PER_ROUTE, seed: SEED + route.id.length });
+      const samples = fc.sample(fc.tuple(fc.stringMatching(/^[A-Za-z0-9_-]{1,40}$/), bodies), {
+        numRuns: HTTP_REQUESTS_PER_ROUTE,
+        seed: SEED + route.id.length,
+      });
       for (const [token, { body, type }] of samples) {
         const url = route.path.replace(/\{\w+\}/g, `fz${token}`);
         const res = await http(route.method, url, route.method === "GET" ? undefined : body, route.method === "GET" ? {} : { "content-type": type });
@@ -182,10 +209,14 @@ describe("fuzz: malformed NATS messages and HTTP bodies change nothing", () => {
     });
 
     // The consumer got through all of it (never stuck), and nothing moved but the receipts' audit.
-    await until("receipt consumer drained", async () => {
-      const info = await jsm.consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
-      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
-    }, 60_000);
+    await until(
+      "receipt consumer drained",
+      async () => {
+        const info = await jsm.consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
+        return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+      },
+      60_000,
+    );
     expect((await jsm.streams.info(STREAMS.receipts)).state.last_seq).toBe(receiptsBefore + receipts.length);
     expect(await streamWatermarks(nc, [STREAMS.receipts])).toEqual(before);
     // What the gateway did, by its own counters: every receipt answered (or terminated) and none recorded;

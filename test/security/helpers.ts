@@ -26,7 +26,14 @@ export function lineSink(): { stream: Writable; lines: string[] } {
 export async function startCapturedGateway(natsUrl: string, env: Record<string, string> = {}, level = "info"): Promise<CapturedGateway> {
   const { stream: sink, lines } = lineSink();
   const config = GatewayEnvSchema.parse({
-    TOOLGATE_IDENTITIES: JSON.stringify([{ name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write", "runtime:read", "runtime:write", "tools:execute"] }]),
+    TOOLGATE_IDENTITIES: JSON.stringify([
+      {
+        name: "admin",
+        key: ADMIN_KEY,
+        agents: "*",
+        permissions: ["configuration:read", "configuration:write", "runtime:read", "runtime:write", "tools:execute"],
+      },
+    ]),
     ...env,
     NATS_URL: natsUrl,
     TOOLGATE_HTTP_PORT: "0",
@@ -36,4 +43,3 @@ export async function startCapturedGateway(natsUrl: string, env: Record<string, 
   const gateway = await createGateway({ config, logger, execution: { leaseMs: 5_000, sweepIntervalMs: 100 } });
   return { gateway, lines, close: () => gateway.close() };
 }
-

@@ -55,7 +55,9 @@ describe("NATS authorization generated from the executor registry", () => {
       { executor_id: "ghost", scope: "s1", nkeys: [keys.ghost.getPublicKey()], bindings: ["b1"] },
     ];
     writeFileSync(join(dir, "executors.json"), JSON.stringify(registry));
-    expect(await natsConfigCommand.run(["--gateway-nkey", gatewayKey.getPublicKey(), "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")])).toBe(0);
+    expect(
+      await natsConfigCommand.run(["--gateway-nkey", gatewayKey.getPublicKey(), "--executors", join(dir, "executors.json"), "--out", join(dir, "auth.conf")]),
+    ).toBe(0);
     writeFileSync(join(dir, "server.conf"), `include "auth.conf"\n${ACK_V2 ? "feature_flags { js_ack_fc_v2: true }\n" : ""}`);
     server = await startNatsServer({ args: ["-c", join(dir, "server.conf")] });
     gw = await startExecutionGateway(server.url, {}, { NATS_NKEY_SEED: seedOf(gatewayKey) });
@@ -121,18 +123,33 @@ describe("NATS authorization generated from the executor registry", () => {
     const id = (await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).body.assignment.assignment_id;
     await exec.pullFor(id);
     const jsm = await jetstreamManager(admin);
-    await until("the candidate acknowledged", async () => ((await jsm.consumers.info(STREAMS.candidates, candidateConsumer("s1"))).num_ack_pending === 0 ? true : undefined), 10_000);
+    await until(
+      "the candidate acknowledged",
+      async () => ((await jsm.consumers.info(STREAMS.candidates, candidateConsumer("s1"))).num_ack_pending === 0 ? true : undefined),
+      10_000,
+    );
     expect(errors.filter((e) => e.includes("$JS.ACK"))).toEqual([]);
     exec.close();
   });
 
   it("refuses connections without a registered key", async () => {
     await expect(connect({ servers: server.url, reconnect: false })).rejects.toThrow(/Authorization/i);
-    await expect(connect({ servers: server.url, reconnect: false, authenticator: nkeyAuthenticator(keys.stranger.getSeed()) })).rejects.toThrow(/Authorization/i);
+    await expect(connect({ servers: server.url, reconnect: false, authenticator: nkeyAuthenticator(keys.stranger.getSeed()) })).rejects.toThrow(
+      /Authorization/i,
+    );
   });
 
   it("refuses subscriptions to other executors' answers, control, inboxes and to raw candidates", async () => {
-    for (const subject of [subjects.answers("s1", "e2"), subjects.answers("s2", "e2"), subjects.executorControl("s2", "e2"), "_INBOX.>", `${executorInboxPrefix("s2", "e2")}.>`, "tg.cand.>", "tg.>", ">"]) {
+    for (const subject of [
+      subjects.answers("s1", "e2"),
+      subjects.answers("s2", "e2"),
+      subjects.executorControl("s2", "e2"),
+      "_INBOX.>",
+      `${executorInboxPrefix("s2", "e2")}.>`,
+      "tg.cand.>",
+      "tg.>",
+      ">",
+    ]) {
       e1.subscribe(subject);
       await violation("Subscription", subject);
     }
@@ -172,13 +189,24 @@ describe("NATS authorization generated from the executor registry", () => {
     const own = new ProtocolExecutor(e1, "s1", "e1", ["b1"], { register: false });
     try {
       // e1 writes e3's id into the body of requests on its own subjects.
-      const claim = decode(ClaimReply, (await e1.request(subjects.claim("s1", "e1"), encode({ assignment_id: "x", executor_id: "e3", generation: 0 }), { timeout: 5_000 })).data);
+      const claim = decode(
+        ClaimReply,
+        (await e1.request(subjects.claim("s1", "e1"), encode({ assignment_id: "x", executor_id: "e3", generation: 0 }), { timeout: 5_000 })).data,
+      );
       expect(claim).toMatchObject({ status: "refused", code: "malformed" });
       const beat = { executor_id: "e3", scope: "s1", bindings: ["b1"], status: "online", in_flight: 0 };
-      expect(decode(PresenceReply, (await e1.request(subjects.presence("s1", "e1"), encode(beat), { timeout: 5_000 })).data)).toMatchObject({ status: "refused" });
+      expect(decode(PresenceReply, (await e1.request(subjects.presence("s1", "e1"), encode(beat), { timeout: 5_000 })).data)).toMatchObject({
+        status: "refused",
+      });
       const query = { receipt_id: "r1", assignment_id: "a1", executor_id: "e3", kind: "accepted", body_digest: "0".repeat(64) };
-      expect(decode(ReceiptQueryReply, (await e1.request(subjects.receiptQuery("s1", "e1"), encode(query), { timeout: 5_000 })).data)).toMatchObject({ status: "refused", code: "malformed" });
-      const control = decode(ControlQueryResult, (await e1.request(subjects.controlQuery("s1", "e1"), encode({ executor_id: "e3", since: 0 }), { timeout: 5_000 })).data);
+      expect(decode(ReceiptQueryReply, (await e1.request(subjects.receiptQuery("s1", "e1"), encode(query), { timeout: 5_000 })).data)).toMatchObject({
+        status: "refused",
+        code: "malformed",
+      });
+      const control = decode(
+        ControlQueryResult,
+        (await e1.request(subjects.controlQuery("s1", "e1"), encode({ executor_id: "e3", since: 0 }), { timeout: 5_000 })).data,
+      );
       expect(control).toMatchObject({ status: "refused", code: "malformed" });
 
       // A receipt naming e3 published on e1's own receipt subject is rejected, answered to e1 (the publisher), and changes nothing.

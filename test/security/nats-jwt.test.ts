@@ -37,7 +37,12 @@ describe("NATS in operator/JWT mode with .creds files", () => {
     const executors = createAccount();
     const unlimited = { subs: -1, data: -1, payload: -1, conn: -1, leaf: -1, imports: -1, exports: -1, wildcards: true };
     const signer = { signer: operator };
-    const exports: Export[] = EXECUTOR_EXPORTS.map((e) => ({ name: e.subject, subject: e.subject, type: e.kind, ...(e.responseType ? { response_type: "Stream" as const } : {}) }));
+    const exports: Export[] = EXECUTOR_EXPORTS.map((e) => ({
+      name: e.subject,
+      subject: e.subject,
+      type: e.kind,
+      ...(e.responseType ? { response_type: "Stream" as const } : {}),
+    }));
     const imports: Import[] = EXECUTOR_EXPORTS.map((e) => ({
       name: e.subject,
       subject: e.subject,
@@ -49,7 +54,12 @@ describe("NATS in operator/JWT mode with .creds files", () => {
     }));
     const accounts = {
       [system.getPublicKey()]: await encodeAccount("SYS", system, { limits: unlimited }, signer),
-      [toolgate.getPublicKey()]: await encodeAccount("TOOLGATE", toolgate, { limits: { ...unlimited, mem_storage: -1, disk_storage: -1, streams: -1, consumer: -1 }, exports }, signer),
+      [toolgate.getPublicKey()]: await encodeAccount(
+        "TOOLGATE",
+        toolgate,
+        { limits: { ...unlimited, mem_storage: -1, disk_storage: -1, streams: -1, consumer: -1 }, exports },
+        signer,
+      ),
       [executors.getPublicKey()]: await encodeAccount("EXECUTORS", executors, { limits: unlimited, imports }, signer),
     };
     const config = [
@@ -99,8 +109,12 @@ describe("NATS in operator/JWT mode with .creds files", () => {
   it("stops at start on a NATS_CREDS_FILE that is no .creds file, or beside a seed", () => {
     writeFileSync(join(dir, "not.creds"), "hello");
     expect(() => gatewayConfigFromEnv({ NATS_CREDS_FILE: join(dir, "not.creds") })).toThrow(GatewayConfigError);
-    expect(() => gatewayConfigFromEnv({ NATS_CREDS_FILE: join(dir, "not.creds") })).toThrow(`NATS_CREDS_FILE ${join(dir, "not.creds")} is not a NATS .creds file`);
-    expect(() => gatewayConfigFromEnv({ NATS_CREDS_FILE: gatewayCreds, NATS_NKEY_SEED_FILE: gatewayCreds })).toThrow("set only one of NATS_NKEY_SEED, NATS_NKEY_SEED_FILE and NATS_CREDS_FILE");
+    expect(() => gatewayConfigFromEnv({ NATS_CREDS_FILE: join(dir, "not.creds") })).toThrow(
+      `NATS_CREDS_FILE ${join(dir, "not.creds")} is not a NATS .creds file`,
+    );
+    expect(() => gatewayConfigFromEnv({ NATS_CREDS_FILE: gatewayCreds, NATS_NKEY_SEED_FILE: gatewayCreds })).toThrow(
+      "set only one of NATS_NKEY_SEED, NATS_NKEY_SEED_FILE and NATS_CREDS_FILE",
+    );
   });
 
   it("the CLI reads the streams the gateway made in its account", async () => {

@@ -50,7 +50,12 @@ describe("the executor registry decides who may claim what", () => {
 
   /** JSON over HTTP to one replica (the first unless told). */
   const http = async (method: "GET" | "POST" | "PUT" | "DELETE", url: string, payload?: object, replica = 0) => {
-    const res = await gateways[replica]!.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
+    const res = await gateways[replica]!.gateway.app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+      ...(payload ? { payload } : {}),
+    });
     return { status: res.statusCode, body: res.json() };
   };
   const toolCall = async (tool: "sec.read" | "sec.write") => {
@@ -82,7 +87,9 @@ describe("the executor registry decides who may claim what", () => {
   };
   /** The replicas' log lines of refusals with `code` for `executorId`. */
   const refusalLines = (code: string, executorId: string) =>
-    gateways.flatMap((g) => g.lines).filter((l) => l.includes('"request refused"') && l.includes(`"code":"${code}"`) && l.includes(`"executor_id":"${executorId}"`));
+    gateways
+      .flatMap((g) => g.lines)
+      .filter((l) => l.includes('"request refused"') && l.includes(`"code":"${code}"`) && l.includes(`"executor_id":"${executorId}"`));
 
   it("refuses a never registered executor: heartbeat and claim are executor_unknown, no grant", async () => {
     const id = await toolCall("sec.read");
@@ -162,7 +169,9 @@ describe("the executor registry decides who may claim what", () => {
     // The same receipt id and Nats-Msg-Id, another body: the stream drops it, so the sender asks tg.rq.
     const other: Receipt = { ...progress, progress: { step: "forged" } } as Receipt;
     const before = await refusals("rq", "receipt_conflict");
-    const ack = await jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).publish(subjects.receipt(SCOPE, "reporter", id), encode(other), { msgID: progress.receipt_id });
+    const ack = await jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).publish(subjects.receipt(SCOPE, "reporter", id), encode(other), {
+      msgID: progress.receipt_id,
+    });
     expect(ack.duplicate).toBe(true);
     expect(await reporter.query(other)).toMatchObject({ status: "rejected", code: "receipt_conflict" });
     expect(await refusals("rq", "receipt_conflict")).toBe(before + 1);

@@ -49,7 +49,8 @@ describe("secrets never reach the logs", () => {
     const nc = await connect({ servers: server.url, authenticator: nkeyAuthenticator(executorKey.getSeed()), inboxPrefix: executorInboxPrefix("sec", "ex-1") });
     await registerExecutor(gw.gateway.nc, { executor_id: "ex-1", scope: "sec", nkeys: [executorKey.getPublicKey()], bindings: ["b-sec"] });
     const exec = new ProtocolExecutor(nc, "sec", "ex-1", ["b-sec"], { register: false });
-    const http = (method: "GET" | "POST", url: string, payload?: object) => gw.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
+    const http = (method: "GET" | "POST", url: string, payload?: object) =>
+      gw.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
     try {
       expect((await exec.heartbeat()).status).toBe("ok");
       const run = JSON.parse((await http("POST", `/v1/sessions/${sessionId}/runs`)).body).run_id;
@@ -89,7 +90,12 @@ describe("secrets never reach the logs", () => {
         { name: "tasks.create", binding_id: "b-sec-write", tool_kind: "write" },
       ],
     });
-    await registerExecutor(gw.gateway.nc, { executor_id: "runner-1", scope: "sec-run", nkeys: [runnerKey.getPublicKey()], bindings: ["b-sec-read", "b-sec-write"] });
+    await registerExecutor(gw.gateway.nc, {
+      executor_id: "runner-1",
+      scope: "sec-run",
+      nkeys: [runnerKey.getPublicKey()],
+      bindings: ["b-sec-read", "b-sec-write"],
+    });
     const sink = lineSink();
     const store = new SqliteRunnerStore(join(dir, "runner.db"));
     const runner = await ToolRunner.start({
@@ -108,15 +114,21 @@ describe("secrets never reach the logs", () => {
         "tasks.create": { kind: "write", bindingId: "b-sec-write", handler: async () => ({ created: true }) },
       },
     });
-    const http = (method: "GET" | "POST", url: string, payload?: object) => gw.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
+    const http = (method: "GET" | "POST", url: string, payload?: object) =>
+      gw.gateway.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_KEY}` }, ...(payload ? { payload } : {}) });
     try {
       const run = JSON.parse((await http("POST", `/v1/sessions/${sessionId}/runs`)).body).run_id;
-      const call = async (tool_name: string, args: object) => JSON.parse((await http("POST", `/v1/runs/${run}/tool-calls`, { tool_name, arguments: args })).body).assignment.assignment_id as string;
+      const call = async (tool_name: string, args: object) =>
+        JSON.parse((await http("POST", `/v1/runs/${run}/tool-calls`, { tool_name, arguments: args })).body).assignment.assignment_id as string;
       const ids = [await call("tasks.read", {}), await call("tasks.create", { title: "refuse me" })];
-      const states = await until("both calls settled", async () => {
-        const got = await Promise.all(ids.map(async (id) => JSON.parse((await http("GET", `/v1/assignments/${id}`)).body).state as string));
-        return got.every((st) => st === "completed" || st === "failed") ? got : undefined;
-      }, 20_000);
+      const states = await until(
+        "both calls settled",
+        async () => {
+          const got = await Promise.all(ids.map(async (id) => JSON.parse((await http("GET", `/v1/assignments/${id}`)).body).state as string));
+          return got.every((st) => st === "completed" || st === "failed") ? got : undefined;
+        },
+        20_000,
+      );
       expect(states).toEqual(["completed", "failed"]);
       const tokens = await Promise.all(ids.map(async (id) => (await store.getAssignment(id))!.grant.claim_token));
 
@@ -124,8 +136,14 @@ describe("secrets never reach the logs", () => {
       expect(sink.lines.some((l) => l.includes('"level":20'))).toBe(true); // debug lines were written
       expect(sink.lines.some((l) => l.includes("grant refused before any side effect"))).toBe(true);
       for (const secret of [ADMIN_KEY, seed(runnerKey), seed(gatewayKey), ...tokens]) {
-        expect(sink.lines.filter((l) => l.includes(secret)), "a runner log line contains a secret").toEqual([]);
-        expect(gw.lines.filter((l) => l.includes(secret)), "a gateway log line contains a secret").toEqual([]);
+        expect(
+          sink.lines.filter((l) => l.includes(secret)),
+          "a runner log line contains a secret",
+        ).toEqual([]);
+        expect(
+          gw.lines.filter((l) => l.includes(secret)),
+          "a gateway log line contains a secret",
+        ).toEqual([]);
       }
     } finally {
       await runner.close({ deadlineMs: 1_000 });

@@ -16,7 +16,23 @@ function makePki(dir: string): void {
   writeFileSync(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n");
   for (const name of ["server", "client"]) {
     ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", `/CN=${name}`, "-keyout", `${name}-key.pem`, "-out", `${name}.csr`);
-    ssl("x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial", "-days", "1", "-extfile", "san.ext", "-out", `${name}.pem`);
+    ssl(
+      "x509",
+      "-req",
+      "-in",
+      `${name}.csr`,
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca-key.pem",
+      "-CAcreateserial",
+      "-days",
+      "1",
+      "-extfile",
+      "san.ext",
+      "-out",
+      `${name}.pem`,
+    );
   }
 }
 

@@ -8,8 +8,10 @@ import { runCli } from "../helpers/serve.js";
 describe("toolgate streams apply (CLI)", () => {
   let nats: TestNats;
   let dir: string;
-  const cli = (...args: string[]) => runCli(["streams", "apply", "--dir", dir, ...args], { NATS_URL: nats.url }).then((r) => ({ code: r.code, stdout: r.stdout }));
-  const declare = (retention: string) => writeFileSync(join(dir, "stream.t.json"), JSON.stringify({ kind: "stream", name: "T_CLI", subjects: ["t.cli.>"], retention }));
+  const cli = (...args: string[]) =>
+    runCli(["streams", "apply", "--dir", dir, ...args], { NATS_URL: nats.url }).then((r) => ({ code: r.code, stdout: r.stdout }));
+  const declare = (retention: string) =>
+    writeFileSync(join(dir, "stream.t.json"), JSON.stringify({ kind: "stream", name: "T_CLI", subjects: ["t.cli.>"], retention }));
 
   beforeAll(async () => {
     nats = await startTestNats();

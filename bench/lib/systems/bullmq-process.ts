@@ -38,7 +38,10 @@ async function producer(): Promise<void> {
 }
 
 async function workers(): Promise<void> {
-  const all = Array.from({ length: WORKERS }, () => new Worker(BULLMQ_QUEUE, async () => BENCH_RESULT, { connection: connection(), prefix, concurrency: CONCURRENCY_EACH }));
+  const all = Array.from(
+    { length: WORKERS },
+    () => new Worker(BULLMQ_QUEUE, async () => BENCH_RESULT, { connection: connection(), prefix, concurrency: CONCURRENCY_EACH }),
+  );
   await Promise.all(all.map((w) => w.waitUntilReady()));
   process.once("SIGTERM", () => void Promise.all(all.map((w) => w.close())).finally(() => process.exit(0)));
   process.stdout.write("ready\n");

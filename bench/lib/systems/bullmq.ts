@@ -44,7 +44,8 @@ function infoFields(text: string): Map<string, string> {
 }
 
 export async function startBullmq(dir: string, log: (line: string) => void): Promise<BenchSystem> {
-  if (!(await redisListening())) throw new Error(`no Redis on 127.0.0.1:${redisPort()}: start one (Debian: apt-get install -y redis-server) or set BENCH_REDIS_PORT`);
+  if (!(await redisListening()))
+    throw new Error(`no Redis on 127.0.0.1:${redisPort()}: start one (Debian: apt-get install -y redis-server) or set BENCH_REDIS_PORT`);
   const redis = new Redis({ host: "127.0.0.1", port: redisPort(), lazyConnect: true, maxRetriesPerRequest: 1, connectionName: "toolgate-bench-driver" });
   await redis.connect();
   const server = infoFields(await redis.info("server"));
@@ -53,7 +54,12 @@ export async function startBullmq(dir: string, log: (line: string) => void): Pro
   const { version } = (await import("bullmq/package.json", { with: { type: "json" } })).default as { version: string };
   // What a write costs depends on it: the machine's Redis may keep everything in memory only.
   const [, save] = (await redis.call("CONFIG", "GET", "save")) as [string, string];
-  const durability = persistence.get("aof_enabled") === "1" ? `AOF, appendfsync ${((await redis.call("CONFIG", "GET", "appendfsync")) as string[])[1]}` : save ? `RDB snapshots "${save}", no AOF` : "in memory only: no AOF, no snapshots";
+  const durability =
+    persistence.get("aof_enabled") === "1"
+      ? `AOF, appendfsync ${((await redis.call("CONFIG", "GET", "appendfsync")) as string[])[1]}`
+      : save
+        ? `RDB snapshots "${save}", no AOF`
+        : "in memory only: no AOF, no snapshots";
   log(`bullmq ${version}: Redis ${server.get("redis_version")} on 127.0.0.1:${redisPort()} (${durability}), prefix ${prefix}`);
 
   const writeFlag = new Map<string, boolean>();

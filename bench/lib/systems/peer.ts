@@ -40,11 +40,7 @@ export async function startPeer(options: PeerOptions): Promise<BenchSystem> {
     id: options.id,
     name: options.name,
     messageUnit: options.messageUnit,
-    pids: new Map([
-      ["producer", producer.child.pid!],
-      ["workers", workers.child.pid!],
-      options.server,
-    ]),
+    pids: new Map([["producer", producer.child.pid!], ["workers", workers.child.pid!], options.server]),
     ...producerLevels(producer),
     snapshot: options.snapshot,
     stop,

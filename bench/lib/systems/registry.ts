@@ -30,7 +30,9 @@ export function systemFactories(ids: readonly SystemId[], trees: readonly Toolga
 
 /** `BENCH_SYSTEMS=a,b` checked against the known ids, else `defaults`. */
 export function systemIdsFromEnv(defaults: readonly SystemId[]): SystemId[] {
-  const asked = process.env.BENCH_SYSTEMS?.split(",").map((s) => s.trim()).filter(Boolean);
+  const asked = process.env.BENCH_SYSTEMS?.split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (!asked) return [...defaults];
   const unknown = asked.filter((id) => !(SYSTEM_IDS as readonly string[]).includes(id));
   if (unknown.length > 0) throw new Error(`BENCH_SYSTEMS: unknown ${unknown.join(", ")}; known: ${SYSTEM_IDS.join(", ")}`);

@@ -43,7 +43,10 @@ function api<T = any>(method: "GET" | "POST", path: string, body?: unknown): Pro
         path,
         method,
         agent,
-        headers: { authorization: `Bearer ${apiKey}`, ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}) },
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(payload ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}),
+        },
       },
       (res) => {
         let text = "";

@@ -28,7 +28,13 @@ export const checkHistoryCommand: Command = {
     try {
       ({ values } = parseArgs({
         args: argv,
-        options: { server: { type: "string" }, json: { type: "boolean" }, ledger: { type: "string", multiple: true }, outbox: { type: "string", multiple: true }, snapshot: { type: "string" } },
+        options: {
+          server: { type: "string" },
+          json: { type: "boolean" },
+          ledger: { type: "string", multiple: true },
+          outbox: { type: "string", multiple: true },
+          snapshot: { type: "string" },
+        },
       }));
     } catch (err) {
       throw new UsageError((err as Error).message);

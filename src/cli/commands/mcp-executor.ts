@@ -35,7 +35,14 @@ export const mcpExecutorCommand: Command = {
     const { values } = parseArgs({
       args: options,
       strict: true,
-      options: { ...mcpServerOptions, "executor-id": { type: "string" }, store: { type: "string" }, server: { type: "string" }, "call-timeout-ms": { type: "string" }, "max-concurrent": { type: "string" } },
+      options: {
+        ...mcpServerOptions,
+        "executor-id": { type: "string" },
+        store: { type: "string" },
+        server: { type: "string" },
+        "call-timeout-ms": { type: "string" },
+        "max-concurrent": { type: "string" },
+      },
     });
     const mapping = toolMapping(values);
     const server = serverTarget(values, command);

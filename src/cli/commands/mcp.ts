@@ -33,7 +33,14 @@ export const mcpCommand: Command = {
     const { values } = parseArgs({
       args: options,
       strict: true,
-      options: { ...mcpServerOptions, toolset: { type: "string" }, version: { type: "string", default: "v1" }, "max-result-context-bytes": { type: "string" }, publish: { type: "boolean", default: false }, gateway: { type: "string" } },
+      options: {
+        ...mcpServerOptions,
+        toolset: { type: "string" },
+        version: { type: "string", default: "v1" },
+        "max-result-context-bytes": { type: "string" },
+        publish: { type: "boolean", default: false },
+        gateway: { type: "string" },
+      },
     });
     const { scope, ...mapping } = toolMapping(values);
     const server = serverTarget(values, command);
@@ -53,8 +60,16 @@ export const mcpCommand: Command = {
       const { tools, skipped } = mapTools(connection.tools, mapping);
       if (skipped.length > 0) process.stderr.write(`left out (they run only as MCP tasks): ${skipped.join(", ")}\n`);
       const max = values["max-result-context-bytes"];
-      const imported = importedToolset(tools, { toolset: values.toolset, version: values.version, scope, ...(max ? { maxResultContextBytes: Number(max) } : {}) });
-      for (const t of tools) process.stderr.write(`  ${t.name}: ${t.kind} (${t.kindFrom === "default" ? "no annotations: write" : t.kindFrom === "flag" ? "--read/--write" : "readOnlyHint"}) on ${t.bindingId}\n`);
+      const imported = importedToolset(tools, {
+        toolset: values.toolset,
+        version: values.version,
+        scope,
+        ...(max ? { maxResultContextBytes: Number(max) } : {}),
+      });
+      for (const t of tools)
+        process.stderr.write(
+          `  ${t.name}: ${t.kind} (${t.kindFrom === "default" ? "no annotations: write" : t.kindFrom === "flag" ? "--read/--write" : "readOnlyHint"}) on ${t.bindingId}\n`,
+        );
       if (!gateway) {
         process.stdout.write(JSON.stringify(imported, null, 2) + "\n");
         return 0;

@@ -31,7 +31,12 @@ export const migrateCommand: Command = {
   async run(argv) {
     const { values } = parseArgs({
       args: argv,
-      options: { from: { type: "string" }, stored: { type: "boolean", default: false }, "dry-run": { type: "boolean", default: false }, server: { type: "string" } },
+      options: {
+        from: { type: "string" },
+        stored: { type: "boolean", default: false },
+        "dry-run": { type: "boolean", default: false },
+        server: { type: "string" },
+      },
     });
     if ((values.from === undefined) === !values.stored) throw new UsageError("give exactly one of --from FILE or --stored");
     const print = (line: string) => process.stdout.write(line + "\n");
@@ -52,7 +57,9 @@ export const migrateCommand: Command = {
       };
       const report = await migrate(store, objects, { dryRun: values["dry-run"], progress });
       report.lines.forEach(print);
-      print(`migrate: ${report.created} ${values["dry-run"] ? "to create" : "created"}, ${report.unchanged} unchanged, ${report.failed} failed${report.created === 0 && report.failed === 0 ? " (no changes)" : ""}`);
+      print(
+        `migrate: ${report.created} ${values["dry-run"] ? "to create" : "created"}, ${report.unchanged} unchanged, ${report.failed} failed${report.created === 0 && report.failed === 0 ? " (no changes)" : ""}`,
+      );
       return report.failed > 0 ? 1 : 0;
     } finally {
       await nc.drain();

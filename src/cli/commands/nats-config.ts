@@ -49,7 +49,8 @@ export const natsConfigCommand: Command = {
       options: { "gateway-nkey": { type: "string", multiple: true }, executors: { type: "string" }, server: { type: "string" }, out: { type: "string" } },
     });
     const given = values["gateway-nkey"] ?? [];
-    for (const key of given) if (!UserNkeySchema.safeParse(key).success) throw new UsageError(`--gateway-nkey ${key.slice(0, 4)}…: not a user public nkey (U…)`);
+    for (const key of given)
+      if (!UserNkeySchema.safeParse(key).success) throw new UsageError(`--gateway-nkey ${key.slice(0, 4)}…: not a user public nkey (U…)`);
     const own = given.length === 0 ? natsPublicKey(natsClientEnv()) : undefined;
     const gatewayNkeys = own ? [own] : given;
     if (gatewayNkeys.length === 0) throw new UsageError("no gateway key: pass --gateway-nkey KEY or set NATS_NKEY_SEED_FILE to the gateway's seed");
@@ -63,7 +64,9 @@ export const natsConfigCommand: Command = {
     }
     // Registered without an identity (local development): nothing of it can go into the server config.
     for (const ex of executors.filter((e) => e.nkeys.length === 0))
-      process.stderr.write(`executor ${ex.executor_id} has no nkey: it cannot connect under this config; add one with PUT /v1/executors/${ex.executor_id}/nkeys\n`);
+      process.stderr.write(
+        `executor ${ex.executor_id} has no nkey: it cannot connect under this config; add one with PUT /v1/executors/${ex.executor_id}/nkeys\n`,
+      );
     const text = renderNatsAuth({ gatewayNkeys, executors });
     if (!values.out) process.stdout.write(text);
     else {

@@ -72,7 +72,10 @@ export const serveCommand: Command = {
     } catch (err) {
       const inUse = (err as NodeJS.ErrnoException).code === "EADDRINUSE";
       const where = `${config.TOOLGATE_HTTP_HOST}:${config.TOOLGATE_HTTP_PORT}`;
-      log.fatal({ err }, inUse ? `cannot listen: ${where} is taken; stop what holds it or choose another port (--port, TOOLGATE_HTTP_PORT)` : `cannot listen on ${where}`);
+      log.fatal(
+        { err },
+        inUse ? `cannot listen: ${where} is taken; stop what holds it or choose another port (--port, TOOLGATE_HTTP_PORT)` : `cannot listen on ${where}`,
+      );
       await stop("listen failed");
       return 1;
     }

@@ -74,7 +74,15 @@ function render(report: StatusReport): string {
   lines.push(
     ...table(
       ["stream", "messages", "bytes", "replicas", "leader", "current", "problem"],
-      jetstream.streams.map((s) => [s.name, s.messages, s.bytes, s.replicas, s.leader ?? "-", s.currentReplicas === undefined ? "-" : `${s.currentReplicas}/${s.replicas}`, s.error ?? ""]),
+      jetstream.streams.map((s) => [
+        s.name,
+        s.messages,
+        s.bytes,
+        s.replicas,
+        s.leader ?? "-",
+        s.currentReplicas === undefined ? "-" : `${s.currentReplicas}/${s.replicas}`,
+        s.error ?? "",
+      ]),
     ),
     "",
     "Consumers",
@@ -89,9 +97,20 @@ function render(report: StatusReport): string {
     );
   lines.push("", `Executors online: ${report.executors.length}`);
   if (report.executors.length > 0)
-    lines.push(...table(["scope", "executor", "in_flight", "seen_ms_ago", "bindings"], report.executors.map((e) => [e.scope, e.executor_id, e.in_flight, e.seen_ms_ago, e.bindings.join(",")])));
+    lines.push(
+      ...table(
+        ["scope", "executor", "in_flight", "seen_ms_ago", "bindings"],
+        report.executors.map((e) => [e.scope, e.executor_id, e.in_flight, e.seen_ms_ago, e.bindings.join(",")]),
+      ),
+    );
   lines.push("", `Pending assignments (not yet claimed): ${report.pending_assignments.reduce((n, p) => n + p.pending, 0)}`);
-  if (report.pending_assignments.length > 0) lines.push(...table(["scope", "pending"], report.pending_assignments.map((p) => [p.scope, p.pending])));
+  if (report.pending_assignments.length > 0)
+    lines.push(
+      ...table(
+        ["scope", "pending"],
+        report.pending_assignments.map((p) => [p.scope, p.pending]),
+      ),
+    );
   return lines.join("\n");
 }
 

@@ -9,7 +9,13 @@ const SAMPLE_RECEIPT_ID = "console-sample";
 const $ = (id) => document.getElementById(id);
 const enc = encodeURIComponent;
 const fmt = (n) => Number(n).toLocaleString("en-US");
-const time = (at) => (at === null || at === undefined ? "—" : new Date(at).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"));
+const time = (at) =>
+  at === null || at === undefined
+    ? "—"
+    : new Date(at)
+        .toISOString()
+        .replace("T", " ")
+        .replace(/\.\d+Z$/, "Z");
 
 /** Budget-engine and estimator facts served by the gateway (settings.json), so the page follows the same rules. */
 let settings = { status_keys: [], status_key_suffix: "_id", min_calibration_reports: 3 };
@@ -22,7 +28,12 @@ function el(tag, attrs = {}, ...children) {
     else if (name.startsWith("data-")) node.dataset[name.slice(5).replace(/-(\w)/g, (_, c) => c.toUpperCase())] = String(value);
     else node.setAttribute(name, value === true ? "" : String(value));
   }
-  node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false).map((c) => (c instanceof Node ? c : String(c))));
+  node.append(
+    ...children
+      .flat()
+      .filter((c) => c !== null && c !== undefined && c !== false)
+      .map((c) => (c instanceof Node ? c : String(c))),
+  );
   return node;
 }
 const badge = (text, kind = String(text)) => el("span", { class: `badge ${kind}` }, text);
@@ -41,7 +52,9 @@ class ApiFailure extends Error {
 
 /** An input the console could not even send, in the gateway's own error shape. */
 function inputError(path, message) {
-  return new ApiFailure(0, { error: { code: "invalid_json", message: `${path} is not valid JSON: fix it and try again`, details: [{ path, code: "invalid_json", message }] } });
+  return new ApiFailure(0, {
+    error: { code: "invalid_json", message: `${path} is not valid JSON: fix it and try again`, details: [{ path, code: "invalid_json", message }] },
+  });
 }
 
 async function api(method, path, body) {
@@ -68,7 +81,8 @@ async function api(method, path, body) {
 function showError(slot, err) {
   slot.replaceChildren();
   if (!err) return;
-  const e = err instanceof ApiFailure ? (err.body?.error ?? { code: "error", message: err.message }) : { code: "console_error", message: String(err?.message ?? err) };
+  const e =
+    err instanceof ApiFailure ? (err.body?.error ?? { code: "error", message: err.message }) : { code: "console_error", message: String(err?.message ?? err) };
   const box = el(
     "div",
     { class: "error", role: "alert" },
@@ -80,8 +94,29 @@ function showError(slot, err) {
       el(
         "table",
         { class: "table details" },
-        el("thead", {}, el("tr", {}, ["path", "code", "message", "allowed"].map((h) => el("th", {}, h)))),
-        el("tbody", {}, e.details.map((d) => el("tr", {}, el("td", {}, code(d.path || "(body)")), el("td", {}, code(d.code ?? "")), el("td", {}, d.message ?? ""), el("td", {}, d.allowed ? code(d.allowed) : "")))),
+        el(
+          "thead",
+          {},
+          el(
+            "tr",
+            {},
+            ["path", "code", "message", "allowed"].map((h) => el("th", {}, h)),
+          ),
+        ),
+        el(
+          "tbody",
+          {},
+          e.details.map((d) =>
+            el(
+              "tr",
+              {},
+              el("td", {}, code(d.path || "(body)")),
+              el("td", {}, code(d.code ?? "")),
+              el("td", {}, d.message ?? ""),
+              el("td", {}, d.allowed ? code(d.allowed) : ""),
+            ),
+          ),
+        ),
       ),
     );
   }
@@ -152,7 +187,10 @@ function fillDatalist(id, values) {
 async function loadVersions() {
   const agent = $("agent").value.trim();
   const { versions } = await api("GET", `agents/${enc(agent)}/versions`);
-  fillDatalist("agent-versions", versions.map((v) => v.agent_version));
+  fillDatalist(
+    "agent-versions",
+    versions.map((v) => v.agent_version),
+  );
   if (versions.length === 0) throw new ApiFailure(404, { error: { code: "no_agent_versions", message: `agent '${agent}' has no published version` } });
   $("agent-version").value = versions[versions.length - 1].agent_version;
   await loadTools();
@@ -195,7 +233,9 @@ function parseField(id, path) {
 
 function dryRunRequest() {
   const sampleMode = document.querySelector("input[name=receipt-mode]:checked").value === "sample";
-  const mockReceipts = sampleMode ? [{ receipt_id: SAMPLE_RECEIPT_ID, kind: "completed", result: parseField("sample", "result") }] : parseField("receipts", "mock_receipts");
+  const mockReceipts = sampleMode
+    ? [{ receipt_id: SAMPLE_RECEIPT_ID, kind: "completed", result: parseField("sample", "result") }]
+    : parseField("receipts", "mock_receipts");
   return {
     agent_version: $("agent-version").value.trim(),
     tool_name: $("tool").value.trim(),
@@ -205,7 +245,10 @@ function dryRunRequest() {
 }
 
 function watchedKeys() {
-  const extra = $("watch").value.split(",").map((k) => k.trim()).filter(Boolean);
+  const extra = $("watch")
+    .value.split(",")
+    .map((k) => k.trim())
+    .filter(Boolean);
   const keys = new Set([...settings.status_keys, ...extra]);
   return (key) => keys.has(key) || key.endsWith(settings.status_key_suffix);
 }
@@ -231,7 +274,8 @@ function watchedFields(value, isWatched) {
 }
 
 /** True when a projected result is the head/tail form (PreviewResult), not the result itself. */
-const isPreviewForm = (result) => result !== null && typeof result === "object" && typeof result.preview?.head === "string" && typeof result.preserved_fields === "object";
+const isPreviewForm = (result) =>
+  result !== null && typeof result === "object" && typeof result.preview?.head === "string" && typeof result.preserved_fields === "object";
 const keyText = (key) => `${JSON.stringify(key)}:`;
 const lastSegment = (path) => path.slice(path.lastIndexOf(".") + 1);
 const short = (value) => {
@@ -322,11 +366,13 @@ function renderPreserved(preview) {
   if (!form) return;
   const entries = Object.entries(preview.result.preserved_fields);
   $("preserved-caption").textContent = `${fmt(entries.length)} short status fields kept beside head and tail, inside the same byte budget.`;
-  $("preserved").querySelector("tbody").replaceChildren(
-    ...(entries.length > 0
-      ? entries.map(([path, value]) => el("tr", { "data-path": path }, el("td", {}, code(path)), el("td", {}, code(JSON.stringify(value)))))
-      : [el("tr", {}, el("td", { colspan: 2, class: "muted" }, "none fitted"))]),
-  );
+  $("preserved")
+    .querySelector("tbody")
+    .replaceChildren(
+      ...(entries.length > 0
+        ? entries.map(([path, value]) => el("tr", { "data-path": path }, el("td", {}, code(path)), el("td", {}, code(JSON.stringify(value)))))
+        : [el("tr", {}, el("td", { colspan: 2, class: "muted" }, "none fitted"))]),
+    );
 }
 
 function setBytes(id, n) {
@@ -377,7 +423,7 @@ function facts(dl, pairs) {
 }
 
 const previewSummary = (p) => (p ? `${fmt(p.retained_bytes)} / ${fmt(p.original_bytes)} B${p.truncated ? " · truncated" : ""}` : "—");
-const outcomeText = (o) => (!o ? "" : o.error ? `${o.error.code}: ${o.error.message}` : o.reason ?? o.kind);
+const outcomeText = (o) => (!o ? "" : o.error ? `${o.error.code}: ${o.error.message}` : (o.reason ?? o.kind));
 
 async function loadRun(runId) {
   $("run-view").hidden = true;
@@ -424,7 +470,9 @@ async function loadRun(runId) {
     row.addEventListener("click", () => toggleAssignment(detail, call.assignment_id));
     return [row, detail, ...taskRows(i + 1)];
   });
-  $("tool-calls").querySelector("tbody").replaceChildren(...rows);
+  $("tool-calls")
+    .querySelector("tbody")
+    .replaceChildren(...rows);
   $("tool-calls-empty").hidden = rows.length > 0;
   $("run-view").hidden = false;
   await loadContext(runId);
@@ -447,7 +495,13 @@ async function toggleAssignment(detail, assignmentId) {
       ["accepted receipt", a.accepted_receipt_id ? code(a.accepted_receipt_id) : "—"],
       ["final receipt", a.final_receipt_id ? code(a.final_receipt_id) : "—"],
       ["progress reports", a.progress.length],
-      ...(a.task ? [["task", code(a.task.task_ref)], ["task status", a.task.status], ["task deadline", time(a.task.deadline_at)]] : []),
+      ...(a.task
+        ? [
+            ["task", code(a.task.task_ref)],
+            ["task status", a.task.status],
+            ["task deadline", time(a.task.deadline_at)],
+          ]
+        : []),
       ["operation_key", code(a.operation_key)],
       ["argument_digest", code(a.argument_digest)],
       ["updated", time(a.updated_at)],
@@ -456,7 +510,9 @@ async function toggleAssignment(detail, assignmentId) {
       dl,
       el("div", { class: "block-label" }, "arguments"),
       el("pre", {}, JSON.stringify(a.arguments, null, 2)),
-      ...(a.context_preview ? [el("div", { class: "block-label" }, "stored projection (what the model sees)"), el("pre", {}, JSON.stringify(a.context_preview.result, null, 2))] : []),
+      ...(a.context_preview
+        ? [el("div", { class: "block-label" }, "stored projection (what the model sees)"), el("pre", {}, JSON.stringify(a.context_preview.result, null, 2))]
+        : []),
     );
     detail.dataset.loaded = "1";
   } catch (err) {

@@ -85,7 +85,13 @@ export class ClaimQuota {
     while (queue.requests.length > 0) {
       const batch = queue.requests.splice(0);
       try {
-        const reserved = await this.reserveAll(key, scope, executorId, batch.map((r) => r.entry), queue.known);
+        const reserved = await this.reserveAll(
+          key,
+          scope,
+          executorId,
+          batch.map((r) => r.entry),
+          queue.known,
+        );
         for (const r of batch) r.resolve(reserved.has(r.entry) ? r.entry : null);
       } catch (err) {
         for (const r of batch) r.reject(err);
@@ -97,7 +103,13 @@ export class ClaimQuota {
   }
 
   /** One batch: the entries that got a slot (in order of arrival while there is room). */
-  private async reserveAll(key: string, scope: string, executorId: string, asked: readonly HeldClaim[], current: Versioned<ClaimHoldings> | null | undefined): Promise<Set<HeldClaim>> {
+  private async reserveAll(
+    key: string,
+    scope: string,
+    executorId: string,
+    asked: readonly HeldClaim[],
+    current: Versioned<ClaimHoldings> | null | undefined,
+  ): Promise<Set<HeldClaim>> {
     // A second claim of the same assignment replaces the first reservation: one slot per assignment.
     const askedIds = new Set(asked.map((e) => e.assignment_id));
     const ended = new Set<string>();
@@ -140,7 +152,8 @@ export class ClaimQuota {
     const ended = new Set<string>();
     held.forEach((e, i) => {
       const a = found[i]?.value;
-      const holds = a !== undefined && (a.state === "claimed" || a.state === "running") && a.claim?.executor_id === executorId && a.claim.generation === e.generation;
+      const holds =
+        a !== undefined && (a.state === "claimed" || a.state === "running") && a.claim?.executor_id === executorId && a.claim.generation === e.generation;
       // Still pending at its generation: the claim may be in flight on another replica. Anything else
       // (claimed by another, a later generation, ended) can never become this reservation's claim.
       const inFlight = a !== undefined && a.state === "pending" && a.generation === e.generation && reservationValid(e, now);

@@ -103,14 +103,24 @@ export class ClaimService {
     if (!reservation)
       return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
 
-    const outcome = await this.assignments.mutate(a.assignment_id, (cur) => {
-      const to = nextAssignmentState(cur.state, "claim");
-      if (!to || cur.generation !== req.generation) return { result: this.lost(cur, req) };
-      // A slot another replica may already have reconciled away must not be filled (the bound would overshoot).
-      if (!reservationValid(reservation, this.now())) return { result: refused("too_many_claims", "the claim took too long to be made; claim again") };
-      const claim = { executor_id: req.executor_id, generation: cur.generation, token_sha256: sha256, claimed_at: claimedAt, lease_expires_at: leaseExpiresAt };
-      return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
-    }, found);
+    const outcome = await this.assignments.mutate(
+      a.assignment_id,
+      (cur) => {
+        const to = nextAssignmentState(cur.state, "claim");
+        if (!to || cur.generation !== req.generation) return { result: this.lost(cur, req) };
+        // A slot another replica may already have reconciled away must not be filled (the bound would overshoot).
+        if (!reservationValid(reservation, this.now())) return { result: refused("too_many_claims", "the claim took too long to be made; claim again") };
+        const claim = {
+          executor_id: req.executor_id,
+          generation: cur.generation,
+          token_sha256: sha256,
+          claimed_at: claimedAt,
+          lease_expires_at: leaseExpiresAt,
+        };
+        return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
+      },
+      found,
+    );
     if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     if (outcome.result) return outcome.result;
 
@@ -152,6 +162,10 @@ export class ClaimService {
   private async undoing(originalId: string): Promise<NonNullable<Grant["compensates"]>> {
     const original = (await this.assignments.get(originalId))?.value;
     if (!original?.final || original.state !== "completed") throw new Error(`the original '${originalId}' of a compensation is not a completed assignment`);
-    return { assignment_id: original.assignment_id, operation_key: original.operation_key, result: await this.receipts.completedResult(original.final.stream_seq) };
+    return {
+      assignment_id: original.assignment_id,
+      operation_key: original.operation_key,
+      result: await this.receipts.completedResult(original.final.stream_seq),
+    };
   }
 }

@@ -69,7 +69,8 @@ export class LeaseSweeper {
     // is the only one the assignment will have until its first claim relies on it, so it is kept a
     // while past its time rather than removed under a creation that is merely slow.
     if (!expired) return this.now() - entry.due_at >= MISSING_ASSIGNMENT_KEPT_MS;
-    if (expired.result) this.log.info({ assignment_id: assignmentId, generation: expired.value.generation }, "unconfirmed claim expired; back to the candidates");
+    if (expired.result)
+      this.log.info({ assignment_id: assignmentId, generation: expired.value.generation }, "unconfirmed claim expired; back to the candidates");
     const a = expired.value;
     if (a.state === "claimed") {
       // Not yet expired (the watch was older than the lease): watch again at the lease's end.

@@ -39,10 +39,14 @@ export class PresenceService {
     for (const bindingId of beat.bindings) {
       const binding = await this.bindings.getBinding(bindingId);
       if (!binding) return refuse("not_found", `binding '${bindingId}' is not registered`);
-      if (binding.executor_scope !== scope) return refuse("out_of_scope", `binding '${bindingId}' belongs to scope '${binding.executor_scope}', not '${scope}'`);
+      if (binding.executor_scope !== scope)
+        return refuse("out_of_scope", `binding '${bindingId}' belongs to scope '${binding.executor_scope}', not '${scope}'`);
     }
     if ((await this.live(scope, beat.executor_id))?.status === "detached")
-      return refuse("executor_detached", `executor '${beat.executor_id}' was detached by an operator; it may come back once its presence lapsed (${this.ttlMs} ms without heartbeats)`);
+      return refuse(
+        "executor_detached",
+        `executor '${beat.executor_id}' was detached by an operator; it may come back once its presence lapsed (${this.ttlMs} ms without heartbeats)`,
+      );
     // The scope's executors pull from its durable consumer: make sure it exists before they try.
     await this.candidates.ensureScopeConsumer(scope);
     const record: PresenceRecord = { ...beat, seen_at: this.now() };
@@ -54,7 +58,14 @@ export class PresenceService {
   /** Records an operator's detach: the executor counts as gone and its heartbeats are refused until the record lapses. */
   async markDetached(scope: string, executorId: string): Promise<void> {
     const known = await this.live(scope, executorId);
-    await this.store.put(presenceKey(scope, executorId), { executor_id: executorId, scope, bindings: known?.bindings ?? [], status: "detached", in_flight: 0, seen_at: this.now() });
+    await this.store.put(presenceKey(scope, executorId), {
+      executor_id: executorId,
+      scope,
+      bindings: known?.bindings ?? [],
+      status: "detached",
+      in_flight: 0,
+      seen_at: this.now(),
+    });
   }
 
   /** Whether the executor is still there for the work it holds (online or finishing it while detaching). */

@@ -51,7 +51,8 @@ export class Dispatcher {
 
     // Watched before it can be taken: should the executor that takes it vanish without claiming, a
     // sweeper offers it again. A first offer keeps its creation's due time (see `standingWatchDue`).
-    if (!known) await this.watchlist.watch(assignmentId, a.generation === 0 ? Math.max(this.now(), this.creationDue(a.created_at)) : this.now() + this.reofferAfterMs);
+    if (!known)
+      await this.watchlist.watch(assignmentId, a.generation === 0 ? Math.max(this.now(), this.creationDue(a.created_at)) : this.now() + this.reofferAfterMs);
     const seq = await this.candidates.publish(a.scope, {
       assignment_id: a.assignment_id,
       run_id: a.run_id,

@@ -19,5 +19,15 @@ export function requeued(a: AssignmentRecord, event: RequeueEvent, now: number):
   if (!to || !a.claim) return undefined;
   const past_claims = [...a.past_claims, a.claim].slice(-PAST_CLAIMS_KEPT);
   // A retried read's `accepted` stays answerable (its executor may resend it): kept among the replaced receipts.
-  return { ...a, state: to, generation: a.generation + 1, claim: null, past_claims, accepted: null, ...replacing(a, a.accepted), candidate_seq: null, updated_at: now };
+  return {
+    ...a,
+    state: to,
+    generation: a.generation + 1,
+    claim: null,
+    past_claims,
+    accepted: null,
+    ...replacing(a, a.accepted),
+    candidate_seq: null,
+    updated_at: now,
+  };
 }

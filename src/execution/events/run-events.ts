@@ -34,7 +34,14 @@ export const RunEvent = z
     z.object({ type: z.literal("compensation_requested"), run_id: Id, assignment_id: Id, compensation_assignment_id: Id, at: Millis }).strict(),
     /** A background task's outcome entered the history as its own entry (read it from the history). */
     z
-      .object({ type: z.literal("task_result"), run_id: Id, assignment_id: Id, state: z.enum(OUTCOME_KINDS), after_tool_calls: z.number().int().nonnegative(), at: Millis })
+      .object({
+        type: z.literal("task_result"),
+        run_id: Id,
+        assignment_id: Id,
+        state: z.enum(OUTCOME_KINDS),
+        after_tool_calls: z.number().int().nonnegative(),
+        at: Millis,
+      })
       .strict(),
   ])
   .meta({ id: "RunEvent" });
@@ -59,7 +66,8 @@ export function assignmentEvents(before: AssignmentRecord | undefined, after: As
     });
   }
   if (after.task_cancel && !before?.task_cancel) events.push({ type: "task_cancel_requested", ...base, reason: after.task_cancel.reason });
-  if (after.compensated_by && !before?.compensated_by) events.push({ type: "compensation_requested", ...base, compensation_assignment_id: after.compensated_by });
+  if (after.compensated_by && !before?.compensated_by)
+    events.push({ type: "compensation_requested", ...base, compensation_assignment_id: after.compensated_by });
   return events;
 }
 

@@ -12,7 +12,10 @@ import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from
 
 const AssignmentParams = z.object({ assignment_id: Id });
 /** An event id as it travels in a query or a header: decimal digits. */
-const Sequence = z.string().regex(/^[0-9]{1,16}$/, "an event id of this stream (a non-negative integer)").transform(Number);
+const Sequence = z
+  .string()
+  .regex(/^[0-9]{1,16}$/, "an event id of this stream (a non-negative integer)")
+  .transform(Number);
 
 export const ReconcileSchema = OperatorOutcome.meta({ title: "Reconcile" });
 
@@ -31,8 +34,14 @@ export const RunEventSchema = z
   ])
   .meta({ title: "RunEvent" });
 
-export const CancelTaskSchema = z.strictObject({ reason: Reason.min(1).optional() }).default({}).meta({ title: "CancelTask" });
-export const CompensationResultSchema = z.object({ created: z.boolean().describe("false when this write was compensated before"), compensation: AssignmentSchema });
+export const CancelTaskSchema = z
+  .strictObject({ reason: Reason.min(1).optional() })
+  .default({})
+  .meta({ title: "CancelTask" });
+export const CompensationResultSchema = z.object({
+  created: z.boolean().describe("false when this write was compensated before"),
+  compensation: AssignmentSchema,
+});
 export const DetachExecutorSchema = z.strictObject({ scope: Id.describe("The executor scope it belongs to") }).meta({ title: "DetachExecutor" });
 
 /**
@@ -60,7 +69,10 @@ export function operationRoutes(execution: Execution): RouteDef[] {
         await execution.runs.get(params.run_id);
         const header = headers["last-event-id"];
         const resumed = header === undefined ? undefined : Sequence.safeParse(header);
-        if (resumed && !resumed.success) throw ToolgateError.validation([{ path: "headers.last-event-id", code: "invalid", message: "Last-Event-ID is an event id of this stream (a non-negative integer)" }]);
+        if (resumed && !resumed.success)
+          throw ToolgateError.validation([
+            { path: "headers.last-event-id", code: "invalid", message: "Last-Event-ID is an event id of this stream (a non-negative integer)" },
+          ]);
         const after = resumed?.data ?? query.after ?? 0;
         return new EventStream(toSse(execution.events.follow(params.run_id, after, signal)), execution.options.eventHeartbeatMs);
       },
@@ -127,7 +139,11 @@ export function operationRoutes(execution: Execution): RouteDef[] {
       params: z.object({ executor_id: Id }),
       body: DetachExecutorSchema,
       response: DetachResultSchema,
-      handler: async ({ params, body }) => ({ executor_id: params.executor_id, scope: body.scope, ...(await execution.detach.detach(body.scope, params.executor_id)) }),
+      handler: async ({ params, body }) => ({
+        executor_id: params.executor_id,
+        scope: body.scope,
+        ...(await execution.detach.detach(body.scope, params.executor_id)),
+      }),
     }),
   ];
 }

@@ -33,7 +33,10 @@ const RunTasksSchema = z.object({ run_id: Id, tasks: z.array(views.RunTask).desc
 
 const CreateToolCallSchema = ToolCallRequest.meta({ id: "CreateToolCall" });
 
-const CreateToolCallResultSchema = z.object({ created: z.boolean().describe("false when the same tool_call_id was created before"), assignment: AssignmentSchema });
+const CreateToolCallResultSchema = z.object({
+  created: z.boolean().describe("false when the same tool_call_id was created before"),
+  assignment: AssignmentSchema,
+});
 export { AssignmentSchema, CreateToolCallResultSchema, CreateToolCallSchema, RunHistorySchema, RunSchema, RunTasksSchema };
 export const RunParams = z.object({ run_id: Id });
 
@@ -90,7 +93,17 @@ export function executionRoutes(execution: Execution, sessions: { getSession(id:
       summary: "Execute a tool of the session's pinned toolset: creates an assignment for an executor to claim",
       tags: ["runtime"],
       permissions: ["runtime:write"],
-      errors: ["run_not_found", "session_not_found", "agent_version_not_found", "tool_not_found", "run_terminated", "idempotency_conflict", "binding_missing", "toolset_version_missing", "invalid_input_schema"],
+      errors: [
+        "run_not_found",
+        "session_not_found",
+        "agent_version_not_found",
+        "tool_not_found",
+        "run_terminated",
+        "idempotency_conflict",
+        "binding_missing",
+        "toolset_version_missing",
+        "invalid_input_schema",
+      ],
       params: RunParams,
       body: CreateToolCallSchema,
       exactNumbers: true,

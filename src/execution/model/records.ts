@@ -192,9 +192,7 @@ export const ReceiptIndexEntry = z
 export type ReceiptIndexEntry = z.infer<typeof ReceiptIndexEntry>;
 
 /** One stored progress report, keyed `<assignment>.<seq>`. */
-export const ProgressEntry = z
-  .object({ assignment_id: Id, seq: z.number().int().positive(), receipt_id: Id, progress: z.unknown(), at: Millis })
-  .strict();
+export const ProgressEntry = z.object({ assignment_id: Id, seq: z.number().int().positive(), receipt_id: Id, progress: z.unknown(), at: Millis }).strict();
 export type ProgressEntry = z.infer<typeof ProgressEntry>;
 
 /** Executor presence, keyed `<scope>.<executor>`; lives as long as heartbeats refresh it. */
@@ -216,9 +214,7 @@ export const WatchEntry = z.object({ assignment_id: Id, due_at: Millis }).strict
 export type WatchEntry = z.infer<typeof WatchEntry>;
 
 /** The context projection of a completed assignment: computed once, create-only, served forever. */
-export const ProjectionRecord = z
-  .object({ assignment_id: Id, receipt_id: Id, context_preview: contextPreviewSchema, computed_at: Millis })
-  .strict();
+export const ProjectionRecord = z.object({ assignment_id: Id, receipt_id: Id, context_preview: contextPreviewSchema, computed_at: Millis }).strict();
 export type ProjectionRecord = z.infer<typeof ProjectionRecord>;
 
 /** One claim an executor holds or is about to win (reserved before the assignment's compare-and-set). */

@@ -21,7 +21,9 @@ export function runEventTarget(event: RunEvent): RunState {
 }
 
 export function renderRunTable(): string {
-  const rows = (Object.entries(RUN_TRANSITIONS) as [RunEvent, { from: RunState; to: RunState }][]).map(([event, t]) => `| \`${t.from}\` | \`${event}\` | \`${t.to}\` |`);
+  const rows = (Object.entries(RUN_TRANSITIONS) as [RunEvent, { from: RunState; to: RunState }][]).map(
+    ([event, t]) => `| \`${t.from}\` | \`${event}\` | \`${t.to}\` |`,
+  );
   return ["| from | event | to |", "| --- | --- | --- |", ...rows, "", "Terminal: `completed`, `cancelled`."].join("\n");
 }
 

@@ -59,7 +59,9 @@ export class CompensationService {
     // Watched first: should this process die before the dispatch, a sweeper offers it.
     const watch = await this.watchlist.watch(id, now + this.dispatchGraceMs);
     const res = await this.assignments.create(id, record);
-    await this.assignments.mutate(assignmentId, (cur) => (cur.compensated_by ? { result: undefined } : { write: { ...cur, compensated_by: id, updated_at: now }, result: undefined }));
+    await this.assignments.mutate(assignmentId, (cur) =>
+      cur.compensated_by ? { result: undefined } : { write: { ...cur, compensated_by: id, updated_at: now }, result: undefined },
+    );
     const compensation = await this.finish(id);
     await this.watchlist.unwatch(id, watch);
     return { created: res.created, compensation };

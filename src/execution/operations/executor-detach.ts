@@ -58,7 +58,8 @@ export class ExecutorDetacher {
       const outcome = await this.detachOne(a, executorId, mode);
       if (outcome) result[outcome].push(id);
     });
-    if (result.released.length + result.reconciliation_required.length + result.retried.length > 0) this.log.info({ scope, executor_id: executorId, mode, ...result }, "executor detached");
+    if (result.released.length + result.reconciliation_required.length + result.retried.length > 0)
+      this.log.info({ scope, executor_id: executorId, mode, ...result }, "executor detached");
     return result;
   }
 
@@ -71,7 +72,10 @@ export class ExecutorDetacher {
       if (cur.state !== "running" || mode !== "gone") return { result: undefined };
       if (retryRead) return written(requeued(cur, "retry_read", this.now()), "retried");
       const to = nextAssignmentState(cur.state, "detach")!;
-      const error: GatewayOutcomeError = { code: "executor_detached", message: `executor '${executorId}' left while the work ran; its outcome is unknown (the executor or an operator settles it)` };
+      const error: GatewayOutcomeError = {
+        code: "executor_detached",
+        message: `executor '${executorId}' left while the work ran; its outcome is unknown (the executor or an operator settles it)`,
+      };
       return written({ ...cur, state: to, outcome: { kind: "reconciliation_required" as const, error }, updated_at: this.now() }, "reconciliation_required");
     });
     if (res?.written && res.value.state === "pending") await this.dispatcher.dispatch(a.assignment_id);

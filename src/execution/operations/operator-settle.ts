@@ -53,12 +53,17 @@ export class OperatorSettlement {
     const receiptId = operatorReceiptId(assignmentId);
     const digest = bodyDigest(request);
     if (a.final?.receipt_id === receiptId) {
-      if (a.final.body_digest !== digest) throw new ToolgateError("receipt_conflict", `assignment '${assignmentId}' was already settled by an operator with another outcome`);
+      if (a.final.body_digest !== digest)
+        throw new ToolgateError("receipt_conflict", `assignment '${assignmentId}' was already settled by an operator with another outcome`);
       return a;
     }
     if (a.state !== "reconciliation_required")
-      throw new ToolgateError("not_reconciliation_required", `assignment '${assignmentId}' is ${a.state}: only reconciliation_required is settled by an operator`);
-    if (!runTakesWork(a, (await this.runs.get(a.run_id))?.value ?? null)) throw new ToolgateError("run_terminated", `run '${a.run_id}' has ended: nothing of it changes any more`);
+      throw new ToolgateError(
+        "not_reconciliation_required",
+        `assignment '${assignmentId}' is ${a.state}: only reconciliation_required is settled by an operator`,
+      );
+    if (!runTakesWork(a, (await this.runs.get(a.run_id))?.value ?? null))
+      throw new ToolgateError("run_terminated", `run '${a.run_id}' has ended: nothing of it changes any more`);
 
     const at = this.now();
     const receipt = operatorReceipt(receiptId, assignmentId, operator, at, request);
@@ -67,7 +72,10 @@ export class OperatorSettlement {
       const to = nextAssignmentState(cur.state, EVENT[request.outcome]);
       if (cur.state !== "reconciliation_required" || !to) return { result: false };
       const final = { receipt_id: receiptId, kind: request.outcome, body_digest: digest, stream_seq: ack.seq, at };
-      return { write: { ...cur, state: to, final, outcome: outcomeOf(request), settled_by: { operator, at }, ...replacing(cur, cur.final), updated_at: at }, result: true };
+      return {
+        write: { ...cur, state: to, final, outcome: outcomeOf(request), settled_by: { operator, at }, ...replacing(cur, cur.final), updated_at: at },
+        result: true,
+      };
     });
     if (!res) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     // Lost to the executor's own reconcile: the operator receipt stays in the stream, unapplied.

@@ -28,7 +28,10 @@ export class TaskCancelService {
     if (!res) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     const a = res.value;
     if (!res.result)
-      throw new ToolgateError("task_not_running", `assignment '${assignmentId}' is ${a.state}: only confirmed work, running or submitted, has a business task to cancel (cancel the run to withdraw pending work)`);
+      throw new ToolgateError(
+        "task_not_running",
+        `assignment '${assignmentId}' is ${a.state}: only confirmed work, running or submitted, has a business task to cancel (cancel the run to withdraw pending work)`,
+      );
     // Sent again on a repeat while it runs: a repeat is how a caller recovers a message it fears lost.
     if ((a.state === "running" || a.state === "submitted") && a.claim)
       await this.control.tell(a.scope, a.claim.executor_id, { type: "task_cancel_requested", assignment_id: a.assignment_id, reason: a.task_cancel!.reason });

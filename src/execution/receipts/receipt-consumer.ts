@@ -41,7 +41,13 @@ export class ReceiptConsumer {
 
   private async handle(msg: JsMsg): Promise<void> {
     const [, , scope, executorId, assignmentId, extra] = msg.subject.split(".");
-    if (scope === undefined || executorId === undefined || assignmentId === undefined || extra !== undefined || ![scope, executorId, assignmentId].every(isSubjectToken))
+    if (
+      scope === undefined ||
+      executorId === undefined ||
+      assignmentId === undefined ||
+      extra !== undefined ||
+      ![scope, executorId, assignmentId].every(isSubjectToken)
+    )
       return this.poison(msg, `unexpected subject ${msg.subject}`);
     let receipt: Receipt;
     try {
@@ -57,7 +63,18 @@ export class ReceiptConsumer {
     if (answer.status === "rejected" && answer.code) this.metrics.requestRefused("rcpt", answer.code);
     // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
     if (answer.status === "rejected")
-      this.log.warn({ seq: msg.seq, receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, executor_id: receipt.executor_id, kind: receipt.kind, code: answer.code, reason: answer.reason }, "receipt rejected");
+      this.log.warn(
+        {
+          seq: msg.seq,
+          receipt_id: receipt.receipt_id,
+          assignment_id: receipt.assignment_id,
+          executor_id: receipt.executor_id,
+          kind: receipt.kind,
+          code: answer.code,
+          reason: answer.reason,
+        },
+        "receipt rejected",
+      );
     msg.ack();
   }
 

@@ -37,9 +37,18 @@ export class ReceiptIndex {
     const ids = { receipt_id: query.receipt_id, assignment_id: query.assignment_id, kind: query.kind };
     if (!known) return { ...ids, status: "pending" };
     if (known.assignment_id !== query.assignment_id || known.executor_id !== query.executor_id)
-      return { status: "refused", code: "not_yours", reason: `receipt '${query.receipt_id}' is not one of this executor's receipts for assignment '${query.assignment_id}'` };
+      return {
+        status: "refused",
+        code: "not_yours",
+        reason: `receipt '${query.receipt_id}' is not one of this executor's receipts for assignment '${query.assignment_id}'`,
+      };
     if (known.body_digest !== query.body_digest)
-      return { ...ids, status: "rejected", code: "receipt_conflict", reason: `receipt '${query.receipt_id}' was stored with another body; the body asked about was never stored` };
+      return {
+        ...ids,
+        status: "rejected",
+        code: "receipt_conflict",
+        reason: `receipt '${query.receipt_id}' was stored with another body; the body asked about was never stored`,
+      };
     return storedAnswer(known);
   }
 }

@@ -128,7 +128,8 @@ export class ReceiptProcessor {
   private async replay(known: ReceiptIndexEntry, a: AssignmentRecord | null, input: ReceiptInput, digest: string): Promise<Verdict> {
     const r = input.receipt;
     const verdict = replayed(known, digest, input.streamSeq);
-    if (verdict.status !== "rejected" && r.kind === "completed" && a?.state === "completed" && a.final?.receipt_id === r.receipt_id) await this.deps.projections.ensure(a, r.result);
+    if (verdict.status !== "rejected" && r.kind === "completed" && a?.state === "completed" && a.final?.receipt_id === r.receipt_id)
+      await this.deps.projections.ensure(a, r.result);
     // A crash may also have come between a task's receipt and its watch or history entry.
     if (verdict.status !== "rejected" && a?.final?.receipt_id === r.receipt_id) await this.deps.tasks.afterReceipt(a);
     return verdict;
@@ -142,30 +143,35 @@ export class ReceiptProcessor {
       if (r.kind === "accepted") return rejected("run_terminated", `run '${a.run_id}' has ended: do not start`);
       return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
     }
-    if (claim.token_sha256 !== a.claim?.token_sha256) return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
+    if (claim.token_sha256 !== a.claim?.token_sha256)
+      return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
     // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
     if (r.kind === "accepted" && r.argument_digest !== a.argument_digest)
       return rejected("argument_digest_mismatch", "the accepted receipt names other arguments than the assignment's: do not start");
     if (r.kind === "progress") return this.recordProgress(a, r);
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
-    const res = await this.deps.assignments.mutate(a.assignment_id, (cur) => {
-      const held = appliedEntry(cur, r.receipt_id);
-      if (held) return { result: replayed(held, digest, input.streamSeq) };
-      if (cur.claim?.token_sha256 !== claim.token_sha256) return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
-      if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
-        return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
-      const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
-      if (!to) return { result: refusalFrom(cur, r.kind) };
-      // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
-      const next: AssignmentRecord =
-        r.kind === "accepted"
-          ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
-          : r.kind === "submission"
-            ? BackgroundTasks.submitted(cur, r, to, applied)
-            : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
-      return { write: next, result: RECORDED };
-    }, found);
+    const res = await this.deps.assignments.mutate(
+      a.assignment_id,
+      (cur) => {
+        const held = appliedEntry(cur, r.receipt_id);
+        if (held) return { result: replayed(held, digest, input.streamSeq) };
+        if (cur.claim?.token_sha256 !== claim.token_sha256) return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
+        if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
+          return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
+        const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
+        if (!to) return { result: refusalFrom(cur, r.kind) };
+        // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
+        const next: AssignmentRecord =
+          r.kind === "accepted"
+            ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
+            : r.kind === "submission"
+              ? BackgroundTasks.submitted(cur, r, to, applied)
+              : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
+        return { write: next, result: RECORDED };
+      },
+      found,
+    );
     if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
     // Confirmed work keeps the claim's watch, which now checks on its executor's presence (detach on expiry).
     // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.

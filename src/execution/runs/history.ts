@@ -39,7 +39,11 @@ export class HistoryReader {
   }
 
   private async view(a: AssignmentRecord, progressList: Promise<ProgressEntry[]>): Promise<AssignmentView> {
-    const [entry, progress, completed] = await Promise.all([this.entry(a), progressList, a.task && a.state === "completed" ? this.projections.ensure(a) : null]);
+    const [entry, progress, completed] = await Promise.all([
+      this.entry(a),
+      progressList,
+      a.task && a.state === "completed" ? this.projections.ensure(a) : null,
+    ]);
     return {
       ...entry,
       // The assignment's own result: for a background task, what its `completed` brought (the history shows it as a task result).
@@ -108,7 +112,11 @@ export class HistoryReader {
 
   private async entry(a: AssignmentRecord): Promise<HistoryEntry> {
     // `ensure`, not `get`: a crash between the completion and its projection is healed by the first reader.
-    const projection = a.task ? { context_preview: submissionPreview({ ...a, task: a.task }) } : a.state === "completed" ? await this.projections.ensure(a) : null;
+    const projection = a.task
+      ? { context_preview: submissionPreview({ ...a, task: a.task }) }
+      : a.state === "completed"
+        ? await this.projections.ensure(a)
+        : null;
     return {
       assignment_id: a.assignment_id,
       tool_call_id: a.tool_call_id,

@@ -42,7 +42,8 @@ export class RunLookup {
 
   /** Starts reading the run of `assignmentId` now if it is known; `recent`: as this process last saw it, if it did. */
   start(assignmentId: string, { recent = false }: { recent?: boolean } = {}): RunRead {
-    const read = (runId: string): Promise<Recent<RunRecord> | null> => (recent ? this.runs.recent(runId) : this.runs.get(runId).then((run) => run && { ...run, cached: false }));
+    const read = (runId: string): Promise<Recent<RunRecord> | null> =>
+      recent ? this.runs.recent(runId) : this.runs.get(runId).then((run) => run && { ...run, cached: false });
     const knownRunId = this.runOfAssignment.get(assignmentId);
     const early = knownRunId === undefined ? undefined : read(knownRunId);
     // The caller may return before asking for it (an offline executor, say): never an unhandled rejection.

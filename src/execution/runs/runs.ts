@@ -61,7 +61,8 @@ export class RunService {
     const session = await this.sessions.getSession(sessionId);
     if (!session) throw new ToolgateError("session_not_found", `session '${sessionId}' does not exist: create one with POST /v1/sessions`);
     const pinned = await this.sessions.getAgentVersion(session.agent_version);
-    if (!pinned) throw new ToolgateError("agent_version_missing", `agent version '${session.agent_version}' of session '${sessionId}' is missing from the store`);
+    if (!pinned)
+      throw new ToolgateError("agent_version_missing", `agent version '${session.agent_version}' of session '${sessionId}' is missing from the store`);
     const run: RunRecord = {
       run_id: runId,
       session_id: session.session_id,

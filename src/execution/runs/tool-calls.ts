@@ -98,7 +98,10 @@ export class ToolCallService {
   /** The same tool call asked again: the stored assignment (dispatch finished if need be), or a 409 for another request. */
   private async replay(stored: AssignmentRecord, asked: AssignmentRecord): Promise<AssignmentRecord> {
     if (!sameRequest(stored, asked))
-      throw new ToolgateError("idempotency_conflict", `tool call '${asked.tool_call_id}' of run '${asked.run_id}' was already created with another tool, arguments or operation key`);
+      throw new ToolgateError(
+        "idempotency_conflict",
+        `tool call '${asked.tool_call_id}' of run '${asked.run_id}' was already created with another tool, arguments or operation key`,
+      );
     return (await this.dispatcher.dispatch(stored.assignment_id)) ?? stored;
   }
 }

@@ -29,7 +29,12 @@ export class BackgroundTasks {
 
   /** The assignment a `submission` moves to `to` (the state table's `submit` edge), with its task and deadline. */
   static submitted(cur: AssignmentRecord, r: Submission, to: AssignmentRecord["state"], applied: AppliedReceipt): AssignmentRecord {
-    const task = { task_ref: r.task_ref, status: r.status, submitted_at: applied.at, deadline_at: applied.at + (cur.task_deadline_ms ?? DEFAULT_TASK_DEADLINE_MS) };
+    const task = {
+      task_ref: r.task_ref,
+      status: r.status,
+      submitted_at: applied.at,
+      deadline_at: applied.at + (cur.task_deadline_ms ?? DEFAULT_TASK_DEADLINE_MS),
+    };
     return { ...cur, state: to, final: applied, task, updated_at: applied.at };
   }
 
@@ -63,7 +68,10 @@ export class BackgroundTasks {
     const res = await this.assignments.mutate(a.assignment_id, (cur) => {
       const to = nextAssignmentState(cur.state, "expire_task");
       if (!to || !cur.task) return { result: false };
-      const error: GatewayOutcomeError = { code: "task_deadline_passed", message: `task '${cur.task.task_ref}' sent no final receipt within the tool's task deadline (${cur.task.deadline_at - cur.task.submitted_at} ms); its outcome is unknown` };
+      const error: GatewayOutcomeError = {
+        code: "task_deadline_passed",
+        message: `task '${cur.task.task_ref}' sent no final receipt within the tool's task deadline (${cur.task.deadline_at - cur.task.submitted_at} ms); its outcome is unknown`,
+      };
       return { write: { ...cur, state: to, outcome: { kind: "reconciliation_required" as const, error }, updated_at: this.now() }, result: true };
     });
     if (res?.result) this.log.warn({ assignment_id: a.assignment_id, task_ref: task.task_ref }, "submitted task passed its deadline; reconciliation required");
@@ -79,7 +87,8 @@ export class BackgroundTasks {
     const receiptId = a.final && a.final.kind !== "submission" ? a.final.receipt_id : null;
     await this.runs.mutate(a.run_id, (run) => {
       const results = run.task_results ?? [];
-      if (results.some((t) => t.assignment_id === a.assignment_id && t.receipt_id === receiptId && t.outcome.kind === outcome.kind)) return { result: undefined };
+      if (results.some((t) => t.assignment_id === a.assignment_id && t.receipt_id === receiptId && t.outcome.kind === outcome.kind))
+        return { result: undefined };
       const entry: TaskResult = { assignment_id: a.assignment_id, receipt_id: receiptId, outcome, after_tool_calls: run.assignment_ids.length, at: this.now() };
       return { write: { ...run, task_results: [...results, entry] }, result: undefined };
     });

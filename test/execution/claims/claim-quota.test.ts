@@ -27,7 +27,8 @@ describe("in-flight claims per executor", () => {
   const newRun = async (): Promise<string> => (await gw().http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
   const newCalls = async (runId: string, n: number): Promise<string[]> => {
     const ids: string[] = [];
-    for (let i = 0; i < n; i++) ids.push((await gw().http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id);
+    for (let i = 0; i < n; i++)
+      ids.push((await gw().http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id);
     return ids;
   };
   const state = async (id: string) => (await gw().http("GET", `/v1/assignments/${id}`)).body as { state: string; generation: number };
@@ -40,7 +41,11 @@ describe("in-flight claims per executor", () => {
     nats = await startTestNats();
     const options = { maxClaimsPerExecutor: MAX, leaseMs: LEASE_MS, sweepIntervalMs: 50, reofferAfterMs: 60_000 };
     gateways = [await startExecutionGateway(nats.url, options), await startExecutionGateway(nats.url, options)];
-    sessionId = await seedSession(gw().gateway.store, { scope: SCOPE, agent: "quota-bot", tools: [{ name: "work.do", binding_id: "b-quota", tool_kind: "write" }] });
+    sessionId = await seedSession(gw().gateway.store, {
+      scope: SCOPE,
+      agent: "quota-bot",
+      tools: [{ name: "work.do", binding_id: "b-quota", tool_kind: "write" }],
+    });
     nc = await connect({ servers: nats.url });
     exec = new ProtocolExecutor(nc, SCOPE, "exec-1", ["b-quota"]);
     other = new ProtocolExecutor(nc, SCOPE, "exec-2", ["b-quota"]);
@@ -95,7 +100,11 @@ describe("claim slots written together", () => {
   beforeAll(async () => {
     nats = await startTestNats();
     gateway = await startExecutionGateway(nats.url, { maxClaimsPerExecutor: 64 });
-    sessionId = await seedSession(gateway.gateway.store, { scope: "batch", agent: "batch-bot", tools: [{ name: "work.do", binding_id: "b-batch", tool_kind: "read" }] });
+    sessionId = await seedSession(gateway.gateway.store, {
+      scope: "batch",
+      agent: "batch-bot",
+      tools: [{ name: "work.do", binding_id: "b-batch", tool_kind: "read" }],
+    });
     nc = await connect({ servers: nats.url });
     exec = new ProtocolExecutor(nc, "batch", "exec-b", ["b-batch"]);
     expect((await exec.heartbeat()).status).toBe("ok");
@@ -110,7 +119,8 @@ describe("claim slots written together", () => {
   it("grants 20 concurrent claims with far fewer than 20 writes of the executor's record", async () => {
     const runId = (await gateway.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
     const ids: string[] = [];
-    for (let i = 0; i < 20; i++) ids.push((await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id);
+    for (let i = 0; i < 20; i++)
+      ids.push((await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id);
     const jsm = await jetstreamManager(nc);
     const writes = async () => (await jsm.streams.info(`KV_${EXECUTION_BUCKETS.claims}`)).state.last_seq;
     const before = await writes();

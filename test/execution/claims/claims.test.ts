@@ -16,7 +16,11 @@ function suite(name: string, leaseMs: number, body: (ctx: () => Ctx) => void): v
     beforeAll(async () => {
       nats = await startTestNats();
       const gw = await startExecutionGateway(nats.url, { leaseMs, reofferAfterMs: 2_000, sweepIntervalMs: 50 });
-      const sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "racer", tools: [{ name: "work.do", binding_id: "b-work", tool_kind: "write" }] });
+      const sessionId = await seedSession(gw.gateway.store, {
+        scope: SCOPE,
+        agent: "racer",
+        tools: [{ name: "work.do", binding_id: "b-work", tool_kind: "write" }],
+      });
       const conns = await Promise.all([0, 1, 2].map(() => connect({ servers: nats.url })));
       const executors = Array.from({ length: 10 }, (_, i) => new ProtocolExecutor(conns[i % conns.length]!, SCOPE, `exec-${i}`, ["b-work"]));
       for (const e of executors) expect((await e.heartbeat()).status).toBe("ok");
@@ -40,7 +44,8 @@ interface Ctx {
 }
 
 const newRun = async ({ gw, sessionId }: Ctx) => (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id as string;
-const newToolCall = async ({ gw }: Ctx, runId: string) => (await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: {} })).body.assignment.assignment_id as string;
+const newToolCall = async ({ gw }: Ctx, runId: string) =>
+  (await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: {} })).body.assignment.assignment_id as string;
 const state = async ({ gw }: Ctx, id: string) => (await gw.http("GET", `/v1/assignments/${id}`)).body;
 
 suite("claims: exactly one winner", 30_000, (ctx) => {
@@ -52,7 +57,10 @@ suite("claims: exactly one winner", 30_000, (ctx) => {
       const granted = replies.filter((r) => r.status === "granted");
       expect(granted, `round ${round}`).toHaveLength(1);
       const refusals = replies.filter((r) => r.status === "refused").map((r) => `${r.code}: ${r.reason}`);
-      expect(refusals.filter((r) => r.startsWith("already_claimed:")), `round ${round}: ${refusals.join("; ")}`).toHaveLength(9);
+      expect(
+        refusals.filter((r) => r.startsWith("already_claimed:")),
+        `round ${round}: ${refusals.join("; ")}`,
+      ).toHaveLength(9);
     }
   });
 });
@@ -65,10 +73,14 @@ suite("claims: leases", LEASE_MS, (ctx) => {
     const reply = await first.claim(id, 0);
     if (reply.status !== "granted") throw new Error("claim refused");
 
-    const returned = await until("the lease to expire", async () => {
-      const a = await state(ctx(), id);
-      return a.state === "pending" && a.generation === 1 ? a : undefined;
-    }, 10_000);
+    const returned = await until(
+      "the lease to expire",
+      async () => {
+        const a = await state(ctx(), id);
+        return a.state === "pending" && a.generation === 1 ? a : undefined;
+      },
+      10_000,
+    );
     expect(returned.executor_id).toBeNull();
     const candidate = await second.pullFor(id, 1);
     expect(candidate.generation).toBe(1);

@@ -64,8 +64,31 @@ describe("the lease sweeper, on an injected clock", () => {
     dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, REOFFER_MS, GRACE_MS, now);
     const log = createLogger({ level: "silent" });
     const tasks = new BackgroundTasks(runs, assignments, watchlist, log, now);
-    sweeper = new LeaseSweeper(assignments, watchlist, dispatcher, candidates, unreachable<PresenceService>("presence"), unreachable<ExecutorDetacher>("detacher"), tasks, log, 1_000, now);
-    await runs.put(RUN, { run_id: RUN, session_id: "s-sweep", agent: "sweeper", agent_version: "sweeper.1", toolset: "ts", toolset_version: "1", subject: "", state: "active", assignment_ids: [], created_at: clock, ended_at: null });
+    sweeper = new LeaseSweeper(
+      assignments,
+      watchlist,
+      dispatcher,
+      candidates,
+      unreachable<PresenceService>("presence"),
+      unreachable<ExecutorDetacher>("detacher"),
+      tasks,
+      log,
+      1_000,
+      now,
+    );
+    await runs.put(RUN, {
+      run_id: RUN,
+      session_id: "s-sweep",
+      agent: "sweeper",
+      agent_version: "sweeper.1",
+      toolset: "ts",
+      toolset_version: "1",
+      subject: "",
+      state: "active",
+      assignment_ids: [],
+      created_at: clock,
+      ended_at: null,
+    });
   });
   afterEach(async () => {
     // Each case sweeps only its own assignment.

@@ -29,9 +29,15 @@ describe("an orphaned candidate", () => {
     // then widened to the scope's filter.
     const orphan = { ...candidate(10), generation: 0 };
     const orphanSeq = (await js.publish(subjects.candidate(scope, "tasks"), encode(orphan), { msgID: "asg-10.0" })).seq;
-    await jsm.consumers.add(STREAMS.candidates, { durable_name: candidateConsumer(scope), filter_subject: subjects.candidate(scope, "other"), ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All });
+    await jsm.consumers.add(STREAMS.candidates, {
+      durable_name: candidateConsumer(scope),
+      filter_subject: subjects.candidate(scope, "other"),
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+    });
     await js.publish(subjects.candidate(scope, "other"), encode({ ...candidate(11), binding_id: "other" }), { msgID: "asg-11.0" });
-    for await (const m of await (await js.consumers.get(STREAMS.candidates, candidateConsumer(scope))).fetch({ max_messages: 1, expires: 2_000 })) await m.ackAck();
+    for await (const m of await (await js.consumers.get(STREAMS.candidates, candidateConsumer(scope))).fetch({ max_messages: 1, expires: 2_000 }))
+      await m.ackAck();
     await jsm.consumers.update(STREAMS.candidates, candidateConsumer(scope), { filter_subject: subjects.candidateFilter(scope) });
     const laterSeq = (await js.publish(subjects.candidate(scope, "tasks"), encode(candidate(12)), { msgID: "asg-12.0" })).seq;
     expect(orphanSeq).toBeLessThanOrEqual((await jsm.consumers.info(STREAMS.candidates, candidateConsumer(scope))).ack_floor.stream_seq);

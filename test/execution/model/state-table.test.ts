@@ -11,7 +11,8 @@ import {
 import { nextRunState, renderRunTable } from "../../../src/execution/model/run-states.js";
 
 const doc = readFileSync(new URL("../../../docs/protocol.md", import.meta.url), "utf8");
-const section = (name: string) => doc.slice(doc.indexOf(`<!-- ${name}:start -->`) + `<!-- ${name}:start -->`.length, doc.indexOf(`<!-- ${name}:end -->`)).trim();
+const section = (name: string) =>
+  doc.slice(doc.indexOf(`<!-- ${name}:start -->`) + `<!-- ${name}:start -->`.length, doc.indexOf(`<!-- ${name}:end -->`)).trim();
 
 describe("state tables", () => {
   it("docs/protocol.md carries exactly the tables of the code", () => {

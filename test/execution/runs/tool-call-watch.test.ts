@@ -28,8 +28,17 @@ class ClaimedOnPublish extends CandidateQueue {
 
   override async publish(scope: string, candidate: Candidate): Promise<number> {
     const seq = await super.publish(scope, candidate);
-    const claim = { executor_id: "exec-fast", generation: candidate.generation, token_sha256: "c".repeat(64), claimed_at: Date.now(), lease_expires_at: Date.now() + 30_000 };
-    await this.assignments.mutate(candidate.assignment_id, (cur) => ({ write: { ...cur, state: "claimed", claim, updated_at: Date.now() }, result: undefined }));
+    const claim = {
+      executor_id: "exec-fast",
+      generation: candidate.generation,
+      token_sha256: "c".repeat(64),
+      claimed_at: Date.now(),
+      lease_expires_at: Date.now() + 30_000,
+    };
+    await this.assignments.mutate(candidate.assignment_id, (cur) => ({
+      write: { ...cur, state: "claimed", claim, updated_at: Date.now() },
+      result: undefined,
+    }));
     return seq;
   }
 }
@@ -53,9 +62,24 @@ describe("a tool call claimed before its creating request finished", () => {
     const candidates = new ClaimedOnPublish(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
     candidates.assignments = assignments;
     const dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, 60_000, 10_000);
-    const tool = { tool: { name: "fast.read", input_schema: { type: "object" }, max_result_context_bytes: 4_096 }, binding: { binding_id: "b-fast", executor_scope: SCOPE, tool_kind: "read" } };
+    const tool = {
+      tool: { name: "fast.read", input_schema: { type: "object" }, max_result_context_bytes: 4_096 },
+      binding: { binding_id: "b-fast", executor_scope: SCOPE, tool_kind: "read" },
+    };
     service = new ToolCallService(runs, assignments, { resolveTool: async () => tool as unknown as ResolvedTool }, dispatcher, watchlist);
-    await runs.put(RUN, { run_id: RUN, session_id: "s-fast", agent: "fast", agent_version: "fast.1", toolset: "ts", toolset_version: "1", subject: "", state: "active", assignment_ids: [], created_at: Date.now(), ended_at: null });
+    await runs.put(RUN, {
+      run_id: RUN,
+      session_id: "s-fast",
+      agent: "fast",
+      agent_version: "fast.1",
+      toolset: "ts",
+      toolset_version: "1",
+      subject: "",
+      state: "active",
+      assignment_ids: [],
+      created_at: Date.now(),
+      ended_at: null,
+    });
   });
   afterAll(async () => {
     await nc?.close();

@@ -17,7 +17,12 @@ const EXECUTOR = "exec-v";
 describe("the protocol-version header on the request subjects", () => {
   let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
   beforeAll(async () => {
-    fx = await startExecutionFixture({ scope: SCOPE, agent: "versioned", tools: [{ name: "tasks.read", binding_id: "b-ver" }], executor: { id: EXECUTOR, start: "register" } });
+    fx = await startExecutionFixture({
+      scope: SCOPE,
+      agent: "versioned",
+      tools: [{ name: "tasks.read", binding_id: "b-ver" }],
+      executor: { id: EXECUTOR, start: "register" },
+    });
     ({ gw, nc, executor: exec, sessionId } = fx);
   });
   afterAll(() => fx?.close());
@@ -48,7 +53,10 @@ describe("the protocol-version header on the request subjects", () => {
       expect(decode(PresenceReply, await request(subjects.presence(SCOPE, EXECUTOR), beat, version))).toMatchObject({ status: "ok" });
       const id = await newToolCall();
       const candidate = await exec.pullFor(id);
-      const claim = decode(ClaimReply, await request(subjects.claim(SCOPE, EXECUTOR), { assignment_id: id, executor_id: EXECUTOR, generation: candidate.generation }, version));
+      const claim = decode(
+        ClaimReply,
+        await request(subjects.claim(SCOPE, EXECUTOR), { assignment_id: id, executor_id: EXECUTOR, generation: candidate.generation }, version),
+      );
       expect(claim.status).toBe("granted");
       expect(decode(ReceiptQueryReply, await request(subjects.receiptQuery(SCOPE, EXECUTOR), query, version))).toMatchObject({ status: "pending" });
       expect(decode(ControlQueryResult, await request(subjects.controlQuery(SCOPE, EXECUTOR), control, version))).toMatchObject({ messages: [], more: false });
@@ -62,7 +70,9 @@ describe("the protocol-version header on the request subjects", () => {
     // A real candidate: only the version stands between this claim and its grant.
     const id = await newToolCall();
     const candidate = await exec.pullFor(id);
-    expect(decode(ClaimReply, await request(subjects.claim(SCOPE, EXECUTOR), { assignment_id: id, executor_id: EXECUTOR, generation: candidate.generation }, "2"))).toMatchObject(refused);
+    expect(
+      decode(ClaimReply, await request(subjects.claim(SCOPE, EXECUTOR), { assignment_id: id, executor_id: EXECUTOR, generation: candidate.generation }, "2")),
+    ).toMatchObject(refused);
     expect(decode(ReceiptQueryReply, await request(subjects.receiptQuery(SCOPE, EXECUTOR), query, "2"))).toMatchObject(refused);
     expect(decode(ControlQueryResult, await request(subjects.controlQuery(SCOPE, EXECUTOR), control, "2"))).toMatchObject(refused);
     // Refused before the body is read: a body of another version need not decode.

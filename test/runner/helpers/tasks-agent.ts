@@ -1,7 +1,13 @@
 import type { TestGateway } from "../../helpers/execution-gateway.js";
 
 /** Runner timings short enough for a test to see resends and answers quickly. */
-export const FAST_RUNNER_TIMING = { answerTimeoutMs: 500, maxResendIntervalMs: 1_000, requestTimeoutMs: 1_000, pullExpiresMs: 1_000, releaseDelayMs: 100 } as const;
+export const FAST_RUNNER_TIMING = {
+  answerTimeoutMs: 500,
+  maxResendIntervalMs: 1_000,
+  requestTimeoutMs: 1_000,
+  pullExpiresMs: 1_000,
+  releaseDelayMs: 100,
+} as const;
 
 /**
  * Registers the two bindings and, given its id, the executor serving them (`POST /v1/executors`, the
@@ -19,8 +25,21 @@ export async function publishTasksAgent(
   await gw.api("POST", `/v1/toolsets/${toolset}/versions`, {
     version: "v1",
     tools: [
-      { name: "tasks.read", description: "Read tasks, a page at a time", binding_id: ids.readBinding, input_schema: { type: "object", properties: { cursor: { type: "string" } } }, output_schema: { type: "object" }, max_result_context_bytes: 1024 },
-      { name: "tasks.create", description: "Create a task", binding_id: ids.writeBinding, input_schema: { type: "object", properties: { title: { type: "string" } }, required: ["title"] }, output_schema: { type: "object" } },
+      {
+        name: "tasks.read",
+        description: "Read tasks, a page at a time",
+        binding_id: ids.readBinding,
+        input_schema: { type: "object", properties: { cursor: { type: "string" } } },
+        output_schema: { type: "object" },
+        max_result_context_bytes: 1024,
+      },
+      {
+        name: "tasks.create",
+        description: "Create a task",
+        binding_id: ids.writeBinding,
+        input_schema: { type: "object", properties: { title: { type: "string" } }, required: ["title"] },
+        output_schema: { type: "object" },
+      },
     ],
   });
   const agentVersion = await gw.api("POST", `/v1/agents/${ids.agent}/versions`, { toolset, toolset_version: "v1", max_context_tokens: 100_000 });
