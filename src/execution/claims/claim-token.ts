@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { hash, randomBytes, timingSafeEqual } from "node:crypto";
 
 /**
  * Claim tokens: 32 random bytes, base64url (43 characters). The gateway keeps only the sha256, so
@@ -10,7 +10,7 @@ export function newClaimToken(): { token: string; sha256: string } {
 }
 
 export function claimTokenSha256(token: string): string {
-  return createHash("sha256").update(token, "utf8").digest("hex");
+  return hash("sha256", token, "hex");
 }
 
 /** Constant-time comparison of a presented token against a stored sha256 (hex). */
