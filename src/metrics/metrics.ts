@@ -153,7 +153,7 @@ export class GatewayMetrics implements ExecutionMetrics {
   }
 
   assignmentWritten(previous: AssignmentSample | undefined, next: AssignmentSample): void {
-    if (previous?.state === next.state) return; // a write within a state (candidate sequence, progress)
+    if (previous?.state === next.state) return; // a write within a state (a task cancel, a compensation's link)
     this.assignments.inc({ state: next.state });
     if (previous?.state === "pending" && next.state === "claimed") this.claimLatency.observe(Math.max(0, next.updated_at - previous.updated_at) / 1000);
   }

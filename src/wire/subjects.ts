@@ -12,8 +12,12 @@ import { ID_TOKEN } from "./primitives.js";
 export const SUBJECT_ROOT = "tg";
 
 export const subjects = {
-  /** Candidate of one assignment (WorkQueue stream; no arguments, no grant). */
-  candidate: (scope: string, bindingId: string) => `tg.cand.${scope}.${bindingId}`,
+  /**
+   * Candidate of one assignment (WorkQueue stream; no arguments, no grant), on a subject of its own:
+   * the gateway finds or takes back an assignment's candidate by subject, never by a sequence it
+   * would have to write back into the assignment.
+   */
+  candidate: (scope: string, bindingId: string, assignmentId: string) => `tg.cand.${scope}.${bindingId}.${assignmentId}`,
   /** Filter of the durable candidate consumer shared by one scope's executors. */
   candidateFilter: (scope: string) => `tg.cand.${scope}.>`,
   /** Claim request/reply of one executor, served by the gateways' queue group. */

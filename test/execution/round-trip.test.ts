@@ -377,7 +377,8 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const claimed = await exec.claim(claimedId, (await exec.pullFor(claimedId)).generation);
     if (claimed.status !== "granted") throw new Error("claim refused");
     const pendingId = await newToolCall(runId);
-    const pendingSeq = await readCandidateSeq(pendingId);
+    const pendingCandidate = await candidateOf(pendingId);
+    expect(pendingCandidate).not.toBeNull();
 
     const cancel = await gw.http("POST", `/v1/runs/${runId}:cancel`);
     expect(cancel.status).toBe(200);
@@ -386,7 +387,8 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect((await assignment(claimedId)).state).toBe("revoked");
     expect((await assignment(pendingId)).state).toBe("withdrawn");
     const jsm = await jetstreamManager(nc);
-    expect(await jsm.streams.getMessage(STREAMS.candidates, { seq: pendingSeq })).toBeNull();
+    expect(await jsm.streams.getMessage(STREAMS.candidates, { seq: pendingCandidate!.seq })).toBeNull();
+    expect(await candidateOf(pendingId)).toBeNull();
     const told = await until("run_cancelled control", async () => exec.controls.find((c) => c.type === "run_cancelled" && c.run_id === runId), 5_000);
     expect(told).toMatchObject({ assignment_ids: expect.arrayContaining([running.assignment_id, claimedId]) });
 
@@ -437,10 +439,11 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect((await assignment(grant.assignment_id)).state).toBe("completed");
   });
 
-  async function readCandidateSeq(assignmentId: string): Promise<number> {
-    const seq = (await storedAssignment(assignmentId)).candidate_seq;
-    if (seq === null) throw new Error("no candidate seq");
-    return seq;
+  /** The assignment's candidate still in the stream, found by its own subject (nothing of it is in the record). */
+  async function candidateOf(assignmentId: string): Promise<{ seq: number } | null> {
+    const a = await storedAssignment(assignmentId);
+    expect(a.candidate_seq).toBeNull();
+    return (await jetstreamManager(nc)).streams.getMessage(STREAMS.candidates, { last_by_subj: subjects.candidate(SCOPE, a.binding_id, assignmentId) });
   }
 
   async function storedAssignment(assignmentId: string): Promise<AssignmentRecord> {

@@ -164,7 +164,7 @@ describe("NATS authorization generated from the executor registry", () => {
       subjects.executorControl("s1", "e1"),
       subjects.answers("s1", "e1"),
       subjects.runEvents("r1"),
-      subjects.candidate("s1", "b1"),
+      subjects.candidate("s1", "b1", "a1"),
       "$KV.tg_assignments.a1",
       "$JS.API.STREAM.INFO.KV_tg_assignments",
       "$JS.API.CONSUMER.MSG.NEXT.TG_CANDIDATES.cand-s1",

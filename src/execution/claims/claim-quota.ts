@@ -1,3 +1,4 @@
+import { isTerminalAssignmentState } from "../model/assignment-states.js";
 import type { AssignmentRecord, ClaimHoldings, HeldClaim } from "../model/records.js";
 import type { Decision, Versioned, VersionedStore } from "../../kv/versioned-store.js";
 
@@ -148,7 +149,13 @@ export class ClaimQuota {
   /** The entries whose claims no longer hold: checked against their assignments, all read at once. */
   private async ended(executorId: string, held: readonly HeldClaim[]): Promise<Set<string>> {
     const now = this.now();
-    const found = await Promise.all(held.map((e) => this.assignments.get(e.assignment_id)));
+    // A remembered terminal state is final, whatever its generation: only the others are read afresh.
+    const found = await Promise.all(
+      held.map(async (e) => {
+        const recent = await this.assignments.recent(e.assignment_id);
+        return recent?.cached && !isTerminalAssignmentState(recent.value.state) ? this.assignments.get(e.assignment_id) : recent;
+      }),
+    );
     const ended = new Set<string>();
     held.forEach((e, i) => {
       const a = found[i]?.value;

@@ -80,7 +80,9 @@ export class LeaseSweeper {
     // Not leased, not tied to its executor's presence: a submitted task has its own deadline.
     if (a.task) return this.tasks.checkDeadline(a);
     if (a.state === "running") return this.checkHolder(a);
-    if (a.state === "pending" && a.candidate_seq !== null && !expired.result) return this.reofferIfTaken(a);
+    // Pending at its generation: offered (its candidate waits, or was taken and never claimed), or a
+    // creation that died before offering it; either way it is offered again unless its candidate waits.
+    if (a.state === "pending" && !expired.result) return this.reofferIfTaken(a);
     if (a.state === "pending") await this.dispatcher.dispatch(assignmentId);
     return true;
   }
@@ -103,13 +105,13 @@ export class LeaseSweeper {
    * One still waiting in the stream is simply watched again.
    */
   private async reofferIfTaken(a: AssignmentRecord): Promise<boolean> {
-    if (await this.candidates.waiting(a.scope, a.candidate_seq!)) {
+    if (await this.candidates.waiting(a, a.generation)) {
       await this.dispatcher.rewatch(a.assignment_id);
       return false;
     }
     const res = await this.assignments.mutate(a.assignment_id, (cur) => {
       const to = nextAssignmentState(cur.state, "reoffer");
-      if (!to || cur.generation !== a.generation || cur.candidate_seq !== a.candidate_seq) return { result: false };
+      if (!to || cur.generation !== a.generation) return { result: false };
       return { write: { ...cur, state: to, generation: cur.generation + 1, candidate_seq: null, updated_at: this.now() }, result: true };
     });
     if (res?.result) this.log.warn({ assignment_id: a.assignment_id, generation: res.value.generation }, "candidate taken but never claimed; offered again");

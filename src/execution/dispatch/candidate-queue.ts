@@ -1,15 +1,25 @@
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { ConsumerDefinitionSchema, ensureStreams, type ConsumerDefinition } from "../../streams/index.js";
 import { isMessageGone } from "../../nats/jetstream-codes.js";
-import { encode } from "../../wire/codec.js";
-import type { Candidate } from "../../wire/messages.js";
+import { decode, encode } from "../../wire/codec.js";
+import { Candidate } from "../../wire/messages.js";
 import { subjects } from "../../wire/subjects.js";
 import { candidateConsumer, STREAMS } from "../../streams/names.js";
 
+/** Which assignment's candidate: its subject is `tg.cand.<scope>.<binding>.<assignment>`. */
+export interface CandidateOf {
+  readonly scope: string;
+  readonly binding_id: string;
+  readonly assignment_id: string;
+  /** The sequence an earlier version wrote into the assignment (its candidates had no subject of their own). */
+  readonly candidate_seq?: number | null;
+}
+
 /**
- * The candidates: a WorkQueue stream, one message per assignment generation on
- * `tg.cand.<scope>.<binding>`, pulled by one durable consumer per scope that the scope's executors
- * share. A message holds ids only: arguments and the grant come with a successful claim.
+ * The candidates: a WorkQueue stream, one message per assignment generation on the assignment's own
+ * subject `tg.cand.<scope>.<binding>.<assignment>`, pulled by one durable consumer per scope that the
+ * scope's executors share. A message holds ids only: arguments and the grant come with a successful
+ * claim. Found and taken back by subject, so nothing about it is written into the assignment.
  */
 export class CandidateQueue {
   private readonly ensured = new Map<string, Promise<void>>();
@@ -49,19 +59,28 @@ export class CandidateQueue {
    */
   async publish(scope: string, candidate: Candidate): Promise<number> {
     await this.ensureScopeConsumer(scope);
-    const ack = await this.js.publish(subjects.candidate(scope, candidate.binding_id), encode(candidate), {
+    const ack = await this.js.publish(subjects.candidate(scope, candidate.binding_id, candidate.assignment_id), encode(candidate), {
       msgID: `${candidate.assignment_id}.${candidate.generation}`,
     });
     return ack.seq;
   }
 
+  /** The assignment's newest candidate still in the stream, with its sequence; null when none is. */
+  async find(of: CandidateOf): Promise<{ seq: number; candidate: Candidate } | null> {
+    const stored = await this.jsm.streams.getMessage(STREAMS.candidates, { last_by_subj: subjects.candidate(of.scope, of.binding_id, of.assignment_id) });
+    return stored && { seq: stored.seq, candidate: decode(Candidate, stored.data) };
+  }
+
   /**
-   * Whether the candidate at `seq` will still reach an executor of `scope`: in the stream (waiting,
-   * or taken but not yet acknowledged: an executor acknowledges once its claim was answered) and not
-   * behind the scope consumer's ack floor.
+   * Whether the assignment's candidate of `generation` will still reach an executor of its scope: in
+   * the stream (waiting, or taken but not yet acknowledged: an executor acknowledges once its claim
+   * was answered) and not behind the scope consumer's ack floor.
    */
-  async waiting(scope: string, seq: number): Promise<boolean> {
-    if ((await this.jsm.streams.getMessage(STREAMS.candidates, { seq })) === null) return false;
+  async waiting(of: CandidateOf, generation: number): Promise<boolean> {
+    const found = await this.find(of);
+    if (!found || found.candidate.generation !== generation) return false;
+    const { scope } = of;
+    const seq = found.seq;
     // In the stream is not enough: nats-server can leave a work-queue message at or below its
     // consumer's ack floor (seen under executor kills and gateway takeovers; nats-server#5727), and
     // the consumer never delivers it again. Such a candidate is deleted and counts as gone, so a
@@ -72,8 +91,17 @@ export class CandidateQueue {
     return false;
   }
 
-  /** Deletes a withdrawn candidate; one already pulled and acknowledged is simply gone. */
-  async delete(seq: number): Promise<void> {
+  /**
+   * Takes back every candidate of a withdrawn assignment (a purge of its subject; one already pulled
+   * and acknowledged is simply gone), and the one an earlier version recorded by sequence.
+   */
+  async takeBack(of: CandidateOf): Promise<void> {
+    await this.jsm.streams.purge(STREAMS.candidates, { filter: subjects.candidate(of.scope, of.binding_id, of.assignment_id) });
+    if (of.candidate_seq != null) await this.delete(of.candidate_seq);
+  }
+
+  /** Deletes the candidate at `seq`; one already pulled and acknowledged is simply gone. */
+  private async delete(seq: number): Promise<void> {
     try {
       // No erase: the message carries no secret, and overwriting it costs a disk write for nothing.
       await this.jsm.streams.deleteMessage(STREAMS.candidates, seq, false);

@@ -47,13 +47,21 @@ export class Dispatcher {
       );
       if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
     }
+    // Offered by an earlier version, which wrote the candidate's sequence into the assignment.
     if (a.candidate_seq !== null) return a;
+    // A dispatch taken up again (a retried request, a sweeper) finds the candidate by its subject: one
+    // of this generation still in the stream is not offered twice. (One already taken is published
+    // again under the same `Nats-Msg-Id`, which the stream drops within its de-duplication window.)
+    if (!known && (await this.candidates.find(a))?.candidate.generation === a.generation) return a;
 
     // Watched before it can be taken: should the executor that takes it vanish without claiming, a
     // sweeper offers it again. A first offer keeps its creation's due time (see `standingWatchDue`).
     if (!known)
       await this.watchlist.watch(assignmentId, a.generation === 0 ? Math.max(this.now(), this.creationDue(a.created_at)) : this.now() + this.reofferAfterMs);
-    const seq = await this.candidates.publish(a.scope, {
+    // Nothing of the candidate is written back into the assignment: it is found by its subject. Should
+    // the run end between the listing and this publish, the run's end takes the candidate back, or an
+    // executor claiming it is refused `withdrawn`.
+    await this.candidates.publish(a.scope, {
       assignment_id: a.assignment_id,
       run_id: a.run_id,
       tool_name: a.tool_name,
@@ -61,17 +69,7 @@ export class Dispatcher {
       generation: a.generation,
       created_at: a.created_at,
     });
-    const recorded = await this.assignments.mutate(
-      assignmentId,
-      (cur) =>
-        cur.state === "pending" && cur.generation === a.generation && cur.candidate_seq === null
-          ? { write: { ...cur, candidate_seq: seq, updated_at: this.now() }, result: undefined }
-          : { result: undefined },
-      current,
-    );
-    // Withdrawn meanwhile (the run ended between listing and publishing): take the message back.
-    if (recorded && recorded.value.state === "withdrawn" && recorded.value.candidate_seq === null) await this.candidates.delete(seq);
-    return recorded?.value ?? null;
+    return a;
   }
 
   /**
@@ -108,7 +106,8 @@ export class Dispatcher {
       const to = nextAssignmentState(cur.state, "withdraw");
       return to ? { write: { ...cur, state: to, updated_at: this.now() }, result: undefined } : { result: undefined };
     });
-    if (res?.value.candidate_seq != null) await this.candidates.delete(res.value.candidate_seq);
+    // Listing comes before publishing, so nothing was offered; a record of an earlier version may name its candidate.
+    if (res?.value.candidate_seq != null) await this.candidates.takeBack(res.value);
     return res?.value ?? null;
   }
 }

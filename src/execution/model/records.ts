@@ -121,7 +121,10 @@ export const AssignmentRecord = z
     state: z.enum(ASSIGNMENT_STATES),
     /** Bumped each time the assignment goes back to the candidates. */
     generation: z.number().int().nonnegative(),
-    /** Stream sequence of the current generation's candidate message (null until published). */
+    /**
+     * Stream sequence of the candidate, as versions before candidates had a subject per assignment
+     * recorded it; no longer written (a candidate is found by its subject), read for old records only.
+     */
     candidate_seq: z.number().int().positive().nullable(),
     /** The current claim (claimed, running and what followed); null while pending. */
     claim: ClaimRecord.nullable(),

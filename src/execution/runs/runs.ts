@@ -141,7 +141,7 @@ export class RunService {
       }
       return { result: undefined };
     });
-    if (res?.value.state === "withdrawn" && res.value.candidate_seq !== null) await this.candidates.delete(res.value.candidate_seq);
+    if (res?.value.state === "withdrawn") await this.candidates.takeBack(res.value);
     return res?.value ?? null;
   }
 }

@@ -88,8 +88,8 @@ export class ToolCallService {
     // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
     const dispatched = await this.dispatcher.dispatch(assignmentId, { assignment: { value: record, revision: res.revision }, run: found });
-    // Not offered (the run ended first): nothing is left to watch. A candidate claimed before its
-    // sequence was recorded leaves `candidate_seq` empty too, but that claim may rely on this watch.
+    // Not offered (the run ended first): nothing is left to watch. Offered, its watch may be what a
+    // claim made soon after relies on.
     if (!dispatched || dispatched.state === "withdrawn") await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw new ToolgateError("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };

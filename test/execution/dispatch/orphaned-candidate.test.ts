@@ -28,24 +28,25 @@ describe("an orphaned candidate", () => {
     // past it. Made here by a consumer that first filtered it out, acknowledged a later one, and was
     // then widened to the scope's filter.
     const orphan = { ...candidate(10), generation: 0 };
-    const orphanSeq = (await js.publish(subjects.candidate(scope, "tasks"), encode(orphan), { msgID: "asg-10.0" })).seq;
+    const orphanSeq = (await js.publish(subjects.candidate(scope, "tasks", "asg-10"), encode(orphan), { msgID: "asg-10.0" })).seq;
     await jsm.consumers.add(STREAMS.candidates, {
       durable_name: candidateConsumer(scope),
-      filter_subject: subjects.candidate(scope, "other"),
+      filter_subject: subjects.candidate(scope, "other", "asg-11"),
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
     });
-    await js.publish(subjects.candidate(scope, "other"), encode({ ...candidate(11), binding_id: "other" }), { msgID: "asg-11.0" });
+    await js.publish(subjects.candidate(scope, "other", "asg-11"), encode({ ...candidate(11), binding_id: "other" }), { msgID: "asg-11.0" });
     for await (const m of await (await js.consumers.get(STREAMS.candidates, candidateConsumer(scope))).fetch({ max_messages: 1, expires: 2_000 }))
       await m.ackAck();
     await jsm.consumers.update(STREAMS.candidates, candidateConsumer(scope), { filter_subject: subjects.candidateFilter(scope) });
-    const laterSeq = (await js.publish(subjects.candidate(scope, "tasks"), encode(candidate(12)), { msgID: "asg-12.0" })).seq;
+    await js.publish(subjects.candidate(scope, "tasks", "asg-12"), encode(candidate(12)), { msgID: "asg-12.0" });
     expect(orphanSeq).toBeLessThanOrEqual((await jsm.consumers.info(STREAMS.candidates, candidateConsumer(scope))).ack_floor.stream_seq);
 
     const orphans = new CandidateQueue(js, jsm, { replicas: 1, ackWaitMs: 30_000 });
-    await expect(orphans.waiting(scope, orphanSeq)).resolves.toBe(false);
+    const of = (n: number) => ({ scope, binding_id: "tasks", assignment_id: `asg-${n}` });
+    await expect(orphans.waiting(of(10), 0)).resolves.toBe(false);
     await expect(jsm.streams.getMessage(STREAMS.candidates, { seq: orphanSeq })).resolves.toBeNull();
-    await expect(orphans.waiting(scope, laterSeq)).resolves.toBe(true);
+    await expect(orphans.waiting(of(12), 0)).resolves.toBe(true);
     // The next generation of the orphan's assignment is delivered.
     await orphans.publish(scope, { ...orphan, generation: 1 });
     const delivered: string[] = [];

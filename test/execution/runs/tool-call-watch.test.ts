@@ -15,9 +15,9 @@ import { startTestNats, type TestNats } from "../../helpers/nats.js";
 
 /**
  * The creation's watch is the one a claim made soon after relies on, so the creating request must
- * never take it back from an assignment that was offered. An executor can claim the candidate before
- * the request has recorded the candidate's sequence (it then stays empty on the record): here a claim
- * is written the moment the candidate is published, through real KV and a real candidate stream.
+ * never take it back from an assignment that was offered, even one an executor claimed before the
+ * request finished (the record then says `claimed` while the request still holds it `pending`): here
+ * a claim is written the moment the candidate is published, through real KV and a real candidate stream.
  */
 const SCOPE = "fast";
 const RUN = "run-fast";
@@ -48,6 +48,7 @@ describe("a tool call claimed before its creating request finished", () => {
   let nc: NatsConnection;
   let service: ToolCallService;
   let watches: VersionedStore<WatchEntry>;
+  let assignments: VersionedStore<AssignmentRecord>;
 
   beforeAll(async () => {
     nats = await startTestNats();
@@ -56,7 +57,7 @@ describe("a tool call claimed before its creating request finished", () => {
     await ensureStreams(jsm, loadDefinitions(), { replicas: 1 });
     const store = await executionStores(nc);
     const runs = await store("runs", RunRecord);
-    const assignments = await store("assignments", AssignmentRecord);
+    assignments = await store("assignments", AssignmentRecord);
     watches = await store("watch", WatchEntry);
     const watchlist = new Watchlist(watches);
     const candidates = new ClaimedOnPublish(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
@@ -89,7 +90,7 @@ describe("a tool call claimed before its creating request finished", () => {
   it("keeps the creation's watch: the claim relies on it for its lease and its holder", async () => {
     const { assignment, created } = await service.create(RUN, { tool_name: "fast.read", arguments: {} });
     expect(created).toBe(true);
-    expect(assignment).toMatchObject({ state: "claimed", candidate_seq: null });
+    expect((await assignments.get(assignment.assignment_id))?.value).toMatchObject({ state: "claimed", candidate_seq: null });
     const watch = await watches.get(assignment.assignment_id);
     expect(watch?.value).toEqual({ assignment_id: assignment.assignment_id, due_at: assignment.created_at + 10_000 });
   });
