@@ -5,6 +5,7 @@ import { Kvm } from "@nats-io/kv";
 import { Packr } from "msgpackr";
 import { JsonFloat, buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { executionStores } from "../../src/kv/buckets.js";
+import type { VersionedStore } from "../../src/kv/versioned-store.js";
 import { RunEventLog } from "../../src/execution/events/event-log.js";
 import { ProgressStore } from "../../src/execution/receipts/progress-store.js";
 import { ProjectionStore } from "../../src/execution/receipts/projection-store.js";
@@ -325,6 +326,25 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(await storedAssignment(id)).toEqual(stored);
   });
 
+  it("answers a redelivered final receipt as it was applied, even where a gateway remembers the assignment before it and the run ended since", async () => {
+    const runId = await newRun();
+    const grant = await runningCall(runId);
+    const store = await executionStores(nc);
+    // This processor's memory holds the assignment `running`: it read it before another gateway applied `completed`.
+    const remembering = (await store("assignments", AssignmentRecord)).withRevisionCache(16);
+    expect((await remembering.get(grant.assignment_id))?.value.state).toBe("running");
+    const processor = await processorOnSameBuckets(remembering);
+    const done = exec.receipt(grant, { kind: "completed", result: { late: false } });
+    expect((await exec.send(done)).status).toBe("recorded");
+    expect((await gw.http("POST", `/v1/runs/${runId}:cancel`)).status).toBe(200);
+    const stored = await storedAssignment(grant.assignment_id);
+    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: grant.assignment_id };
+    // The remembered `running` and the ended run would make it `late_ignored`: the verdict rests on a fresh read.
+    expect(await processor.process({ ...input, receipt: done, streamSeq: stored.final!.stream_seq })).toMatchObject({ status: "recorded", kind: "completed" });
+    expect(await indexed(done.receipt_id)).toBe(false);
+    expect(await storedAssignment(grant.assignment_id)).toEqual(stored);
+  });
+
   it("refuses a receipt id used by progress and then by a final receipt, or the other way, as a conflict", async () => {
     const runId = await newRun();
     const grant = await runningCall(runId);
@@ -461,9 +481,9 @@ describe("execution path: round trip over JetStream and HTTP", () => {
   }
 
   /** A receipt processor of the execution path's own parts, on the gateway's buckets. */
-  async function processorOnSameBuckets(): Promise<ReceiptProcessor> {
+  async function processorOnSameBuckets(ownAssignments?: VersionedStore<AssignmentRecord>): Promise<ReceiptProcessor> {
     const store = await executionStores(nc);
-    const assignments = await store("assignments", AssignmentRecord);
+    const assignments = ownAssignments ?? (await store("assignments", AssignmentRecord));
     const runs = await store("runs", RunRecord);
     const watchlist = new Watchlist(await store("watch", WatchEntry));
     const log = createLogger({ level: "silent" });

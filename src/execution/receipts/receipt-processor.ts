@@ -13,7 +13,7 @@ import { appliedEntry, replacing } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "../model/records.js";
 import type { RunLookup } from "../runs/run-lookup.js";
 import { runTakesWork } from "../model/run-states.js";
-import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
+import type { Recent, Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 import { BackgroundTasks } from "../tasks/background-tasks.js";
 
@@ -89,21 +89,31 @@ export class ReceiptProcessor {
     const [known, recent] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.recent(r.assignment_id)]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
     // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
-    const found = recent?.cached && !startsCompareAndSet(recent.value, r, known) ? await this.deps.assignments.get(r.assignment_id) : recent;
-    // A receipt the assignment applied is indexed by the assignment record itself.
-    const stored = known ?? (found && appliedEntry(found.value, r.receipt_id));
-    if (stored) return answer(await this.replay(stored, found?.value ?? null, input, digest));
-    if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
-    const a = found.value;
-    if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
-    const claim = provenClaim(a, r);
-    if (!claim) {
-      // Not indexed: a forger must not be able to squat the receipt id of the real holder. Logged (once) by the consumer.
-      return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
+    let found: Recent<AssignmentRecord> | Versioned<AssignmentRecord> | null =
+      recent?.cached && !startsCompareAndSet(recent.value, r, known) ? await this.deps.assignments.get(r.assignment_id) : recent;
+    let verdict: Verdict;
+    for (;;) {
+      // A receipt the assignment applied is indexed by the assignment record itself.
+      const stored = known ?? (found && appliedEntry(found.value, r.receipt_id));
+      if (stored) return answer(await this.replay(stored, found?.value ?? null, input, digest));
+      if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
+      const a = found.value;
+      if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
+      const claim = provenClaim(a, r);
+      if (!claim) {
+        // Not indexed: a forger must not be able to squat the receipt id of the real holder. Logged (once) by the consumer.
+        return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
+      }
+      const run = (await runRead.of(a))?.value ?? null;
+      // A remembered assignment decides nothing before the compare-and-set (the run ended, another
+      // claim holds it): a verdict reached there, a lost write's retry among them, rests on a fresh read.
+      if ("cached" in found && found.cached && !reachesCompareAndSet(a, run, claim, r)) {
+        found = await this.deps.assignments.get(r.assignment_id);
+        continue;
+      }
+      verdict = await this.apply(found, run, claim, input, digest);
+      break;
     }
-
-    const run = await runRead.of(a);
-    const verdict = await this.apply(found, run?.value ?? null, claim, input, digest);
     // The assignment indexes what its compare-and-set applied (now, or just before on another gateway); an entry for a conflicting body would hide it.
     const heldByAssignment = r.kind !== "progress" && (verdict.status === "recorded" || verdict.code === "receipt_conflict");
     if (heldByAssignment || verdict.status === "duplicate") return answer(verdict);
@@ -202,6 +212,16 @@ export class ReceiptProcessor {
 /** Whether a remembered assignment may decide `r`: a receipt not stored before, applied by compare-and-set, of a claim it holds. */
 function startsCompareAndSet(a: AssignmentRecord, r: Receipt, indexed: ReceiptIndexEntry | null): boolean {
   return indexed === null && r.kind !== "progress" && appliedEntry(a, r.receipt_id) === null && provenClaim(a, r) !== null;
+}
+
+/** Whether `apply` takes `r` to the assignment's compare-and-set (which decides on the current value) rather than answering before it. */
+function reachesCompareAndSet(a: AssignmentRecord, run: RunRecord | null, claim: ClaimRecord, r: Receipt): boolean {
+  return (
+    runTakesWork(a, run) &&
+    claim.token_sha256 === a.claim?.token_sha256 &&
+    r.kind !== "progress" &&
+    (r.kind !== "accepted" || r.argument_digest === a.argument_digest)
+  );
 }
 
 /** The claim the receipt proves (current or an earlier one), by executor and constant-time token comparison. */
