@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
+import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { EXECUTION_BUCKETS, EXECUTORS_BUCKET, kvStreamName, STREAMS } from "../streams/names.js";
 import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
@@ -86,43 +86,50 @@ async function readRegistry(jsm: JetStreamManager, scan: (stream: string, onMsg:
   return { keep: info.config.max_msgs_per_subject, revisions };
 }
 
-/** A scan that receives nothing for this long is stuck (a replica that cannot catch up): fail rather than report a partial history. */
+/** A scan that receives nothing for this long has stalled (a replica that cannot catch up, a consumer placed on a node just killed). */
 const SCAN_IDLE_MS = 30_000;
+
+/** Fresh consumers a stalled scan goes on with, each from the message after the last one read, before it fails. */
+const SCAN_RESUMES = 2;
 
 /**
  * Every message of a stream up to its last sequence at the start, in order, through an ordered
  * consumer (no durable state left behind). The end is the leader's last sequence, not the
  * consumer's pending count: on a cluster the consumer may read a replica that is still catching up
- * (after a node restart), whose pending count says 0 too early.
+ * (after a node restart), whose pending count says 0 too early. A stall goes on from where it was
+ * on a fresh consumer (right after a leader kill, one was seen to deliver nothing at all); a scan
+ * that keeps stalling fails rather than report a partial history.
  */
 async function scanStream(js: JetStreamClient, jsm: JetStreamManager, stream: string, onMsg: (m: JsMsg) => void, options: ReadOptions): Promise<void> {
   const { messages: total, last_seq: lastSeq } = (await jsm.streams.info(stream)).state;
   const every = options.progressEvery ?? 10_000;
   if (total === 0) return options.progress?.(stream, 0, 0);
-  const consumer = await js.consumers.get(stream);
-  const messages = await consumer.consume();
   let read = 0;
-  let idle: NodeJS.Timeout | undefined;
-  const stuck = () => {
-    clearTimeout(idle);
-    idle = setTimeout(() => void messages.close(), SCAN_IDLE_MS);
-  };
-  stuck();
   let seq = 0;
-  try {
-    for await (const m of messages) {
-      stuck();
-      onMsg(m);
-      read++;
-      seq = m.seq;
-      if (read % every === 0) options.progress?.(stream, read, total);
-      if (seq >= lastSeq) break;
+  for (let attempt = 0; attempt <= SCAN_RESUMES && seq < lastSeq; attempt++) {
+    const consumer = await js.consumers.get(stream, seq > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: seq + 1 } : {});
+    const messages = await consumer.consume();
+    let idle: NodeJS.Timeout | undefined;
+    const stuck = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => void messages.close(), SCAN_IDLE_MS);
+    };
+    stuck();
+    try {
+      for await (const m of messages) {
+        stuck();
+        onMsg(m);
+        read++;
+        seq = m.seq;
+        if (read % every === 0) options.progress?.(stream, read, total);
+        if (seq >= lastSeq) break;
+      }
+    } finally {
+      clearTimeout(idle);
+      await messages.close();
     }
-  } finally {
-    clearTimeout(idle);
-    await messages.close();
   }
-  if (seq < lastSeq) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}`);
+  if (seq < lastSeq) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}, ${SCAN_RESUMES + 1} times`);
   options.progress?.(stream, read, total);
 }
 
