@@ -6,6 +6,9 @@ import { Candidate } from "../../wire/messages.js";
 import { subjects } from "../../wire/subjects.js";
 import { candidateConsumer, STREAMS } from "../../streams/names.js";
 
+/** Candidates of one assignment taken back at most (one per generation offered; a generation is offered once). */
+const TAKE_BACK_MAX = 4;
+
 /** Which assignment's candidate: its subject is `tg.cand.<scope>.<binding>.<assignment>`. */
 export interface CandidateOf {
   readonly scope: string;
@@ -92,11 +95,17 @@ export class CandidateQueue {
   }
 
   /**
-   * Takes back every candidate of a withdrawn assignment (a purge of its subject; one already pulled
-   * and acknowledged is simply gone), and the one an earlier version recorded by sequence.
+   * Takes back the candidates of a withdrawn assignment still in the stream (one already pulled and
+   * acknowledged is simply gone), and the one an earlier version recorded by sequence. Each is
+   * deleted by its sequence, not purged by subject: a filtered purge moves the consumers' ack floor
+   * on nats-server 2.9, past candidates of other assignments still waiting.
    */
   async takeBack(of: CandidateOf): Promise<void> {
-    await this.jsm.streams.purge(STREAMS.candidates, { filter: subjects.candidate(of.scope, of.binding_id, of.assignment_id) });
+    for (let left = TAKE_BACK_MAX; left > 0; left--) {
+      const found = await this.find(of);
+      if (!found) break;
+      await this.delete(found.seq);
+    }
     if (of.candidate_seq != null) await this.delete(of.candidate_seq);
   }
 
