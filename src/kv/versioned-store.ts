@@ -104,11 +104,19 @@ export class VersionedStore<T> {
   /**
    * The value this process last wrote or read (`cached`), else a fresh read. A cached value can be
    * stale: hand it to `mutate` as `known` (a stale revision fails the compare-and-set, which then
-   * reads again), and read afresh with `get` before refusing anything on its account.
+   * reads again), and let `trust` say which remembered values may be acted on: any other is read
+   * afresh (see `confirm`), so nothing is refused or decided on a stale one.
    */
-  async recent(key: string): Promise<Recent<T> | null> {
+  async recent(key: string, trust?: (value: T) => boolean): Promise<Recent<T> | null> {
     const kept = this.cache?.get(key);
-    if (kept) return { ...kept, cached: true };
+    if (kept) return trust ? this.confirm(key, { ...kept, cached: true }, trust) : { ...kept, cached: true };
+    const read = await this.get(key);
+    return read && { ...read, cached: false };
+  }
+
+  /** `entry` as `recent` gave it, read afresh when it was remembered and `trust` does not take it. */
+  async confirm(key: string, entry: Recent<T> | null, trust: (value: T) => boolean): Promise<Recent<T> | null> {
+    if (!entry?.cached || trust(entry.value)) return entry;
     const read = await this.get(key);
     return read && { ...read, cached: false };
   }

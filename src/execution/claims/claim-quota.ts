@@ -150,12 +150,7 @@ export class ClaimQuota {
   private async ended(executorId: string, held: readonly HeldClaim[]): Promise<Set<string>> {
     const now = this.now();
     // A remembered terminal state is final, whatever its generation: only the others are read afresh.
-    const found = await Promise.all(
-      held.map(async (e) => {
-        const recent = await this.assignments.recent(e.assignment_id);
-        return recent?.cached && !isTerminalAssignmentState(recent.value.state) ? this.assignments.get(e.assignment_id) : recent;
-      }),
-    );
+    const found = await Promise.all(held.map((e) => this.assignments.recent(e.assignment_id, (a) => isTerminalAssignmentState(a.state))));
     const ended = new Set<string>();
     held.forEach((e, i) => {
       const a = found[i]?.value;

@@ -58,18 +58,17 @@ export class ClaimService {
     const { scope } = origin;
     // Independent reads, all needed by every claim that can succeed: read together.
     const runRead = this.runs.start(req.assignment_id, { recent: true });
-    const [registered, online, recent, holdings] = await Promise.all([
+    // What this process remembers of the assignment (it made or offered it, say) only starts the
+    // compare-and-set below; a remembered state that would refuse the claim is read afresh first.
+    const [registered, online, found, holdings] = await Promise.all([
       this.registry.get(req.executor_id),
       this.presence.online(scope, req.executor_id),
-      this.assignments.recent(req.assignment_id),
+      this.assignments.recent(req.assignment_id, (a) => offered(a, req.generation)),
       this.quota.read(scope, req.executor_id),
     ]);
     const unadmitted = admissionRefusal(registered, origin, []);
     if (unadmitted) return refused(unadmitted.code, unadmitted.reason);
     if (!online) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
-    // What this process remembers of the assignment (it made or offered it, say) only starts the
-    // compare-and-set below; a remembered state that would refuse the claim is read afresh first.
-    const found = recent?.cached && !offered(recent.value, req.generation) ? await this.assignments.get(req.assignment_id) : recent;
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
     if (a.scope !== scope) return refused("out_of_scope", `binding '${a.binding_id}' is not served in scope '${scope}'`);
@@ -78,9 +77,8 @@ export class ClaimService {
     // A state the run's end put it in answers for itself (`withdrawn`, `claim_revoked`), before the run does.
     const ended = REFUSAL_BY_STATE[a.state];
     if (ended) return refused(ended, `assignment is ${a.state}`);
-    const seen = await runRead.of(a);
     // A remembered run that would refuse the claim is read afresh first.
-    const run = seen?.cached && !runTakesWork(a, seen.value) ? await this.runs.fresh(a.run_id) : seen;
+    const run = await runRead.of(a, (remembered) => runTakesWork(a, remembered));
     if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
     if (!offered(a, req.generation)) return this.lost(a, req);

@@ -13,7 +13,7 @@ import { appliedEntry, replacing } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "../model/records.js";
 import type { RunLookup } from "../runs/run-lookup.js";
 import { runTakesWork } from "../model/run-states.js";
-import type { Recent, Versioned, VersionedStore } from "../../kv/versioned-store.js";
+import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 import { BackgroundTasks } from "../tasks/background-tasks.js";
 
@@ -89,8 +89,7 @@ export class ReceiptProcessor {
     const [known, recent] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.recent(r.assignment_id)]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
     // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
-    let found: Recent<AssignmentRecord> | Versioned<AssignmentRecord> | null =
-      recent?.cached && !startsCompareAndSet(recent.value, r, known) ? await this.deps.assignments.get(r.assignment_id) : recent;
+    let found = await this.deps.assignments.confirm(r.assignment_id, recent, (a) => startsCompareAndSet(a, r, known));
     let verdict: Verdict;
     for (;;) {
       // A receipt the assignment applied is indexed by the assignment record itself.
@@ -107,8 +106,9 @@ export class ReceiptProcessor {
       const run = (await runRead.of(a))?.value ?? null;
       // A remembered assignment decides nothing before the compare-and-set (the run ended, another
       // claim holds it): a verdict reached there, a lost write's retry among them, rests on a fresh read.
-      if ("cached" in found && found.cached && !reachesCompareAndSet(a, run, claim, r)) {
-        found = await this.deps.assignments.get(r.assignment_id);
+      const confirmed = await this.deps.assignments.confirm(r.assignment_id, found, (remembered) => reachesCompareAndSet(remembered, run, claim, r));
+      if (confirmed !== found) {
+        found = confirmed;
         continue;
       }
       verdict = await this.apply(found, run, claim, input, digest);

@@ -1,11 +1,14 @@
 import type { RunRecord } from "../model/records.js";
 import { Remembered } from "../../kv/remembered.js";
-import type { Recent, Versioned, VersionedStore } from "../../kv/versioned-store.js";
+import type { Recent, VersionedStore } from "../../kv/versioned-store.js";
 
 /** A run read started before its assignment was read, and how to get the run of that assignment. */
 export interface RunRead {
-  /** The run of `assignment`: the early read when it was of that run, another read otherwise. */
-  of(assignment: { assignment_id: string; run_id: string }): Promise<Recent<RunRecord> | null>;
+  /**
+   * The run of `assignment`: the early read when it was of that run, another read otherwise. A run
+   * remembered (`recent`) that `trust` does not take is read afresh.
+   */
+  of(assignment: { assignment_id: string; run_id: string }, trust?: (run: RunRecord) => boolean): Promise<Recent<RunRecord> | null>;
 }
 
 /** Enough for every assignment of a busy gateway's last hours; a forgotten one costs one sequential read. */
@@ -31,11 +34,6 @@ export class RunLookup {
     this.runOfAssignment = new Remembered(capacity);
   }
 
-  /** The run as it stands on the server. */
-  fresh(runId: string): Promise<Versioned<RunRecord> | null> {
-    return this.runs.get(runId);
-  }
-
   remember(assignmentId: string, runId: string): void {
     this.runOfAssignment.remember(assignmentId, runId);
   }
@@ -49,9 +47,10 @@ export class RunLookup {
     // The caller may return before asking for it (an offline executor, say): never an unhandled rejection.
     early?.catch(() => undefined);
     return {
-      of: (assignment) => {
+      of: async (assignment, trust) => {
         this.remember(assignment.assignment_id, assignment.run_id);
-        return early && knownRunId === assignment.run_id ? early : read(assignment.run_id);
+        const run = await (early && knownRunId === assignment.run_id ? early : read(assignment.run_id));
+        return trust ? this.runs.confirm(assignment.run_id, run, trust) : run;
       },
     };
   }

@@ -44,8 +44,7 @@ export class ToolCallService {
   async create(runId: string, req: ToolCallRequest): Promise<{ assignment: AssignmentRecord; created: boolean }> {
     // The run as this process last saw it, read afresh when it would refuse the call: a stale one only
     // starts the compare-and-set that lists the call, which refuses it once the run has ended.
-    const seen = await this.runs.recent(runId);
-    const found = seen?.cached && seen.value.state !== "active" ? await this.runs.get(runId) : seen;
+    const found = await this.runs.recent(runId, (run) => run.state === "active");
     if (!found) throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
     const run = found.value;
     if (run.state !== "active") throw new ToolgateError("run_terminated", `run '${runId}' is ${run.state}: it takes no more tool calls`);
