@@ -377,10 +377,12 @@ function checkProgress(h: StoredHistory, known: Known, add: Add): void {
 }
 
 /**
- * A terminated run stays as it ended. The run's KV entry is stamped by the server when its end was
- * written (nothing writes a run after that), and receipts by the server when they were stored: a
- * receipt stored after the end must never be recorded. A receipt stored before and processed while
- * the run was ending is ordered by the assignment's compare-and-set and is not a violation.
+ * A terminated run stays as it ended. The run's KV entry is stamped by the server when its terminal
+ * state was written (the last of its end's writes: the end is recorded on the active run first, its
+ * calls are settled, then the run is made terminal), and receipts by the server when they were
+ * stored: a receipt stored after the terminal write must never be recorded. A receipt stored before
+ * and processed while the run was ending is ordered by the assignment's compare-and-set (the end's
+ * settling is one) and is not a violation.
  */
 function checkRunEnd(
   run: Stamped<RunRecord>,
@@ -392,6 +394,9 @@ function checkRunEnd(
   const r = run.value;
   if ((r.state === "active") !== (r.ended_at === null))
     add({ rule: "run_end_inconsistent", message: `run is ${r.state} with ended_at ${r.ended_at}`, run_id: r.run_id });
+  // The write that makes a run terminal removes its `ending`: a terminal run still marked so was never finished by it.
+  if (r.state !== "active" && r.ending)
+    add({ rule: "run_end_inconsistent", message: `run is ${r.state} and still marked ending by '${r.ending.event}'`, run_id: r.run_id });
   if (r.state === "active" || r.ended_at === null) return;
   for (const id of r.assignment_ids) {
     const a = assignments.get(id);

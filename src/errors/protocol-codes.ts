@@ -47,7 +47,7 @@ export const REFUSAL_CODES = {
     meaning: "the executor holds `TOOLGATE_MAX_CLAIMS_PER_EXECUTOR` claims, or the claim took too long to be made",
     action: "release the candidate and claim again later",
   },
-  claim_revoked: { in: ["claim", "receipt"], meaning: "the claim was revoked (the run was cancelled before `accepted`)", action: "do not start" },
+  claim_revoked: { in: ["claim"], meaning: "the claim was revoked (the run was cancelled before `accepted`)", action: "do not start" },
   lease_expired: {
     in: ["receipt"],
     meaning: "the claim's lease ran out; the assignment went back to the candidates",

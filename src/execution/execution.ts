@@ -54,7 +54,7 @@ export interface ExecutionOptions {
   leaseMs: number;
   /** How often this process's lease sweeper runs. */
   sweepIntervalMs: number;
-  /** After this long a sweeper finishes a tool call creation whose request died half-way. */
+  /** After this long a sweeper finishes what a request left half-way when its process died: a tool call's creation, a run's end. */
   dispatchGraceMs: number;
   /** How long an executor may hold a pulled candidate before it is redelivered to another. */
   candidateAckWaitMs: number;
@@ -118,7 +118,7 @@ const ASSIGNMENTS_REMEMBERED = 4_096;
 
 /**
  * Runs whose last written or read revision this process keeps: a tool call's creation and its claim
- * start from it; its receipts always read the run fresh (a late receipt never revives an ended run).
+ * start from it. Receipts read no run: its end reaches each assignment before the run is terminal.
  */
 const RUNS_REMEMBERED = 1_024;
 
@@ -192,7 +192,7 @@ export async function startExecution(deps: {
   );
   const projections = new ProjectionStore(projectionStore, receiptLog);
   const tasks = new BackgroundTasks(runStore, assignmentStore, watchlist, log);
-  const processor = new ReceiptProcessor({ runs: runLookup, assignments: assignmentStore, index, progress, events, projections, watchlist, tasks, log });
+  const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, events, projections, watchlist, tasks, log });
   const taskCancel = new TaskCancelService(assignmentStore, control);
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 
@@ -244,12 +244,13 @@ export async function startExecution(deps: {
   await consumer.start();
   const requests = new ControlRequestConsumer(js, taskCancel, compensation, log);
   await requests.start();
-  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, presence, detacher, tasks, log, options.sweepIntervalMs);
+  const runs = new RunService(runStore, assignmentStore, candidates, config, control, watchlist, options.dispatchGraceMs, log);
+  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, presence, detacher, tasks, runs, log, options.sweepIntervalMs);
   sweeper.start();
 
   return {
     options,
-    runs: new RunService(runStore, assignmentStore, candidates, config, control, log),
+    runs,
     toolCalls: new ToolCallService(runStore, assignmentStore, config, dispatcher, watchlist),
     history: new HistoryReader(assignmentStore, projections, progress),
     events,

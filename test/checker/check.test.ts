@@ -254,6 +254,26 @@ describe("history checker on crafted records", () => {
     expect(rulesOf(h)).toContain("run_end_inconsistent");
   });
 
+  it("a run's end in three steps: recorded while active, its calls settled, then terminal", () => {
+    const { h } = history(2);
+    const run = h.runs[0]!;
+    // Being ended: still active, no ended_at; every call's receipts are ordered by their own compare-and-set.
+    run.value = { ...run.value, ending: { event: "cancel", at: T0 + 102 } };
+    expect(rulesOf(h)).toEqual([]);
+    // Terminal once a-1's final receipt (stored at T0 + 103, while the run was ending) was applied: not late.
+    const { ending: _ending, ...rest } = run.value;
+    run.value = { ...rest, state: "cancelled", ended_at: T0 + 104 };
+    run.storedAt = T0 + 104;
+    expect(rulesOf(h)).toEqual([]);
+    // Terminal before that receipt was stored, and it was applied all the same: the end was revived.
+    run.storedAt = T0 + 102;
+    expect(rulesOf(h)).toEqual(["receipt_applied_after_run_end"]);
+    // A terminal run still marked ending: its last write did not finish the end.
+    run.storedAt = T0 + 104;
+    run.value = { ...run.value, ending: { event: "cancel", at: T0 + 102 } };
+    expect(rulesOf(h)).toEqual(["run_end_inconsistent"]);
+  });
+
   it("late receipts after the end are fine when they were not recorded", () => {
     const { h } = history(1);
     const run = h.runs[0]!;

@@ -11,7 +11,6 @@ import { ProgressStore } from "../../src/execution/receipts/progress-store.js";
 import { ProjectionStore } from "../../src/execution/receipts/projection-store.js";
 import { ReceiptIndex } from "../../src/execution/receipts/receipt-index.js";
 import { ReceiptLog } from "../../src/execution/receipts/receipt-log.js";
-import { RunLookup } from "../../src/execution/runs/run-lookup.js";
 import { BackgroundTasks } from "../../src/execution/tasks/background-tasks.js";
 import { ReceiptProcessor } from "../../src/execution/receipts/receipt-processor.js";
 import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "../../src/execution/model/records.js";
@@ -430,14 +429,16 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(await exec.claim(pendingId, 0)).toMatchObject({ status: "refused", code: "withdrawn" });
   });
 
-  it("keeps a completed run terminated: late receipts are late_ignored", async () => {
+  it("keeps a completed run terminated: a call that settled itself answers later receipts by its own state", async () => {
     const runId = await newRun();
     const grant = await runningCall(runId);
     expect((await exec.send(exec.receipt(grant, { kind: "completed", result: { ok: 1 } }))).status).toBe("recorded");
     expect((await gw.http("POST", `/v1/runs/${runId}:complete`)).body.state).toBe("completed");
     expect((await gw.http("POST", `/v1/runs/${runId}:complete`)).status).toBe(200);
-    expect(await exec.send(exec.receipt(grant, { kind: "failed", error: { code: "late", message: "too late" } }))).toMatchObject({ status: "late_ignored" });
-    expect(await exec.send(exec.receipt(grant, { kind: "completed", result: { ok: 2 } }))).toMatchObject({ status: "late_ignored" });
+    // No run is read for a receipt: the completed call refuses another final receipt, as it would in an active run.
+    const refused = { status: "rejected", code: "illegal_transition" };
+    expect(await exec.send(exec.receipt(grant, { kind: "failed", error: { code: "late", message: "too late" } }))).toMatchObject(refused);
+    expect(await exec.send(exec.receipt(grant, { kind: "completed", result: { ok: 2 } }))).toMatchObject(refused);
     const history = (await gw.http("GET", `/v1/runs/${runId}/history`)).body;
     expect(history.state).toBe("completed");
     expect(history.tool_calls[0]).toMatchObject({ state: "completed", context_preview: { result: { ok: 1 } } });
@@ -488,7 +489,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const watchlist = new Watchlist(await store("watch", WatchEntry));
     const log = createLogger({ level: "silent" });
     return new ReceiptProcessor({
-      runs: new RunLookup(runs),
+      runs,
       assignments,
       index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
       progress: new ProgressStore(await store("progress", ProgressEntry)),

@@ -57,7 +57,7 @@ export class ClaimService {
   async claim(origin: RequestOrigin, req: ClaimRequest): Promise<ClaimReply> {
     const { scope } = origin;
     // Independent reads, all needed by every claim that can succeed: read together.
-    const runRead = this.runs.start(req.assignment_id, { recent: true });
+    const runRead = this.runs.start(req.assignment_id);
     // What this process remembers of the assignment (it made or offered it, say) only starts the
     // compare-and-set below; a remembered state that would refuse the claim is read afresh first.
     const [registered, online, found, holdings] = await Promise.all([

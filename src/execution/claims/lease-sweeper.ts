@@ -4,19 +4,29 @@ import type { CandidateQueue } from "../dispatch/candidate-queue.js";
 import type { ExecutorDetacher } from "../operations/executor-detach.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
 import type { PresenceService } from "./presence.js";
-import type { AssignmentRecord, WatchEntry } from "../model/records.js";
+import type { AssignmentRecord, AssignmentWatch, RunEndWatch, RunRecord } from "../model/records.js";
+import { runIsOpen } from "../model/run-states.js";
 import { requeued } from "../dispatch/requeue.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 import type { BackgroundTasks } from "../tasks/background-tasks.js";
 
-/** How long past its time the watch of a creation whose assignment never appeared is kept. */
-const MISSING_ASSIGNMENT_KEPT_MS = 60_000;
+/**
+ * How long past its time a watch is kept whose step never showed: a creation whose assignment never
+ * appeared, a run's end never recorded (the request that wrote it died first, or is merely slow).
+ */
+const UNSEEN_STEP_KEPT_MS = 60_000;
+
+/** What the sweeper asks of the runs: to finish an end whose process died (`RunService.finishEnd`). */
+export interface RunEnds {
+  finishEnd(runId: string): Promise<RunRecord | null>;
+}
 
 /**
  * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
  * past their lease (back to the candidates with generation + 1), finishes creations a crash left
- * undispatched, and detaches confirmed work whose executor's presence lapsed. There is no timer per assignment that dies with its process, and concurrent sweepers
+ * undispatched, detaches confirmed work whose executor's presence lapsed, and finishes runs' ends
+ * whose process died. There is no timer per assignment that dies with its process, and concurrent sweepers
  * are safe: each step is a compare-and-set or idempotent.
  */
 export class LeaseSweeper {
@@ -31,6 +41,7 @@ export class LeaseSweeper {
     private readonly presence: PresenceService,
     private readonly detacher: ExecutorDetacher,
     private readonly tasks: BackgroundTasks,
+    private readonly runEnds: RunEnds,
     private readonly log: Logger,
     private readonly intervalMs: number,
     private readonly now: () => number = Date.now,
@@ -53,13 +64,20 @@ export class LeaseSweeper {
 
   async sweepOnce(): Promise<void> {
     for (const { entry, revision } of await this.watchlist.due(this.now())) {
-      const settled = await this.settle(entry);
-      if (settled) await this.watchlist.unwatch(entry.assignment_id, revision);
+      if ("run_id" in entry) {
+        if (await this.finishRunEnd(entry)) await this.watchlist.unwatchRunEnd(entry.run_id, revision);
+      } else if (await this.settle(entry)) await this.watchlist.unwatch(entry.assignment_id, revision);
     }
   }
 
+  /** Finishes a run's end its process left half done; true when it needs no more watching. */
+  private async finishRunEnd(entry: RunEndWatch): Promise<boolean> {
+    const run = await this.runEnds.finishEnd(entry.run_id);
+    return !run || !runIsOpen(run) || this.now() - entry.due_at >= UNSEEN_STEP_KEPT_MS;
+  }
+
   /** Brings one watched assignment forward; true when it needs no more watching. */
-  private async settle(entry: WatchEntry): Promise<boolean> {
+  private async settle(entry: AssignmentWatch): Promise<boolean> {
     const assignmentId = entry.assignment_id;
     const expired = await this.assignments.mutate(assignmentId, (a) => {
       const next = a.claim && a.claim.lease_expires_at <= this.now() ? requeued(a, "expire_lease", this.now()) : undefined;
@@ -68,7 +86,7 @@ export class LeaseSweeper {
     // No assignment (yet): the creation that wrote the watch died, or is still writing it. Its watch
     // is the only one the assignment will have until its first claim relies on it, so it is kept a
     // while past its time rather than removed under a creation that is merely slow.
-    if (!expired) return this.now() - entry.due_at >= MISSING_ASSIGNMENT_KEPT_MS;
+    if (!expired) return this.now() - entry.due_at >= UNSEEN_STEP_KEPT_MS;
     if (expired.result)
       this.log.info({ assignment_id: assignmentId, generation: expired.value.generation }, "unconfirmed claim expired; back to the candidates");
     const a = expired.value;

@@ -7,11 +7,14 @@ import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
  */
 const MAX_PURGED_PER_LISTING = 1_000;
 
+/** The key of a run's end watch: apart from every assignment's (keyed by its id, which has no dot). */
+const runEndKey = (runId: string): string => `end.${runId}`;
+
 /**
- * Assignments the lease sweeper must look at: written *before* the step that might be left half
- * done (creating an assignment, claiming it), so a process dying right after still leaves a trace.
- * An entry is only ever removed at the revision it was read at, so a newer watch (a claim's lease)
- * is never lost to an older one's clean-up.
+ * Assignments the lease sweeper must look at, and ends of runs it must finish: written *before*
+ * the step that might be left half done (creating an assignment, claiming it, ending a run), so a
+ * process dying right after still leaves a trace. An entry is only ever removed at the revision it
+ * was read at, so a newer watch (a claim's lease) is never lost to an older one's clean-up.
  */
 export class Watchlist {
   private purging: Promise<void> | undefined;
@@ -28,6 +31,16 @@ export class Watchlist {
     await this.store.removeAt(assignmentId, revision);
   }
 
+  /** Watch the end of `runId` from `dueAt` on: a sweeper finishes it then if it is not finished; returns the revision to remove it at. */
+  watchRunEnd(runId: string, dueAt: number): Promise<number> {
+    return this.store.put(runEndKey(runId), { run_id: runId, due_at: dueAt });
+  }
+
+  /** Stops watching the end of `runId` unless another end of it watched it since `revision`. */
+  async unwatchRunEnd(runId: string, revision: number): Promise<void> {
+    await this.store.removeAt(runEndKey(runId), revision);
+  }
+
   /**
    * Stops watching a settled assignment, whatever its watch: nothing can need one any more (a claim
    * racing the settlement fails its compare-and-set), so the watch is removed without reading it,
@@ -39,7 +52,7 @@ export class Watchlist {
 
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
   async watchedIds(): Promise<string[]> {
-    return (await this.live()).map((e) => e.value.assignment_id);
+    return (await this.live()).flatMap((e) => ("assignment_id" in e.value ? [e.value.assignment_id] : []));
   }
 
   /** Watches whose time has come, with the revision each was read at. */

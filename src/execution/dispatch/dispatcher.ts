@@ -1,11 +1,12 @@
 import { nextAssignmentState } from "../model/assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { AssignmentRecord, RunRecord } from "../model/records.js";
+import { runIsOpen } from "../model/run-states.js";
 import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 
 /**
- * Puts a pending assignment in front of executors: lists it on its run (refused once the run ended,
+ * Puts a pending assignment in front of executors: lists it on its run (refused once the run's end is recorded,
  * which withdraws it instead) and publishes the candidate of its current generation. Every step is
  * idempotent, so the request that created the assignment and any sweeper finishing a half-done
  * creation or returning an expired claim can all call it, in any number and order.
@@ -40,7 +41,8 @@ export class Dispatcher {
         a.run_id,
         (run) => {
           if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
-          if (run.state !== "active") return { result: "run_ended" as const };
+          // Its end recorded, the run's list is fixed: the end settles exactly the assignments listed.
+          if (!runIsOpen(run)) return { result: "run_ended" as const };
           return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
         },
         known?.run,

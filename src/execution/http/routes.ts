@@ -4,7 +4,7 @@ import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
-import { RunRecord, TaskResult } from "../model/records.js";
+import { RunEnding, RunRecord, TaskResult } from "../model/records.js";
 import { ToolCallRequest } from "../runs/tool-calls.js";
 import { RUN_STATES } from "../model/run-states.js";
 import { viewSchemas } from "../runs/views.js";
@@ -14,6 +14,9 @@ const RunSchema = RunRecord.extend({
   assignment_ids: RunRecord.shape.assignment_ids.describe("Every tool call of the run, in creation order"),
   task_results: z.array(TaskResult.extend({ at: HttpTimestamp })).optional(),
   created_at: HttpTimestamp,
+  ending: RunEnding.extend({ at: HttpTimestamp })
+    .optional()
+    .describe("Only while the run is being ended (state still active): the end asked for; it takes no more tool calls. Gone once it is completed or cancelled"),
   ended_at: HttpTimestamp.nullable(),
 }).meta({ id: "Run" });
 

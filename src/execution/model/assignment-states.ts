@@ -154,6 +154,13 @@ export function isTerminalAssignmentState(state: AssignmentState): boolean {
 /** What the end of a run does to each of its assignments (withdraw, revoke, abandon, or nothing). */
 export const RUN_END_EVENTS: readonly AssignmentEvent[] = ["withdraw", "revoke", "abandon"];
 
+/** The states only a run's end leads to: an assignment in one tells by itself that its run has ended. */
+const RUN_END_STATES: ReadonlySet<AssignmentState> = new Set(ASSIGNMENT_TRANSITIONS.filter((t) => RUN_END_EVENTS.includes(t.event)).map((t) => t.to));
+
+export function isRunEndState(state: AssignmentState): boolean {
+  return RUN_END_STATES.has(state);
+}
+
 /** The Markdown table `docs/protocol.md` carries (a test checks the doc against it). */
 export function renderAssignmentTable(): string {
   const rows = ASSIGNMENT_TRANSITIONS.map((t) => `| \`${t.from}\` | \`${t.event}\` | \`${t.to}\` | ${t.why} |`);

@@ -3,7 +3,7 @@ import { contextPreviewSchema } from "../../budget/index.js";
 import { ReceiptKind, ReceiptStatus, RefusalCode, TaskSubmission } from "../../wire/messages.js";
 import { ErrorBody, Id, Millis, Reason, Sha256Hex, ToolKind } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "./assignment-states.js";
-import { RUN_STATES } from "./run-states.js";
+import { RUN_EVENTS, RUN_STATES } from "./run-states.js";
 
 /**
  * The records the execution path keeps in JetStream KV (msgpack, validated on every read).
@@ -80,6 +80,16 @@ export const TaskCancelRequest = z.object({ requested_at: Millis, reason: z.stri
 /** Who settled a `reconciliation_required` assignment over HTTP, and when. */
 export const OperatorSettled = z.object({ operator: z.string(), at: Millis }).strict();
 
+/** The end recorded on a run that is still `active` while its assignments are settled (see `RunEndStatus`). */
+export const RunEnding = z
+  .object({
+    event: z.enum(RUN_EVENTS),
+    /** When the end was asked for; `ended_at` is when the run became terminal. */
+    at: Millis,
+  })
+  .strict();
+export type RunEnding = z.infer<typeof RunEnding>;
+
 export const RunRecord = z
   .object({
     run_id: Id,
@@ -95,6 +105,12 @@ export const RunRecord = z
     /** Outcomes of background tasks, each its own history entry in arrival order (`src/execution/tasks/`); absent until the first. */
     task_results: z.array(TaskResult).optional(),
     created_at: Millis,
+    /**
+     * Set while the run is being ended, removed by the write that makes it terminal: a run whose end
+     * was recorded takes no more tool calls or claims. Absent from every other run (and from records
+     * of earlier versions), so a terminal record keeps the shape an earlier release reads.
+     */
+    ending: RunEnding.optional(),
     ended_at: Millis.nullable(),
   })
   .strict();
@@ -213,7 +229,14 @@ export const PresenceRecord = z
 export type PresenceRecord = z.infer<typeof PresenceRecord>;
 
 /** A sweeper watch: this assignment needs looking at once `due_at` has passed. */
-export const WatchEntry = z.object({ assignment_id: Id, due_at: Millis }).strict();
+export const AssignmentWatch = z.object({ assignment_id: Id, due_at: Millis }).strict();
+export type AssignmentWatch = z.infer<typeof AssignmentWatch>;
+
+/** A sweeper watch over a run's end: written before the end is recorded, removed once it is finished. */
+export const RunEndWatch = z.object({ run_id: Id, due_at: Millis }).strict();
+export type RunEndWatch = z.infer<typeof RunEndWatch>;
+
+export const WatchEntry = z.union([AssignmentWatch, RunEndWatch]);
 export type WatchEntry = z.infer<typeof WatchEntry>;
 
 /** The context projection of a completed assignment: computed once, create-only, served forever. */

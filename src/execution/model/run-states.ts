@@ -1,9 +1,14 @@
-/** The run state machine: `active` until the runtime completes or cancels it; both ends are final. */
+/**
+ * The run state machine: `active` until the runtime completes or cancels it; both ends are final.
+ * An end is recorded on the active run first (`ending`) and made terminal once its assignments are
+ * settled (`RunService.end`).
+ */
 
 export const RUN_STATES = ["active", "completed", "cancelled"] as const;
 export type RunState = (typeof RUN_STATES)[number];
 
-export type RunEvent = "complete" | "cancel";
+export const RUN_EVENTS = ["complete", "cancel"] as const;
+export type RunEvent = (typeof RUN_EVENTS)[number];
 
 const RUN_TRANSITIONS: Readonly<Record<RunEvent, { from: RunState; to: RunState }>> = {
   complete: { from: "active", to: "completed" },
@@ -15,7 +20,7 @@ export function nextRunState(state: RunState, event: RunEvent): RunState | undef
   return edge.from === state ? edge.to : undefined;
 }
 
-/** The state `event` ends a run in (to tell an idempotent repeat from a conflicting end). */
+/** The state `event` ends a run in. */
 export function runEventTarget(event: RunEvent): RunState {
   return RUN_TRANSITIONS[event].to;
 }
@@ -28,9 +33,31 @@ export function renderRunTable(): string {
 }
 
 /**
- * Whether work on `assignment` may still be claimed and reported: while its run is active, and
+ * A run being ended: its end is recorded (`ending`, the event that won) while it is still `active`,
+ * then every listed assignment is settled, and only then is it written `completed` / `cancelled`.
+ * From the moment `ending` is recorded the run takes no more tool calls and no more claims, so its
+ * list of assignments is fixed; once it is terminal, each of them already carries the end.
+ */
+export interface RunEndStatus {
+  state: RunState;
+  ending?: { event: RunEvent } | undefined;
+}
+
+/** Whether the run still takes tool calls and claims: active, and no end recorded. */
+export function runIsOpen(run: RunEndStatus): boolean {
+  return run.state === "active" && run.ending === undefined;
+}
+
+/** The event that ends (or ended) the run, once one is recorded; the first recorded wins. */
+export function runEndEvent(run: RunEndStatus): RunEvent | undefined {
+  if (run.ending) return run.ending.event;
+  return RUN_EVENTS.find((event) => runEventTarget(event) === run.state);
+}
+
+/**
+ * Whether work on `assignment` may still be claimed and reported: while its run is open, and
  * always for a compensation (its own operation, asked for after the fact, often after the run ended).
  */
-export function runTakesWork(assignment: { compensates: string | null }, run: { state: RunState } | null): boolean {
-  return assignment.compensates !== null || run?.state === "active";
+export function runTakesWork(assignment: { compensates: string | null }, run: RunEndStatus | null): boolean {
+  return assignment.compensates !== null || (run !== null && runIsOpen(run));
 }

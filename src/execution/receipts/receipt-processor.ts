@@ -2,7 +2,7 @@ import { CanonicalJsonError } from "../../budget/index.js";
 import type { Logger } from "../../log/logger.js";
 import { receiptBodyDigest } from "../../wire/digest.js";
 import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../../wire/messages.js";
-import { nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
+import { isRunEndState, nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
 import { claimTokenMatches } from "../claims/claim-token.js";
 import type { RunEventLog } from "../events/event-log.js";
 import type { ProgressStore } from "./progress-store.js";
@@ -11,7 +11,6 @@ import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
 import { appliedEntry, replacing } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "../model/records.js";
-import type { RunLookup } from "../runs/run-lookup.js";
 import { runTakesWork } from "../model/run-states.js";
 import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
@@ -45,14 +44,19 @@ const RECORDED: Verdict = { status: "recorded" };
 
 /**
  * Decides and applies one receipt: proof of the claim (token, executor, generation), the receipt
- * index or the assignment's applied receipts (duplicate or conflict), the run (a terminated run takes nothing: `late_ignored`), and the
- * state table, the change itself a compare-and-set on the assignment. Processing the same message
- * twice (redelivery after a crash, two gateways) yields the same answer and changes nothing more.
+ * index or the assignment's applied receipts (duplicate or conflict), the run's end (a terminated
+ * run takes nothing: `late_ignored`), and the state table, the change itself a compare-and-set on
+ * the assignment. The run is not read: its end settles every assignment of its list before the run
+ * is terminal (`RunService.end`), so the assignment's compare-and-set orders a receipt against the
+ * end, and an assignment the end settled answers for it. Only one waiting for reconciliation, which
+ * an end leaves as it is, asks its run. Processing the same message twice (redelivery after a
+ * crash, two gateways) yields the same answer and changes nothing more.
  */
 export class ReceiptProcessor {
   constructor(
     private readonly deps: {
-      runs: RunLookup;
+      /** Read only for an assignment waiting for reconciliation (see `runHasEnded`). */
+      runs: VersionedStore<RunRecord>;
       assignments: VersionedStore<AssignmentRecord>;
       index: ReceiptIndex;
       progress: ProgressStore;
@@ -84,8 +88,7 @@ export class ReceiptProcessor {
       throw err;
     }
 
-    // All three are needed for a new receipt (the common case), so they are read together.
-    const runRead = this.deps.runs.start(r.assignment_id);
+    // Both are needed for a new receipt (the common case), so they are read together.
     const [known, recent] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.recent(r.assignment_id)]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
     // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
@@ -103,15 +106,14 @@ export class ReceiptProcessor {
         // Not indexed: a forger must not be able to squat the receipt id of the real holder. Logged (once) by the consumer.
         return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
       }
-      const run = (await runRead.of(a))?.value ?? null;
       // A remembered assignment decides nothing before the compare-and-set (the run ended, another
       // claim holds it): a verdict reached there, a lost write's retry among them, rests on a fresh read.
-      const confirmed = await this.deps.assignments.confirm(r.assignment_id, found, (remembered) => reachesCompareAndSet(remembered, run, claim, r));
+      const confirmed = await this.deps.assignments.confirm(r.assignment_id, found, (remembered) => reachesCompareAndSet(remembered, claim, r));
       if (confirmed !== found) {
         found = confirmed;
         continue;
       }
-      verdict = await this.apply(found, run, claim, input, digest);
+      verdict = await this.apply(found, claim, input, digest);
       break;
     }
     // The assignment indexes what its compare-and-set applied (now, or just before on another gateway); an entry for a conflicting body would hide it.
@@ -145,14 +147,10 @@ export class ReceiptProcessor {
     return verdict;
   }
 
-  private async apply(found: Versioned<AssignmentRecord>, run: RunRecord | null, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
+  private async apply(found: Versioned<AssignmentRecord>, claim: ClaimRecord, input: ReceiptInput, digest: string): Promise<Verdict> {
     const r = input.receipt;
     const a = found.value;
-    if (!runTakesWork(a, run)) {
-      // The executor must not start work for an ended run; anything else it sends is kept for audit only.
-      if (r.kind === "accepted") return rejected("run_terminated", `run '${a.run_id}' has ended: do not start`);
-      return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
-    }
+    if (await this.runHasEnded(a)) return runEnded(a, r.kind);
     if (claim.token_sha256 !== a.claim?.token_sha256)
       return rejected("lease_expired", `the claim of generation ${claim.generation} has expired; the assignment went back to the candidates`);
     // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
@@ -166,11 +164,13 @@ export class ReceiptProcessor {
       (cur) => {
         const held = appliedEntry(cur, r.receipt_id);
         if (held) return { result: replayed(held, digest, input.streamSeq) };
+        // The run's end got there first: the compare-and-set that settled it ordered the two.
+        if (isRunEndState(cur.state)) return { result: runEnded(cur, r.kind) };
         if (cur.claim?.token_sha256 !== claim.token_sha256) return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
         if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
           return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
         const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
-        if (!to) return { result: refusalFrom(cur, r.kind) };
+        if (!to) return { result: rejected("illegal_transition", `a ${r.kind} receipt cannot move an assignment that is ${cur.state}`) };
         // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
         const next: AssignmentRecord =
           r.kind === "accepted"
@@ -196,6 +196,18 @@ export class ReceiptProcessor {
     return res.result;
   }
 
+  /**
+   * Whether the run's end has reached the assignment: it settled it (withdrawn, revoked, abandoned),
+   * or, for one waiting for reconciliation (the one open state an end leaves as it is), the run is
+   * ending or over. A compensation is its own operation, whatever its run.
+   */
+  private async runHasEnded(a: AssignmentRecord): Promise<boolean> {
+    if (a.compensates !== null) return false;
+    if (isRunEndState(a.state)) return true;
+    if (a.state !== "reconciliation_required") return false;
+    return !runTakesWork(a, (await this.deps.runs.get(a.run_id))?.value ?? null);
+  }
+
   private async recordProgress(a: AssignmentRecord, r: Extract<Receipt, { kind: "progress" }>): Promise<Verdict> {
     if (a.state !== "running" && a.state !== "submitted") {
       if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
@@ -214,10 +226,13 @@ function startsCompareAndSet(a: AssignmentRecord, r: Receipt, indexed: ReceiptIn
   return indexed === null && r.kind !== "progress" && appliedEntry(a, r.receipt_id) === null && provenClaim(a, r) !== null;
 }
 
-/** Whether `apply` takes `r` to the assignment's compare-and-set (which decides on the current value) rather than answering before it. */
-function reachesCompareAndSet(a: AssignmentRecord, run: RunRecord | null, claim: ClaimRecord, r: Receipt): boolean {
+/**
+ * Whether `apply` takes `r` to the assignment's compare-and-set (which decides on the current value)
+ * rather than answering before it; one waiting for reconciliation asks its run first, on a fresh read.
+ */
+function reachesCompareAndSet(a: AssignmentRecord, claim: ClaimRecord, r: Receipt): boolean {
   return (
-    runTakesWork(a, run) &&
+    (a.compensates !== null || (!isRunEndState(a.state) && a.state !== "reconciliation_required")) &&
     claim.token_sha256 === a.claim?.token_sha256 &&
     r.kind !== "progress" &&
     (r.kind !== "accepted" || r.argument_digest === a.argument_digest)
@@ -243,9 +258,10 @@ function replayed(known: ReceiptIndexEntry, digest: string, streamSeq: number): 
   return { status: known.status, ...(known.code ? { code: known.code } : {}), ...(known.reason ? { reason: known.reason } : {}) };
 }
 
-function refusalFrom(a: AssignmentRecord, kind: ReceiptKind): Verdict {
-  if (a.state === "revoked") return rejected("claim_revoked", "the claim was revoked");
-  return rejected("illegal_transition", `a ${kind} receipt cannot move an assignment that is ${a.state}`);
+/** The answer to a receipt the run's end reached first: the executor must not start; anything else is kept for audit only. */
+function runEnded(a: AssignmentRecord, kind: ReceiptKind): Verdict {
+  if (kind === "accepted") return rejected("run_terminated", `run '${a.run_id}' has ended: do not start`);
+  return { status: "late_ignored", code: "run_terminated", reason: `run '${a.run_id}' has ended; the receipt is stored and changes nothing` };
 }
 
 function outcomeOf(r: Receipt): Outcome {

@@ -9,8 +9,9 @@ import type { ControlChannel } from "../transport/control-channel.js";
 import { newRunId } from "../model/ids.js";
 import type { AssignmentRecord, RunRecord } from "../model/records.js";
 import { Remembered } from "../../kv/remembered.js";
-import { nextRunState, runEventTarget, type RunEvent } from "../model/run-states.js";
-import type { VersionedStore } from "../../kv/versioned-store.js";
+import { nextRunState, runEndEvent, runIsOpen, type RunEvent } from "../model/run-states.js";
+import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
+import type { Watchlist } from "../claims/watchlist.js";
 
 export interface SessionLookup {
   getSession(sessionId: string): Promise<Session | null>;
@@ -27,7 +28,8 @@ const AGENTS_REMEMBERED = 100_000;
  * Runs: created in a session (pinning its agent version, toolset version and subject), ended once by
  * `complete` or `cancel`. Ending a run takes every open assignment with it, by the state table:
  * pending ones are withdrawn (their candidate deleted), unconfirmed claims revoked, running work
- * abandoned, and the executors concerned are told.
+ * abandoned, and the executors concerned are told. The assignments carry the end before the run
+ * does (see `end`), so a receipt is decided on its assignment alone.
  */
 export class RunService {
   /** A run's agent never changes: the scope check of every run-addressed request needs no read once known. */
@@ -39,6 +41,9 @@ export class RunService {
     private readonly candidates: CandidateQueue,
     private readonly sessions: SessionLookup,
     private readonly control: ControlChannel,
+    private readonly watchlist: Watchlist,
+    /** How long after an end was asked for a sweeper finishes it, should the asking process have died. */
+    private readonly takeOverAfterMs: number,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
   ) {}
@@ -99,21 +104,69 @@ export class RunService {
   }
 
   /**
-   * Ends the run (idempotent: ending it the same way again only repeats the settling of its
-   * assignments, which finishes one a crash interrupted). Ending it the other way is a 409.
+   * Ends the run in three compare-and-sets, so that its assignments carry the end before the run
+   * does: (1) the end is recorded (`ending`; the run takes no more tool calls or claims, so its list
+   * of assignments is fixed), (2) each listed assignment is settled, (3) the run is written
+   * `completed` / `cancelled`. Once a run is terminal, every assignment of its list is settled (or
+   * waits for reconciliation), and a late receipt finds that on the assignment itself.
+   * Idempotent: ending it the same way again repeats (2) and (3), which finishes an end a crash
+   * interrupted. Ending it the other way is a 409: the first end recorded wins. The watch written
+   * first lets a sweeper finish an end whose process died between the steps (`finishEnd`).
    */
   async end(runId: string, event: RunEvent): Promise<RunRecord> {
-    const res = await this.runs.mutate(runId, (run) => {
-      const to = nextRunState(run.state, event);
-      return to ? { write: { ...run, state: to, ended_at: this.now() }, result: undefined } : { result: undefined };
-    });
-    if (!res) throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
-    if (res.value.state !== runEventTarget(event)) throw new ToolgateError("run_terminated", `run '${runId}' is already ${res.value.state}`);
-    await this.settleAssignments(res.value);
+    const watch = await this.watchlist.watchRunEnd(runId, this.now() + this.takeOverAfterMs);
+    const recorded = await this.runs.mutate(runId, (run) =>
+      runIsOpen(run) ? { write: { ...run, ending: { event, at: this.now() } }, result: undefined } : { result: undefined },
+    );
+    if (!recorded) {
+      await this.watchlist.unwatchRunEnd(runId, watch);
+      throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
+    }
+    const run = recorded.value;
+    const other = runEndEvent(run);
+    if (other !== event) {
+      // Ending the other way: that end's own watch, or this one, stands until it is finished.
+      if (run.state !== "active") await this.watchlist.unwatchRunEnd(runId, watch);
+      const now = run.state === "active" ? `being ended by '${other}'` : run.state;
+      throw new ToolgateError("run_terminated", `run '${runId}' is already ${now}`);
+    }
+    const ended = await this.finish(recorded);
+    await this.watchlist.unwatchRunEnd(runId, watch);
+    return ended;
+  }
+
+  /**
+   * Finishes the end recorded on the run (steps 2 and 3 of `end`): what a sweeper does for an end
+   * whose process died. The run as it stands afterwards (a run without a recorded end is left as
+   * it is), null when there is none.
+   */
+  async finishEnd(runId: string): Promise<RunRecord | null> {
+    const found = await this.runs.get(runId);
+    if (!found?.value.ending) return found?.value ?? null;
+    this.log.warn({ run_id: runId, event: found.value.ending.event }, "a run's end was left unfinished; finishing it");
+    return this.finish(found);
+  }
+
+  private async finish(found: Versioned<RunRecord>): Promise<RunRecord> {
+    const told = await this.settleAssignments(found.value);
+    const res = await this.runs.mutate(
+      found.value.run_id,
+      (run) => {
+        const to = run.ending && nextRunState(run.state, run.ending.event);
+        if (!to) return { result: undefined };
+        // Terminal without `ending`: the shape of a run ended by an earlier release.
+        const { ending: _ending, ...rest } = run;
+        return { write: { ...rest, state: to, ended_at: this.now() }, result: undefined };
+      },
+      found,
+    );
+    if (!res) throw new ToolgateError("run_not_found", `run '${found.value.run_id}' does not exist`);
+    this.log.info({ run_id: res.value.run_id, state: res.value.state, assignments: res.value.assignment_ids.length, executors_told: told }, "run ended");
     return res.value;
   }
 
-  private async settleAssignments(run: RunRecord): Promise<void> {
+  /** Settles every assignment of the run's list and tells the executors of revoked and abandoned ones; returns how many were told. */
+  private async settleAssignments(run: RunRecord): Promise<number> {
     const told = new Map<string, { scope: string; executorId: string; ids: string[] }>();
     await forEachConcurrently(run.assignment_ids, END_CONCURRENCY, async (id) => {
       const settled = await this.settle(id);
@@ -129,7 +182,7 @@ export class RunService {
       const control: ExecutorControl = { type: "run_cancelled", run_id: run.run_id, assignment_ids: ids };
       await this.control.tell(scope, executorId, control, `run_cancelled.${run.run_id}.${scope}.${executorId}.${ids.length}`);
     }
-    this.log.info({ run_id: run.run_id, state: run.state, assignments: run.assignment_ids.length, executors_told: told.size }, "run ended");
+    return told.size;
   }
 
   /** Applies the first run-end event the table allows (withdraw, revoke, abandon); a settled assignment is left as it is. */

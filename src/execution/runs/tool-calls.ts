@@ -9,6 +9,7 @@ import { Id, OperationKey } from "../../wire/primitives.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { assignmentIdFor, defaultOperationKey } from "../model/ids.js";
 import { unstartedAssignment, type AssignmentRecord, type RunRecord } from "../model/records.js";
+import { runIsOpen } from "../model/run-states.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 
@@ -44,10 +45,10 @@ export class ToolCallService {
   async create(runId: string, req: ToolCallRequest): Promise<{ assignment: AssignmentRecord; created: boolean }> {
     // The run as this process last saw it, read afresh when it would refuse the call: a stale one only
     // starts the compare-and-set that lists the call, which refuses it once the run has ended.
-    const found = await this.runs.recent(runId, (run) => run.state === "active");
+    const found = await this.runs.recent(runId, runIsOpen);
     if (!found) throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
     const run = found.value;
-    if (run.state !== "active") throw new ToolgateError("run_terminated", `run '${runId}' is ${run.state}: it takes no more tool calls`);
+    if (!runIsOpen(run)) throw new ToolgateError("run_terminated", `run '${runId}' is ${run.ending ? "ending" : run.state}: it takes no more tool calls`);
     const { tool, binding } = await this.tools.resolveTool(run.session_id, req.tool_name);
 
     const { validate, details } = compileJsonSchema(tool.input_schema, ["arguments"]);

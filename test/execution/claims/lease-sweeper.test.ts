@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
 import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
-import { LeaseSweeper } from "../../../src/execution/claims/lease-sweeper.js";
+import { LeaseSweeper, type RunEnds } from "../../../src/execution/claims/lease-sweeper.js";
 import { Watchlist } from "../../../src/execution/claims/watchlist.js";
 import { BackgroundTasks } from "../../../src/execution/tasks/background-tasks.js";
 import { AssignmentRecord, RunRecord, WatchEntry, unstartedAssignment } from "../../../src/execution/model/records.js";
@@ -72,6 +72,7 @@ describe("the lease sweeper, on an injected clock", () => {
       unreachable<PresenceService>("presence"),
       unreachable<ExecutorDetacher>("detacher"),
       tasks,
+      unreachable<RunEnds>("runs"),
       log,
       1_000,
       now,

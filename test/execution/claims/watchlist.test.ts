@@ -43,7 +43,7 @@ describe("the watchlist's removal markers", () => {
     await watchlist.watch("asg-live", 0);
     await watchlist.release("asg-released");
     expect(await keysInStream(jsm)).toEqual(["asg-live"]);
-    expect((await watchlist.due(Date.now())).map((d) => d.entry.assignment_id)).toEqual(["asg-live"]);
+    expect((await watchlist.due(Date.now())).map((d) => ("assignment_id" in d.entry ? d.entry.assignment_id : d.entry.run_id))).toEqual(["asg-live"]);
     expect((await store.list()).removed).toEqual([]);
     await watchlist.release("asg-live");
     await watchlist.release("asg-never-watched");
@@ -59,7 +59,7 @@ describe("the watchlist's removal markers", () => {
     // A watch removed at its revision (a sweeper done with it) leaves its marker as the key's last message.
     expect(await keysInStream(jsm)).toEqual(["asg-done-1", "asg-done-2", "asg-running"]);
 
-    expect((await watchlist.due(Date.now())).map((d) => d.entry.assignment_id)).toEqual(["asg-running"]);
+    expect((await watchlist.due(Date.now())).map((d) => ("assignment_id" in d.entry ? d.entry.assignment_id : d.entry.run_id))).toEqual(["asg-running"]);
     // The purge runs beside the sweep.
     await watchlist.settled();
     expect(await keysInStream(jsm)).toEqual(["asg-running"]);

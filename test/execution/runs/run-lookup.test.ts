@@ -23,6 +23,9 @@ const run = (runId: string, state: RunRecord["state"] = "active"): RunRecord => 
   ended_at: null,
 });
 
+/** A caller that acts on any run this process remembers. */
+const anyRun = (): boolean => true;
+
 /** The store with every read it was asked for kept, so a test can wait for one to finish. */
 class WatchedStore<T> extends VersionedStore<T> {
   readonly reads: Array<{ key: string; read: Promise<Versioned<T> | null> }> = [];
@@ -54,18 +57,18 @@ describe("RunLookup: the run read beside its assignment", () => {
 
   it("reads the run of an unknown assignment fresh, then remembers which run it belongs to", async () => {
     const lookup = new RunLookup(runs);
-    expect((await lookup.start("asg_1").of({ assignment_id: "asg_1", run_id: "run_a" }))?.value.run_id).toBe("run_a");
+    expect((await lookup.start("asg_1").of({ assignment_id: "asg_1", run_id: "run_a" }, anyRun))?.value.run_id).toBe("run_a");
     // Ended meanwhile: the early read of a remembered run is still a read of the current record.
     const current = await runs.get("run_a");
     await runs.mutate("run_a", (r) => ({ write: { ...r, state: "cancelled", ended_at: 2 }, result: undefined }), current!);
     const early = lookup.start("asg_1");
-    expect((await early.of({ assignment_id: "asg_1", run_id: "run_a" }))?.value.state).toBe("cancelled");
+    expect((await early.of({ assignment_id: "asg_1", run_id: "run_a" }, anyRun))?.value.state).toBe("cancelled");
   });
 
   it("never hands out the early read of another run than the assignment's", async () => {
     const lookup = new RunLookup(runs);
     lookup.remember("asg_2", "run_a");
-    expect((await lookup.start("asg_2").of({ assignment_id: "asg_2", run_id: "run_b" }))?.value.run_id).toBe("run_b");
+    expect((await lookup.start("asg_2").of({ assignment_id: "asg_2", run_id: "run_b" }, anyRun))?.value.run_id).toBe("run_b");
   });
 
   it("reads a remembered run early, and forgets the oldest facts beyond its capacity", async () => {
@@ -82,8 +85,8 @@ describe("RunLookup: the run read beside its assignment", () => {
     await watched.reads[0]!.read;
     await runs.mutate("run_b", (r) => ({ write: { ...r, assignment_ids: ["asg_z"] }, result: undefined }), before);
     // The remembered one was read when started; the forgotten one only when asked for.
-    expect((await remembered.of({ assignment_id: "asg_z", run_id: "run_b" }))?.revision).toBe(before.revision);
-    expect((await forgotten.of({ assignment_id: "asg_x", run_id: "run_b" }))?.revision).toBeGreaterThan(before.revision);
+    expect((await remembered.of({ assignment_id: "asg_z", run_id: "run_b" }, anyRun))?.revision).toBe(before.revision);
+    expect((await forgotten.of({ assignment_id: "asg_x", run_id: "run_b" }, anyRun))?.revision).toBeGreaterThan(before.revision);
   });
 
   it("an early read nobody asks for cannot fail the process", async () => {
@@ -102,7 +105,7 @@ describe("RunLookup: the run read beside its assignment", () => {
       await new Promise((r) => setImmediate(r));
       expect(unhandled).toEqual([]);
       // Asked for after all, the failure reaches the one who asks.
-      await expect(read.of({ assignment_id: "asg_3", run_id: "run_a" })).rejects.toThrow();
+      await expect(read.of({ assignment_id: "asg_3", run_id: "run_a" }, anyRun)).rejects.toThrow();
     } finally {
       process.off("unhandledRejection", onUnhandled);
     }
