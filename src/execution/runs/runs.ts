@@ -111,9 +111,14 @@ export class RunService {
    * waits for reconciliation), and a late receipt finds that on the assignment itself.
    * Idempotent: ending it the same way again repeats (2) and (3), which finishes an end a crash
    * interrupted. Ending it the other way is a 409: the first end recorded wins. The watch written
-   * first lets a sweeper finish an end whose process died between the steps (`finishEnd`).
+   * first lets a sweeper finish an end whose process died between the steps (`finishEnd`); a run
+   * that does not exist, or is already terminal, writes none (a terminal run is never open again, so
+   * a remembered one is taken as it is).
    */
   async end(runId: string, event: RunEvent): Promise<RunRecord> {
+    const known = await this.runs.recent(runId, (run) => run.state !== "active");
+    if (!known) throw new ToolgateError("run_not_found", `run '${runId}' does not exist`);
+    if (known.value.state !== "active") return this.endAgain(known, event);
     const watch = await this.watchlist.watchRunEnd(runId, this.now() + this.takeOverAfterMs);
     const recorded = await this.runs.mutate(runId, (run) =>
       runIsOpen(run) ? { write: { ...run, ending: { event, at: this.now() } }, result: undefined } : { result: undefined },
@@ -133,6 +138,12 @@ export class RunService {
     const ended = await this.finish(recorded);
     await this.watchlist.unwatchRunEnd(runId, watch);
     return ended;
+  }
+
+  /** `end` of a terminal run: the same end again repeats its settling (an earlier release settled after the terminal write), another is a 409. */
+  private async endAgain(terminal: Versioned<RunRecord>, event: RunEvent): Promise<RunRecord> {
+    if (runEndEvent(terminal.value) !== event) throw new ToolgateError("run_terminated", `run '${terminal.value.run_id}' is already ${terminal.value.state}`);
+    return this.finish(terminal);
   }
 
   /**
