@@ -4,7 +4,9 @@
  * publish, its acknowledgement, a request and its reply. Where `bench:e2e` says how many messages a
  * call costs, this says which ones, so a redesign knows what to cut. One gateway in this process, a
  * protocol-level executor, a nats-server of its own (random port); nothing is timed.
- * Environment: CENSUS_CALLS (default 200), TOOLGATE_NATS_SERVER (the nats-server binary).
+ * With CENSUS_TRACE=1 it also prints the last call's messages in the order the spy saw them, with
+ * the time since the call began: the sequential round trips a call waits on, step by step.
+ * Environment: CENSUS_CALLS (default 200), CENSUS_TRACE, TOOLGATE_NATS_SERVER (the nats-server binary).
  */
 import { connect, type Msg } from "@nats-io/transport-node";
 import { startTestNats } from "../test/helpers/nats.js";
@@ -13,6 +15,7 @@ import { ProtocolExecutor } from "../test/helpers/protocol-executor.js";
 
 const CALLS = Number(process.env.CENSUS_CALLS ?? 200);
 const SCOPE = "census";
+const TRACE = process.env.CENSUS_TRACE === "1";
 
 /** The class of a message by its subject; replies are classed by the request they answer. */
 function classify(subject: string): string {
@@ -40,6 +43,9 @@ async function main(): Promise<void> {
   const counts = new Map<string, number>();
   const replyClass = new Map<string, string>();
   let counting = false;
+  /** The current call's messages as seen: [ms since the call began, class]. */
+  let trace: Array<[number, string]> = [];
+  let callStart = 0;
   spy.subscribe(">", {
     callback: (_err, m: Msg) => {
       if (!counting) return;
@@ -48,11 +54,14 @@ async function main(): Promise<void> {
       if (asked) replyClass.delete(m.subject);
       else if (m.reply) replyClass.set(m.reply, what);
       counts.set(what, (counts.get(what) ?? 0) + 1);
+      if (TRACE) trace.push([performance.now() - callStart, what]);
     },
   });
   await spy.flush();
 
   const oneCall = async (i: number) => {
+    trace = [];
+    callStart = performance.now();
     const created = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "census.read", arguments: { i } });
     const id: string = created.body.assignment.assignment_id;
     const candidate = await exec.pullFor(id);
@@ -77,6 +86,10 @@ async function main(): Promise<void> {
   process.stdout.write("| class | per call |\n| --- | --- |\n");
   for (const [what, n] of rows) process.stdout.write(`| ${what} | ${(n / CALLS).toFixed(2)} |\n`);
   process.stdout.write(`| **all** | **${(total / CALLS).toFixed(2)}** |\n`);
+  if (TRACE) {
+    process.stdout.write(`\nThe last call's messages as the spy saw them (ms since the call began):\n\n| ms | class |\n| --- | --- |\n`);
+    for (const [ms, what] of trace) process.stdout.write(`| ${ms.toFixed(2)} | ${what} |\n`);
+  }
 
   await spy.close();
   exec.close();

@@ -262,9 +262,10 @@ export async function startExecution(deps: {
     async stop() {
       for (const sub of subscriptions) sub.unsubscribe();
       await sweeper.stop();
-      await watchlist.settled();
       await requests.stop();
       await consumer.stop();
+      // After the consumer: the receipts it finished may have left watch releases in flight.
+      await watchlist.settled();
     },
   };
 }

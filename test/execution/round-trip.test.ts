@@ -325,6 +325,37 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(await storedAssignment(id)).toEqual(stored);
   });
 
+  it("answers a final receipt without waiting for its watch to go, and a stop waits for that", async () => {
+    const runId = await newRun();
+    const id = await newToolCall(runId);
+    const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(reply.reason);
+    // A watchlist whose release hangs until the test lets it go (a purge stuck behind a leader election, say).
+    let letGo!: () => void;
+    const gate = new Promise<void>((resolve) => (letGo = resolve));
+    let watchlist!: Watchlist;
+    class StalledRelease extends Watchlist {
+      override async release(assignmentId: string): Promise<void> {
+        await gate;
+        await super.release(assignmentId);
+      }
+    }
+    const processor = await processorOnSameBuckets(undefined, (watches) => (watchlist = new StalledRelease(watches)));
+    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id };
+    expect(await processor.process({ ...input, receipt: exec.accepted(reply.grant), streamSeq: 1_000_001 })).toMatchObject({ status: "recorded" });
+    const done = exec.receipt(reply.grant, { kind: "completed", result: { fast: true } });
+    expect(await processor.process({ ...input, receipt: done, streamSeq: 1_000_002 })).toMatchObject({ status: "recorded", kind: "completed" });
+    const watches = await new Kvm(nc).open("tg_watch");
+    expect((await watches.get(id))?.operation).toBe("PUT");
+    let stopped = false;
+    const stopping = watchlist.settled().then(() => (stopped = true));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(stopped).toBe(false);
+    letGo();
+    await stopping;
+    expect(await watches.get(id)).toBeNull();
+  });
+
   it("answers a redelivered final receipt as it was applied, even where a gateway remembers the assignment before it and the run ended since", async () => {
     const runId = await newRun();
     const grant = await runningCall(runId);
@@ -482,11 +513,15 @@ describe("execution path: round trip over JetStream and HTTP", () => {
   }
 
   /** A receipt processor of the execution path's own parts, on the gateway's buckets. */
-  async function processorOnSameBuckets(ownAssignments?: VersionedStore<AssignmentRecord>): Promise<ReceiptProcessor> {
+  async function processorOnSameBuckets(
+    ownAssignments?: VersionedStore<AssignmentRecord>,
+    ownWatchlist?: (watches: VersionedStore<WatchEntry>) => Watchlist,
+  ): Promise<ReceiptProcessor> {
     const store = await executionStores(nc);
     const assignments = ownAssignments ?? (await store("assignments", AssignmentRecord));
     const runs = await store("runs", RunRecord);
-    const watchlist = new Watchlist(await store("watch", WatchEntry));
+    const watches = await store("watch", WatchEntry);
+    const watchlist = ownWatchlist ? ownWatchlist(watches) : new Watchlist(watches);
     const log = createLogger({ level: "silent" });
     return new ReceiptProcessor({
       runs,

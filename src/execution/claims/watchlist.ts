@@ -18,6 +18,7 @@ const runEndKey = (runId: string): string => `end.${runId}`;
  */
 export class Watchlist {
   private purging: Promise<void> | undefined;
+  private readonly releasing = new Set<Promise<void>>();
 
   constructor(private readonly store: VersionedStore<WatchEntry>) {}
 
@@ -50,6 +51,18 @@ export class Watchlist {
     await this.store.erase(assignmentId);
   }
 
+  /**
+   * `release` without waiting for it: what settled the assignment need not wait for its watch to go
+   * (a purge is the slowest request of a call). One that fails or is cut short by a stop leaves the
+   * watch for a sweeper, which finds the assignment settled and drops it. `settled` waits for these.
+   */
+  releaseLater(assignmentId: string, onError: (err: unknown) => void): void {
+    const released = this.release(assignmentId)
+      .catch(onError)
+      .finally(() => this.releasing.delete(released));
+    this.releasing.add(released);
+  }
+
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
   async watchedIds(): Promise<string[]> {
     return (await this.live()).flatMap((e) => ("assignment_id" in e.value ? [e.value.assignment_id] : []));
@@ -79,8 +92,8 @@ export class Watchlist {
     return live;
   }
 
-  /** Resolves once the purge of removal markers in flight, if any, has ended (tests, shutdown). */
+  /** Resolves once the releases and the purge of removal markers in flight, if any, have ended (tests, shutdown). */
   async settled(): Promise<void> {
-    await this.purging;
+    await Promise.all([this.purging, ...this.releasing]);
   }
 }

@@ -88,8 +88,13 @@ export class ReceiptProcessor {
       throw err;
     }
 
-    // Both are needed for a new receipt (the common case), so they are read together.
-    const [known, recent] = await Promise.all([this.deps.index.get(r.receipt_id), this.deps.assignments.recent(r.assignment_id)]);
+    // Both are needed for a new receipt (the common case), so they are read together. Progress is
+    // never decided on a remembered assignment (no compare-and-set of it follows): read it afresh now.
+    const assignment =
+      r.kind === "progress"
+        ? this.deps.assignments.get(r.assignment_id).then((read) => read && { ...read, cached: false })
+        : this.deps.assignments.recent(r.assignment_id);
+    const [known, recent] = await Promise.all([this.deps.index.get(r.receipt_id), assignment]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
     // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
     let found = await this.deps.assignments.confirm(r.assignment_id, recent, (a) => startsCompareAndSet(a, r, known));
@@ -186,13 +191,17 @@ export class ReceiptProcessor {
     // Confirmed work keeps the claim's watch, which now checks on its executor's presence (detach on expiry).
     // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.
     // A submitted task is watched by its deadline instead (`afterReceipt`).
-    const released = res.written && r.kind !== "accepted" && r.kind !== "submission" ? this.deps.watchlist.release(a.assignment_id) : undefined;
+    // The answer does not wait for the watch to go (see `releaseLater`).
+    if (res.written && r.kind !== "accepted" && r.kind !== "submission")
+      this.deps.watchlist.releaseLater(a.assignment_id, (err) =>
+        this.deps.log.warn({ err, assignment_id: a.assignment_id }, "watch of a settled assignment not released; a sweeper drops it"),
+      );
     const task = res.result.status === "recorded" ? this.deps.tasks.afterReceipt(res.value) : undefined;
     if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
       // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
       const stored = res.written ? this.deps.projections.store(res.value, r.result) : this.deps.projections.ensure(res.value, r.result);
-      await Promise.all([released, stored, task]);
-    } else await Promise.all([released, task]);
+      await Promise.all([stored, task]);
+    } else await task;
     return res.result;
   }
 
