@@ -6,6 +6,7 @@ import { registerConsole } from "../console/static.js";
 import { ContextWindows } from "../context/context-windows.js";
 import { contextRoutes } from "../context/routes.js";
 import { configRoutes } from "../config/routes.js";
+import { coalesceWrites } from "../nats/coalesced-writes.js";
 import { ExecutorStore } from "../executors/executor-store.js";
 import { executorRoutes } from "../executors/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
@@ -89,6 +90,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
   const undoStart: (() => Promise<void>)[] = [];
   try {
     const nc = await connect(natsConnectionOptions({ ...config, NATS_URL: config.NATS_URL ?? embeddedNats!.server.url }, "gateway"));
+    coalesceWrites(nc);
     const metrics = new GatewayMetrics();
     undoStart.unshift(() => nc.close());
     metrics.watchNats(nc);

@@ -1,4 +1,5 @@
 import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { coalesceWrites } from "../nats/coalesced-writes.js";
 import { jetstream, type Consumer, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { decode, encode } from "../wire/codec.js";
@@ -90,6 +91,8 @@ export class NatsLink {
         inboxPrefix: executorInboxPrefix(scope, executorId),
         ...natsClientOptions(options.credentials),
       }));
+    // A connection of its own writes its socket once per turn of the event loop (see coalesceWrites).
+    if (!given) coalesceWrites(nc);
     return new NatsLink(nc, !given, scope, executorId, requestTimeoutMs, logger);
   }
 
