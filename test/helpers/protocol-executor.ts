@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type JetStreamClient } from "@nats-io/jetstream";
 import { decode, encode } from "../../src/wire/codec.js";
 import { receiptBodyDigest } from "../../src/wire/digest.js";
 import {
@@ -37,6 +37,7 @@ export class ProtocolExecutor {
   private readonly waiters = new Map<string, Array<(a: ReceiptAnswer) => void>>();
   private subs: Subscription[] = [];
   private registered: Promise<void> | undefined;
+  private candidates: Promise<Consumer> | undefined;
 
   constructor(
     readonly nc: NatsConnection,
@@ -75,9 +76,17 @@ export class ProtocolExecutor {
 
   /** Pulls up to `max` candidates of the scope (acknowledging them), waiting at most `expiresMs`. */
   async pull(max = 1, expiresMs = 2_000): Promise<Candidate[]> {
-    const consumer = await this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
+    // Looked up once, as the ToolRunner does: a lookup per pull is a consumer-info request per pull.
+    this.candidates ??= this.js.consumers.get(STREAMS.candidates, candidateConsumer(this.scope));
+    const consumer = await this.candidates.catch((err: unknown) => {
+      this.candidates = undefined;
+      throw err;
+    });
     const out: Candidate[] = [];
-    const batch = await consumer.fetch({ max_messages: max, expires: expiresMs });
+    const batch = await consumer.fetch({ max_messages: max, expires: expiresMs }).catch((err: unknown) => {
+      this.candidates = undefined; // the consumer may be gone (a test replaced it): look it up again next time
+      throw err;
+    });
     try {
       for await (const m of batch) {
         out.push(decode(Candidate, m.data));
