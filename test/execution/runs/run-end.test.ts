@@ -139,6 +139,26 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
     expect([again.status, again.body.error.message]).toEqual([409, expect.stringContaining("already completed")]);
   });
 
+  it("ending a run that does not exist, or ending a terminal run again, writes no watch", async () => {
+    const jsm = await jetstreamManager(fx.nc);
+    // The sequence of the last message ever written for the run's end watch (a removal included), 0 for none.
+    const lastEndWatchSeq = (runId: string) =>
+      jsm.streams
+        .getMessage(`KV_${EXECUTION_BUCKETS.watch}`, { last_by_subj: `$KV.${EXECUTION_BUCKETS.watch}.end.${runId}` })
+        .then((m) => m?.seq ?? 0)
+        .catch(() => 0);
+    const missing = await fx.gw.http("POST", `/v1/runs/run_missing:cancel`);
+    expect([missing.status, missing.body.error.code]).toEqual([404, "run_not_found"]);
+    expect(await lastEndWatchSeq("run_missing")).toBe(0);
+    const runId = await newRun();
+    expect((await fx.gw.http("POST", `/v1/runs/${runId}:complete`)).status).toBe(200);
+    const ended = await lastEndWatchSeq(runId);
+    expect(ended).toBeGreaterThan(0);
+    expect((await fx.gw.http("POST", `/v1/runs/${runId}:complete`)).body.state).toBe("completed");
+    expect((await fx.gw.http("POST", `/v1/runs/${runId}:cancel`)).status).toBe(409);
+    expect(await lastEndWatchSeq(runId)).toBe(ended);
+  });
+
   it("a call waiting for reconciliation, which the end leaves as it is, takes no receipt once its run has ended", async () => {
     const runId = await newRun();
     const grant = await running(await toolCall(runId, "end.write"));
