@@ -4,7 +4,7 @@ import type { CandidateQueue } from "../dispatch/candidate-queue.js";
 import type { ExecutorDetacher } from "../operations/executor-detach.js";
 import type { PresenceRecord } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
-import { admissionRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
+import { confirmedRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
 
 export interface BindingLookup {
   getBinding(bindingId: string): Promise<Binding | null>;
@@ -34,7 +34,7 @@ export class PresenceService {
     const { scope } = origin;
     const refuse = (code: RefusalCode, reason: string): PresenceReply => ({ status: "refused", ttl_ms: this.ttlMs, code, reason });
     if (beat.scope !== scope) return refuse("malformed", `heartbeat for scope '${beat.scope}' sent on the subject of scope '${scope}'`);
-    const refusal = admissionRefusal(await this.registry.get(beat.executor_id), origin, beat.bindings);
+    const refusal = await confirmedRefusal(this.registry, await this.registry.get(beat.executor_id), origin, beat.bindings);
     if (refusal) return refuse(refusal.code, refusal.reason);
     for (const bindingId of beat.bindings) {
       const binding = await this.bindings.getBinding(bindingId);
