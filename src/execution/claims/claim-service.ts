@@ -37,6 +37,8 @@ const offered = (a: AssignmentRecord, generation: number): boolean => a.state ==
  * concurrent claimers exactly one wins and gets the grant with a fresh claim token (only its sha256
  * is stored). The claim is leased: unconfirmed, it expires.
  * An executor holding its maximum of claims is refused (`too_many_claims`, see `ClaimQuota`).
+ * Registration and presence come from this process's views of their buckets (no request to NATS);
+ * a refusal either would give is confirmed on the bucket first.
  */
 export class ClaimService {
   constructor(
