@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { NatsConnection, QueuedIterator } from "@nats-io/transport-node";
+import type { StreamState } from "@nats-io/jetstream";
 import type { KV, KvWatchEntry } from "@nats-io/kv";
 import type { Versioned } from "./versioned-store.js";
 
@@ -8,6 +9,9 @@ type Kept<T> = { readonly revision: number; readonly removed: true } | { readonl
 
 /** While the view is behind, how often the bucket's stream is asked whether the watch has caught up all the same (see `probe`). */
 const PROBE_MS = 1_000;
+
+/** While the view is caught up, how often the watchdog asks where the bucket's stream ends (see `watchdog`). */
+const WATCHDOG_MS = 5_000;
 
 /** Bounds of the wait before watching again after a watch could not be made or ended by itself. */
 const REWATCH_MIN_MS = 100;
@@ -26,7 +30,9 @@ const REWATCH_MAX_MS = 5_000;
  * server sent while the connection was down are lost to the watch, and the client's ordered consumer
  * notices the gap only at the next message of the bucket, which may be long in coming: so at every
  * reconnect the view watches again from the last revision it was delivered, and `get` waits until
- * that watch has caught up.
+ * that watch has caught up. A watch whose consumer is lost while the connection stays up (its node
+ * gone, in a cluster) is noticed by the client only after two missed idle heartbeats, 60 to 90 s: a
+ * watchdog notices it within `WATCHDOG_MS` to twice that, and watches again.
  */
 export class WatchedBucket<T> {
   private readonly entries = new Map<string, Kept<T>>();
@@ -40,7 +46,7 @@ export class WatchedBucket<T> {
   private behind: { since: number; caughtUp: Promise<void>; resolve: () => void } | undefined;
   /** Watches in a row that could not be made or ended by themselves: the pause before the next grows with them. */
   private failures = 0;
-  /** Set when a reconnect ends the current watch, so the next is made at once. */
+  /** Set when `rewatch` ends the current watch, so the next is made at once. */
   private restarting = false;
   private reconnects = 0;
   private stopped = false;
@@ -62,6 +68,7 @@ export class WatchedBucket<T> {
     view.watch = await kv.watch();
     void view.follow();
     void view.followConnection();
+    void view.watchdog();
     return view;
   }
 
@@ -106,7 +113,7 @@ export class WatchedBucket<T> {
         this.watch = undefined;
         if (this.stopped) return;
         this.fallBehind();
-        // Ended for a reconnect: watched again at once; ended by itself: after a pause, longer each time until one catches up.
+        // Ended by `rewatch`: watched again at once; ended by itself: after a pause, longer each time until one catches up.
         if (this.restarting) this.restarting = false;
         else this.failures++;
       }
@@ -152,14 +159,10 @@ export class WatchedBucket<T> {
    */
   private async probe(watchNo: number): Promise<void> {
     while (!this.stopped && this.behind && this.watches === watchNo) {
-      try {
-        const { state } = (await this.kv.status()).streamInfo;
-        if (this.watches !== watchNo) return;
-        if (state.messages === 0 || state.last_seq <= this.delivered) return this.caughtUp(watchNo);
-        this.target = Math.min(this.target, state.last_seq);
-      } catch {
-        // Asked again below.
-      }
+      const state = await this.streamState();
+      if (this.watches !== watchNo) return;
+      if (state && (state.messages === 0 || state.last_seq <= this.delivered)) return this.caughtUp(watchNo);
+      if (state) this.target = Math.min(this.target, state.last_seq);
       await sleep(PROBE_MS, undefined, { ref: false });
     }
   }
@@ -170,13 +173,44 @@ export class WatchedBucket<T> {
       if (status.type === "disconnect") this.fallBehind();
       else if (status.type === "reconnect") {
         this.reconnects++;
-        this.fallBehind();
-        if (this.watch) {
-          this.restarting = true;
-          this.watch.stop();
-        }
+        this.rewatch();
       }
     }
+  }
+
+  /**
+   * While the view is caught up, asks every `WATCHDOG_MS` where the bucket's stream ends: a watch
+   * still short of where it ended a look earlier has stalled (a watch delivers within milliseconds).
+   */
+  private async watchdog(): Promise<void> {
+    let mark: number | undefined;
+    while (!this.stopped) {
+      await sleep(WATCHDOG_MS, undefined, { ref: false });
+      const watchNo = this.watches;
+      const state = this.behind ? undefined : await this.streamState();
+      if (!state || this.behind || this.watches !== watchNo) mark = undefined;
+      else if (mark !== undefined && this.delivered < mark) {
+        mark = undefined;
+        this.rewatch();
+      } else mark = state.messages > 0 ? state.last_seq : undefined;
+    }
+  }
+
+  /** Ends the current watch for the next to resume after its last revision; `get` waits meanwhile. */
+  private rewatch(): void {
+    this.fallBehind();
+    if (this.watch) {
+      this.restarting = true;
+      this.watch.stop();
+    }
+  }
+
+  /** Where the bucket's stream stands; undefined when it cannot be asked now (asked again later). */
+  private streamState(): Promise<StreamState | undefined> {
+    return this.kv.status().then(
+      ({ streamInfo }) => streamInfo.state,
+      () => undefined,
+    );
   }
 
   /** From now on `get` waits for a watch made after this moment to catch up. */

@@ -131,7 +131,7 @@ describe("WatchedBucket: a bucket as this process's view", () => {
   });
 });
 
-describe("WatchedBucket across a reconnect", () => {
+describe("WatchedBucket when its watch is cut", () => {
   let nats: TestNats;
   const conns: NatsConnection[] = [];
   let view: WatchedBucket<Value> | undefined;
@@ -170,5 +170,24 @@ describe("WatchedBucket across a reconnect", () => {
     expect(viewBack).toBe(false);
     await viewReconnected;
     expect((await view.get("k"))?.value).toEqual({ n: 2 });
+  });
+
+  it("watches again when its consumer is lost while the connection stays up, well before the client would notice", async () => {
+    const viewing = await connect({ servers: nats.url });
+    const writing = await connect({ servers: nats.url });
+    conns.push(viewing, writing);
+    const writer = await storeOn(writing, "view_lost");
+    await writer.put("k", { n: 1 });
+    const lost = await (await storeOn(viewing, "view_lost")).view(viewing);
+    await lost.ready;
+    // As when the consumer's node is gone: the client would notice after two missed idle heartbeats (60 s and more).
+    const jsm = await jetstreamManager(writing);
+    for await (const consumer of jsm.consumers.list("KV_view_lost")) await jsm.consumers.delete("KV_view_lost", consumer.name);
+    await writer.put("k", { n: 2 });
+    try {
+      await until("the view to hold k = 2", async () => ((await lost.get("k"))?.value.n === 2 ? true : undefined), 15_000);
+    } finally {
+      lost.stop();
+    }
   });
 });
