@@ -141,7 +141,7 @@ export function presenceTtlMs(definitions: readonly Definition[]): number {
 export async function startExecution(deps: {
   nc: NatsConnection;
   config: ConfigReader;
-  /** The executor registry: the authority over claims and heartbeats. */
+  /** The executor registry: the authority over claims and heartbeats, read at every one (a view, holding the registry before this starts). */
   registry: RegistryReader;
   definitions: readonly Definition[];
   log: Logger;
@@ -170,7 +170,11 @@ export async function startExecution(deps: {
   const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs, options.dispatchGraceMs);
   const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);
-  const presence = new PresenceService(await store("presence", PresenceRecord), deps.registry, config, candidates, detacher, presenceTtlMs(deps.definitions));
+  const presenceStore = await store("presence", PresenceRecord);
+  // Claims ask this process's view of presence; it holds the bucket before any responder subscribes.
+  const presenceView = await presenceStore.view(nc);
+  await presenceView.ready;
+  const presence = new PresenceService(presenceStore, presenceView, deps.registry, config, candidates, detacher, presenceTtlMs(deps.definitions));
   const quota = new ClaimQuota((await store("claims", ClaimHoldings)).withRevisionCache(EXECUTORS_REMEMBERED), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
   const claims = new ClaimService(
@@ -266,6 +270,7 @@ export async function startExecution(deps: {
       await consumer.stop();
       // After the consumer: the receipts it finished may have left watch releases in flight.
       await watchlist.settled();
+      presenceView.stop();
     },
   };
 }

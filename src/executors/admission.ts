@@ -11,7 +11,10 @@ export interface RequestOrigin {
 }
 
 export interface RegistryReader {
+  /** The registration as the caller's view of the registry has it (no request to NATS). */
   get(executorId: string): Promise<Executor | null>;
+  /** The registration as the registry has it now. */
+  read(executorId: string): Promise<Executor | null>;
 }
 
 export interface AdmissionRefusal {
@@ -24,8 +27,15 @@ export interface AdmissionRefusal {
  * admitted only for an executor the registry knows (`executor_unknown`), in its registered scope
  * (`out_of_scope`), from a connection of one of its registered nkeys when it has any
  * (`identity_mismatch`), for bindings it is granted (`binding_not_granted`). What a heartbeat
- * declares never widens this: it is proof of life only. Callers read the registry at every request
- * (one KV get), so a change reaches the next claim on every gateway replica.
+ * declares never widens this: it is proof of life only.
+ *
+ * Callers read the registry at every request from their gateway's view of it (`ExecutorStore.get`,
+ * kept current by a KV watch): a change made through this gateway reaches its next claim at once,
+ * and the other replicas' within the watch's delivery (milliseconds). A claim racing a change was
+ * possible before (one that read the registry just before the change), so the window only widens by
+ * that delivery; the history checker judges claims against every kept registry revision. A refusal
+ * is confirmed on the registry itself (`confirmedRefusal`): a registration or grant made through
+ * another replica is never refused for not having reached the view yet.
  */
 export function admissionRefusal(executor: Executor | null, origin: RequestOrigin, bindingIds: readonly string[]): AdmissionRefusal | null {
   if (!executor) return { code: "executor_unknown", reason: `executor '${origin.executorId}' is not registered: register it with POST /v1/executors` };
@@ -45,4 +55,15 @@ export function admissionRefusal(executor: Executor | null, origin: RequestOrigi
       reason: `the registry does not grant executor '${executor.executor_id}' binding(s) ${missing.map((id) => `'${id}'`).join(", ")}`,
     };
   return null;
+}
+
+/** `admissionRefusal` by `viewed`, the caller's view of the registration, confirmed on the registry as it is now when it refuses. */
+export async function confirmedRefusal(
+  registry: RegistryReader,
+  viewed: Executor | null,
+  origin: RequestOrigin,
+  bindingIds: readonly string[],
+): Promise<AdmissionRefusal | null> {
+  if (!admissionRefusal(viewed, origin, bindingIds)) return null;
+  return admissionRefusal(await registry.read(origin.executorId), origin, bindingIds);
 }

@@ -3,12 +3,17 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { isKeyExists } from "../config/config-store.js";
 import { openBucket } from "../kv/buckets.js";
+import type { Versioned } from "../kv/versioned-store.js";
+import { WatchedBucket } from "../kv/watched-bucket.js";
 import { EXECUTORS_BUCKET } from "../streams/names.js";
 import type { Binding } from "../config/schemas.js";
 import { ToolgateError, type ErrorDetail } from "../errors/toolgate-error.js";
 import { ExecutorSchema, type Executor, type RegisterExecutor } from "./schemas.js";
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+const decodeExecutor = (data: Uint8Array): Executor => ExecutorSchema.parse(JSON.parse(decoder.decode(data)));
 
 export interface BindingReader {
   getBinding(bindingId: string): Promise<Binding | null>;
@@ -24,23 +29,33 @@ function sameRegistration(a: Executor, b: Executor): boolean {
  * The executor registry: KV `tg_executors`, one JSON value per executor id. Unlike the configuration
  * objects an executor changes (key rotation, removal), so every update is a compare-and-set on the
  * entry's revision and the bucket keeps a short history for audit.
+ *
+ * Claims and heartbeats read it at every request (`get`): from this process's view of the bucket
+ * (`watch`), which its own changes reach at once and other replicas' within the watch's delivery.
+ * The API and the changes read the bucket itself (`read`, `list`).
  */
 export class ExecutorStore {
-  /**
-   * The last registration read of each executor and its revision. Every read still asks the bucket (a
-   * change must reach the next claim on every replica), but an unchanged revision is not decoded and
-   * validated again: at every claim, it is the same registration.
-   */
-  private readonly decoded = new Map<string, { revision: number; executor: Executor }>();
+  private view: WatchedBucket<Executor> | undefined;
 
   private constructor(
+    private readonly nc: NatsConnection,
     private readonly kv: KV,
     private readonly bindings: BindingReader,
   ) {}
 
-  /** Reads are direct gets where safe: the gateway reads an executor at every heartbeat and claim. */
   static async open(nc: NatsConnection, bindings: BindingReader): Promise<ExecutorStore> {
-    return new ExecutorStore(await openBucket(new Kvm(nc), await jetstreamManager(nc), EXECUTORS_BUCKET), bindings);
+    return new ExecutorStore(nc, await openBucket(new Kvm(nc), await jetstreamManager(nc), EXECUTORS_BUCKET), bindings);
+  }
+
+  /** Starts the view `get` answers from; resolves once it holds the registry. */
+  async watch(): Promise<void> {
+    this.view = await WatchedBucket.start(this.nc, this.kv, decodeExecutor);
+    await this.view.ready;
+  }
+
+  /** Ends the view (a `get` after it throws). */
+  stop(): void {
+    this.view?.stop();
   }
 
   /**
@@ -53,10 +68,11 @@ export class ExecutorStore {
     const at = now.toISOString();
     const executor = ExecutorSchema.parse({ ...input, created_at: at, updated_at: at });
     try {
-      await this.kv.create(input.executor_id, encoder.encode(JSON.stringify(executor)));
+      const revision = await this.kv.create(input.executor_id, encoder.encode(JSON.stringify(executor)));
+      this.view?.wrote(input.executor_id, revision, executor);
     } catch (err) {
       if (!isKeyExists(err)) throw err;
-      const stored = await this.get(input.executor_id);
+      const stored = await this.read(input.executor_id);
       if (stored && sameRegistration(stored, executor)) return stored;
       throw new ToolgateError(
         "executor_exists",
@@ -74,7 +90,7 @@ export class ExecutorStore {
 
   /** Replaces the bindings it may claim; a claim on a binding taken away is refused from its next claim on. */
   async setBindings(executorId: string, bindings: string[], now = new Date()): Promise<Executor> {
-    const current = await this.get(executorId);
+    const current = await this.read(executorId);
     if (!current) throw this.notFound(executorId);
     await this.checkBindings(current.scope, bindings);
     return this.update(executorId, (cur) => ({ ...cur, bindings }), now);
@@ -82,45 +98,50 @@ export class ExecutorStore {
 
   /** Removes the registration; returns what it was (the caller detaches the executor's work in flight). */
   async remove(executorId: string): Promise<Executor> {
-    const executor = await this.get(executorId);
-    if (!executor) throw this.notFound(executorId);
+    const entry = await this.entry(executorId);
+    if (!entry) throw this.notFound(executorId);
     await this.kv.delete(executorId);
-    return executor;
+    this.view?.removed(executorId, entry.revision);
+    return entry.value;
   }
 
+  /** The registration as this process's view has it: what claims and heartbeats are admitted by (see `watch`). */
   async get(executorId: string): Promise<Executor | null> {
-    const entry = await this.kv.get(executorId);
-    if (!entry || entry.operation !== "PUT") {
-      this.decoded.delete(executorId);
-      return null;
-    }
-    const known = this.decoded.get(executorId);
-    if (known?.revision === entry.revision) return known.executor;
-    const executor = ExecutorSchema.parse(entry.json());
-    this.decoded.set(executorId, { revision: entry.revision, executor });
-    return executor;
+    if (!this.view) throw new Error("the executor registry's view is not started: call watch() first");
+    return (await this.view.get(executorId))?.value ?? null;
+  }
+
+  /** The registration as the bucket has it now. */
+  async read(executorId: string): Promise<Executor | null> {
+    return (await this.entry(executorId))?.value ?? null;
   }
 
   async list(): Promise<Executor[]> {
     const ids: string[] = [];
     for await (const key of await this.kv.keys()) ids.push(key);
-    const all = await Promise.all(ids.sort().map((id) => this.get(id)));
+    const all = await Promise.all(ids.sort().map((id) => this.read(id)));
     return all.filter((e): e is Executor => e !== null);
   }
 
   /** A compare-and-set on the entry's revision, read again when another writer won. */
   private async update(executorId: string, change: (current: Executor) => Executor, now: Date): Promise<Executor> {
     for (;;) {
-      const entry = await this.kv.get(executorId);
-      if (!entry || entry.operation !== "PUT") throw this.notFound(executorId);
-      const next = ExecutorSchema.parse({ ...change(ExecutorSchema.parse(entry.json())), updated_at: now.toISOString() });
+      const entry = await this.entry(executorId);
+      if (!entry) throw this.notFound(executorId);
+      const next = ExecutorSchema.parse({ ...change(entry.value), updated_at: now.toISOString() });
       try {
-        await this.kv.update(executorId, encoder.encode(JSON.stringify(next)), entry.revision);
+        const revision = await this.kv.update(executorId, encoder.encode(JSON.stringify(next)), entry.revision);
+        this.view?.wrote(executorId, revision, next);
         return next;
       } catch (err) {
         if (!isKeyExists(err)) throw err;
       }
     }
+  }
+
+  private async entry(executorId: string): Promise<Versioned<Executor> | null> {
+    const entry = await this.kv.get(executorId);
+    return entry?.operation === "PUT" ? { value: decodeExecutor(entry.value), revision: entry.revision } : null;
   }
 
   private notFound(executorId: string): ToolgateError {

@@ -13,9 +13,10 @@ export interface ExecutorDetach {
 const params = z.object({ executor_id: ExecutorIdSchema });
 
 /**
- * The executor registry API. The gateway reads the registry at every claim and heartbeat, so a change
- * holds from the next one on every replica; what NATS admits changes only once the server config is
- * regenerated (`toolgate nats-config`) and reloaded: docs/security.md.
+ * The executor registry API. Claims and heartbeats are admitted by each gateway's view of the
+ * registry, so a change holds from the next one on this replica and on the others once their watch
+ * delivered it (milliseconds); what NATS admits changes only once the server config is regenerated
+ * (`toolgate nats-config`) and reloaded: docs/security.md.
  */
 export function executorRoutes(store: ExecutorStore, detach: ExecutorDetach): RouteDef[] {
   return [
@@ -55,7 +56,7 @@ export function executorRoutes(store: ExecutorStore, detach: ExecutorDetach): Ro
       params,
       response: ExecutorSchema,
       handler: async ({ params }) => {
-        const executor = await store.get(params.executor_id);
+        const executor = await store.read(params.executor_id);
         if (!executor) throw new ToolgateError("executor_not_found", `executor '${params.executor_id}' is not registered`);
         return executor;
       },
@@ -103,8 +104,10 @@ export function executorRoutes(store: ExecutorStore, detach: ExecutorDetach): Ro
         retried: z.array(z.string()),
       }),
       handler: async ({ params }) => {
-        // Removed first: from now on every replica refuses its claims, so nothing new reaches it while its holdings move.
-        // Should this process die before the detach, its running work is detached once its presence lapses (its heartbeats are refused).
+        // Removed first: this replica refuses its claims from now on, the others once their view has the removal (milliseconds), so
+        // nothing new reaches it while its holdings move. A claim admitted meanwhile (as one that read the registry just before always
+        // could be), or its work should this process die before the detach, is left to the sweeper: an unconfirmed claim expires
+        // with its lease, confirmed work is detached once its presence lapses (its heartbeats are refused).
         const removed = await store.remove(params.executor_id);
         return { removed: true as const, ...(await detach.detach(removed.scope, removed.executor_id)) };
       },

@@ -59,6 +59,8 @@ export interface Gateway {
   app: FastifyInstance;
   nc: NatsConnection;
   store: ConfigStore;
+  /** The executor registry; this process's view of it admits claims and heartbeats. */
+  executors: ExecutorStore;
   /** This process's metrics (its own registry). */
   metrics: GatewayMetrics;
   /** The execution path: runs, tool calls, claims, receipts, history. */
@@ -102,6 +104,9 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     await ensureStreams(jsm, definitions, { replicas: config.TOOLGATE_STREAM_REPLICAS, progress: (line) => logger.info({ streams: line }, "streams") });
     const store = await ConfigStore.open(nc);
     const executors = await ExecutorStore.open(nc, store);
+    // Claims and heartbeats are admitted by this view of the registry: it holds the registry before any responder subscribes.
+    undoStart.unshift(async () => executors.stop());
+    await executors.watch();
     const ctx: GatewayContext = { nc, store, logger, config };
     const execution = await startExecution({
       nc,
@@ -173,6 +178,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
       app,
       nc,
       store,
+      executors,
       metrics,
       execution,
       routes,
@@ -194,6 +200,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         await app.close();
         await metricsServer?.close();
         await execution.stop();
+        executors.stop();
         if (!nc.isClosed()) await nc.drain();
         await embeddedNats?.stop();
         logger.info("gateway stopped");

@@ -1,6 +1,7 @@
 import { setTimeout } from "node:timers/promises";
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { z } from "zod";
 import { isRevisionCheckUnavailable, isRevisionConflict } from "../nats/jetstream-codes.js";
 import { kvStreamName } from "../streams/names.js";
@@ -8,6 +9,7 @@ import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
 import { decode, encode } from "../wire/codec.js";
 import { forEachConcurrently } from "./concurrently.js";
 import { RevisionCache } from "./revision-cache.js";
+import { WatchedBucket } from "./watched-bucket.js";
 
 /** A stored value and the KV revision it was read at. */
 export interface Versioned<T> {
@@ -96,9 +98,17 @@ export class VersionedStore<T> {
       this.cache?.forget(key);
       return null;
     }
-    const read = { value: decode(this.schema, entry.value, STORED_MAX_JSON_DEPTH), revision: entry.revision };
+    const read = { value: this.decodeValue(entry.value), revision: entry.revision };
     this.cache?.store(key, read);
     return read;
+  }
+
+  /**
+   * The whole bucket as this process's view, kept current by a watch on `nc` (the KV handle's
+   * connection), its values decoded as `get` decodes them: see `WatchedBucket`.
+   */
+  view(nc: NatsConnection): Promise<WatchedBucket<T>> {
+    return WatchedBucket.start(nc, this.kv, (data) => this.decodeValue(data));
   }
 
   /**
@@ -179,7 +189,7 @@ export class VersionedStore<T> {
       const op = m.headers?.get("KV-Operation");
       const key = m.subject.slice(prefix.length);
       if (op === "DEL" || op === "PURGE") listing.removed.push({ key, revision: m.seq });
-      else listing.live.push({ key, value: decode(this.schema, m.data, STORED_MAX_JSON_DEPTH), revision: m.seq });
+      else listing.live.push({ key, value: this.decodeValue(m.data), revision: m.seq });
       if (m.info.pending === 0) break;
     }
     await consumer.delete().catch(() => undefined);
@@ -250,5 +260,9 @@ export class VersionedStore<T> {
       if (attempt > 2) await setTimeout(Math.random() * Math.min(attempt, 25));
     }
     throw new ContentionError(`update of ${key} kept conflicting`);
+  }
+
+  private decodeValue(data: Uint8Array): T {
+    return decode(this.schema, data, STORED_MAX_JSON_DEPTH);
   }
 }

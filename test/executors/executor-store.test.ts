@@ -5,8 +5,12 @@ import { ConfigStore } from "../../src/config/config-store.js";
 import { ExecutorStore } from "../../src/executors/executor-store.js";
 import { ensureStreams, loadDefinitions } from "../../src/streams/index.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { until } from "../helpers/until.js";
 
-/** Two stores on two connections stand for two gateway replicas: a change made through one is what the other reads next. */
+/**
+ * Two stores on two connections stand for two gateway replicas: a change made through one is in its
+ * own view at once, in the other's once its watch delivered it, and what either reads of the bucket next.
+ */
 describe("executor store", () => {
   let nats: TestNats;
   const conns: NatsConnection[] = [];
@@ -19,26 +23,52 @@ describe("executor store", () => {
     const config = await ConfigStore.open(conns[0]!);
     for (const id of ["es-a", "es-b"]) await config.putBinding({ binding_id: id, executor_scope: "es", tool_kind: "read" });
     replicas = await Promise.all(conns.map(async (nc) => ExecutorStore.open(nc, await ConfigStore.open(nc))));
+    for (const r of replicas) await r.watch();
   });
 
   afterAll(async () => {
+    for (const r of replicas ?? []) r.stop();
     for (const nc of conns) await nc.close();
     await nats?.stop();
   });
 
-  it("reads every change made on another replica at the next read, however often it read the executor before", async () => {
+  /** Waits until `store`'s view has `executorId` with `bindings` (null: not registered). */
+  const viewed = (store: ExecutorStore, executorId: string, bindings: string[] | null) =>
+    until(
+      `the view to have ${executorId} at ${JSON.stringify(bindings)}`,
+      async () => {
+        const executor = await store.get(executorId);
+        return JSON.stringify(executor ? executor.bindings : null) === JSON.stringify(bindings) ? true : undefined;
+      },
+      5_000,
+    );
+
+  it("has a change in the view of the replica that made it at once, in the other's once delivered, in the bucket for both", async () => {
     const [one, two] = replicas as [ExecutorStore, ExecutorStore];
     await one.register({ executor_id: "es-1", scope: "es", bindings: ["es-a", "es-b"], nkeys: [] });
-    for (const _ of [0, 1, 2]) expect((await two.get("es-1"))?.bindings).toEqual(["es-a", "es-b"]);
+    expect((await one.get("es-1"))?.bindings).toEqual(["es-a", "es-b"]);
+    expect((await two.read("es-1"))?.bindings).toEqual(["es-a", "es-b"]);
+    await viewed(two, "es-1", ["es-a", "es-b"]);
 
     await one.setBindings("es-1", ["es-a"]);
-    expect((await two.get("es-1"))?.bindings).toEqual(["es-a"]);
+    expect((await one.get("es-1"))?.bindings).toEqual(["es-a"]);
+    expect((await two.read("es-1"))?.bindings).toEqual(["es-a"]);
+    await viewed(two, "es-1", ["es-a"]);
 
     await one.remove("es-1");
-    expect(await two.get("es-1")).toBeNull();
+    expect(await one.get("es-1")).toBeNull();
+    expect(await two.read("es-1")).toBeNull();
+    await viewed(two, "es-1", null);
 
-    // Registered again after its removal: the new registration, not the one read before.
-    await one.register({ executor_id: "es-1", scope: "es", bindings: ["es-b"], nkeys: [] });
+    // Registered again after its removal, through the other replica: the new registration, not the one seen before.
+    await two.register({ executor_id: "es-1", scope: "es", bindings: ["es-b"], nkeys: [] });
     expect((await two.get("es-1"))?.bindings).toEqual(["es-b"]);
+    await viewed(one, "es-1", ["es-b"]);
+  });
+
+  it("answers get only from a started view", async () => {
+    const unwatched = await ExecutorStore.open(conns[0]!, await ConfigStore.open(conns[0]!));
+    await expect(unwatched.get("es-1")).rejects.toThrow(/not started/);
+    expect((await unwatched.read("es-1"))?.bindings).toEqual(["es-b"]);
   });
 });

@@ -85,7 +85,7 @@ describe("bucket reads", () => {
       // Fresh stores, as another gateway would read what this one wrote (the writer caches its own).
       return async () => [
         (await (await ConfigStore.open(nc)).resolveTool(session, "tasks.read")).binding.binding_id,
-        (await (await ExecutorStore.open(nc, writer)).get("e1"))?.scope,
+        (await (await ExecutorStore.open(nc, writer)).read("e1"))?.scope,
       ];
     });
     expect(value).toEqual(["b1", "s1"]);

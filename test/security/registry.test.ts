@@ -85,6 +85,16 @@ describe("the executor registry decides who may claim what", () => {
     }
     return total;
   };
+  /** Waits until every replica's view of the registry has `executorId` with `bindings` (null: not registered). */
+  const everyView = (executorId: string, bindings: string[] | null) =>
+    until(
+      `every replica's view to have ${executorId} at ${JSON.stringify(bindings)}`,
+      async () => {
+        const viewed = await Promise.all(gateways.map((g) => g.gateway.executors.get(executorId)));
+        return viewed.every((e) => JSON.stringify(e ? e.bindings : null) === JSON.stringify(bindings)) ? true : undefined;
+      },
+      5_000,
+    );
   /** The replicas' log lines of refusals with `code` for `executorId`. */
   const refusalLines = (code: string, executorId: string) =>
     gateways
@@ -128,13 +138,14 @@ describe("the executor registry decides who may claim what", () => {
     expect((await assignment(id)).state).toBe("pending");
   });
 
-  it("applies a registry change to the next claim on every replica, and removing an executor detaches its work", async () => {
+  it("applies a registry change to the next claim on every replica once its view has it, and removing an executor detaches its work", async () => {
     await registerExecutor(nc, { executor_id: "worker", scope: SCOPE, bindings: ["sec-r", "sec-w"] });
     const worker = executor("worker", ["sec-r", "sec-w"]);
     expect((await worker.heartbeat()).status).toBe("ok");
 
-    // The write binding taken away on replica 1: claims on it are refused, whichever replica answers.
+    // The write binding taken away on replica 1: claims on it are refused, whichever replica answers, once its view has the change.
     expect((await http("PUT", "/v1/executors/worker/bindings", { bindings: ["sec-r"] }, 1)).status).toBe(200);
+    await everyView("worker", ["sec-r"]);
     const writes = await Promise.all([0, 1, 2, 3, 4, 5].map(() => toolCall("sec.write")));
     for (const id of writes) expect(await worker.claim(id, 0)).toMatchObject({ status: "refused", code: "binding_not_granted" });
     // Its heartbeat still declaring the write binding is refused too; declaring what it is granted is fine.
@@ -147,9 +158,10 @@ describe("the executor registry decides who may claim what", () => {
     const claimed = await toolCall("sec.read");
     expect((await granted.claim(claimed, (await granted.pullFor(claimed)).generation)).status).toBe("granted");
 
-    // Removed on replica 1: a detach of its work in flight, and from now on it is unknown everywhere.
+    // Removed on replica 1: a detach of its work in flight, and from now on it is unknown everywhere (once every view has the removal).
     const removed = await http("DELETE", "/v1/executors/worker", undefined, 1);
     expect(removed).toMatchObject({ status: 200, body: { removed: true, released: [claimed], reconciliation_required: [running] } });
+    await everyView("worker", null);
     expect(await assignment(claimed)).toMatchObject({ state: "pending", generation: 1 });
     expect(await assignment(running)).toMatchObject({ state: "reconciliation_required", outcome: { error: { code: "executor_detached" } } });
     expect(await granted.heartbeat()).toMatchObject({ status: "refused", code: "executor_unknown" });

@@ -1,6 +1,6 @@
 import type { ClaimReply, ClaimRequest, Grant, RefusalCode } from "../../wire/messages.js";
 import { nextAssignmentState, type AssignmentState } from "../model/assignment-states.js";
-import { admissionRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
+import { confirmedRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
 import { reservationValid, type ClaimQuota } from "./claim-quota.js";
 import { newClaimToken } from "./claim-token.js";
 import type { PresenceService } from "./presence.js";
@@ -37,6 +37,8 @@ const offered = (a: AssignmentRecord, generation: number): boolean => a.state ==
  * concurrent claimers exactly one wins and gets the grant with a fresh claim token (only its sha256
  * is stored). The claim is leased: unconfirmed, it expires.
  * An executor holding its maximum of claims is refused (`too_many_claims`, see `ClaimQuota`).
+ * Registration and presence come from this process's views of their buckets (no request to NATS);
+ * a refusal either would give is confirmed on the bucket first.
  */
 export class ClaimService {
   constructor(
@@ -66,13 +68,13 @@ export class ClaimService {
       this.assignments.recent(req.assignment_id, (a) => offered(a, req.generation)),
       this.quota.read(scope, req.executor_id),
     ]);
-    const unadmitted = admissionRefusal(registered, origin, []);
+    const unadmitted = await confirmedRefusal(this.registry, registered, origin, []);
     if (unadmitted) return refused(unadmitted.code, unadmitted.reason);
     if (!online) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
     if (a.scope !== scope) return refused("out_of_scope", `binding '${a.binding_id}' is not served in scope '${scope}'`);
-    const notGranted = admissionRefusal(registered, origin, [a.binding_id]);
+    const notGranted = await confirmedRefusal(this.registry, registered, origin, [a.binding_id]);
     if (notGranted) return refused(notGranted.code, notGranted.reason);
     // A state the run's end put it in answers for itself (`withdrawn`, `claim_revoked`), before the run does.
     const ended = REFUSAL_BY_STATE[a.state];

@@ -4,7 +4,8 @@ import type { CandidateQueue } from "../dispatch/candidate-queue.js";
 import type { ExecutorDetacher } from "../operations/executor-detach.js";
 import type { PresenceRecord } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
-import { admissionRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
+import type { WatchedBucket } from "../../kv/watched-bucket.js";
+import { confirmedRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
 
 export interface BindingLookup {
   getBinding(bindingId: string): Promise<Binding | null>;
@@ -17,10 +18,15 @@ export interface BindingLookup {
  * expires an entry that stops being refreshed). An executor is online while its entry is live and says `online`.
  * A `detaching` heartbeat hands its unconfirmed claims back to the candidates (every such heartbeat
  * does, so a claim won in a race with the first one is released by the next).
+ *
+ * A claim asks `online` of this process's view of the bucket (its own writes in it at once, the other
+ * replicas' within the watch's delivery), and of the bucket only when the view says offline; the
+ * sweeper (`present`) and the heartbeat's own checks read the bucket.
  */
 export class PresenceService {
   constructor(
     private readonly store: VersionedStore<PresenceRecord>,
+    private readonly view: WatchedBucket<PresenceRecord>,
     private readonly registry: RegistryReader,
     private readonly bindings: BindingLookup,
     private readonly candidates: CandidateQueue,
@@ -34,7 +40,7 @@ export class PresenceService {
     const { scope } = origin;
     const refuse = (code: RefusalCode, reason: string): PresenceReply => ({ status: "refused", ttl_ms: this.ttlMs, code, reason });
     if (beat.scope !== scope) return refuse("malformed", `heartbeat for scope '${beat.scope}' sent on the subject of scope '${scope}'`);
-    const refusal = admissionRefusal(await this.registry.get(beat.executor_id), origin, beat.bindings);
+    const refusal = await confirmedRefusal(this.registry, await this.registry.get(beat.executor_id), origin, beat.bindings);
     if (refusal) return refuse(refusal.code, refusal.reason);
     for (const bindingId of beat.bindings) {
       const binding = await this.bindings.getBinding(bindingId);
@@ -49,8 +55,7 @@ export class PresenceService {
       );
     // The scope's executors pull from its durable consumer: make sure it exists before they try.
     await this.candidates.ensureScopeConsumer(scope);
-    const record: PresenceRecord = { ...beat, seen_at: this.now() };
-    await this.store.put(presenceKey(scope, beat.executor_id), record);
+    await this.write({ ...beat, seen_at: this.now() });
     if (beat.status === "detaching") await this.detacher.detach(scope, beat.executor_id, "release_unconfirmed");
     return { status: "ok", ttl_ms: this.ttlMs };
   }
@@ -58,7 +63,7 @@ export class PresenceService {
   /** Records an operator's detach: the executor counts as gone and its heartbeats are refused until the record lapses. */
   async markDetached(scope: string, executorId: string): Promise<void> {
     const known = await this.live(scope, executorId);
-    await this.store.put(presenceKey(scope, executorId), {
+    await this.write({
       executor_id: executorId,
       scope,
       bindings: known?.bindings ?? [],
@@ -76,6 +81,9 @@ export class PresenceService {
 
   /** The executor's live presence, or null when it is offline (never seen, expired, or detaching). */
   async online(scope: string, executorId: string): Promise<PresenceRecord | null> {
+    const viewed = await this.view.get(presenceKey(scope, executorId));
+    if (viewed && isOnline(viewed.value, this.ttlMs, this.now())) return viewed.value;
+    // Confirmed on the bucket: a heartbeat through another replica may not have reached the view yet.
     const record = await this.live(scope, executorId);
     return record?.status === "online" ? record : null;
   }
@@ -84,6 +92,12 @@ export class PresenceService {
   private async live(scope: string, executorId: string): Promise<PresenceRecord | null> {
     const entry = await this.store.get(presenceKey(scope, executorId));
     return entry && this.now() - entry.value.seen_at < this.ttlMs ? entry.value : null;
+  }
+
+  /** Writes the record, in this process's view at once. */
+  private async write(record: PresenceRecord): Promise<void> {
+    const key = presenceKey(record.scope, record.executor_id);
+    this.view.wrote(key, await this.store.put(key, record), record);
   }
 }
 
