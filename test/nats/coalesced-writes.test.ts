@@ -34,7 +34,11 @@ describe("coalesceWrites: one socket write per turn of the event loop", () => {
   beforeAll(async () => {
     nats = await startTestNats();
     reader = await connect({ servers: nats.url });
-    reader.subscribe("coalesce.>", { callback: (_err, m: Msg) => received.push(m.string()) });
+    reader.subscribe("coalesce.>", {
+      callback: (_err, m: Msg) => {
+        received.push(m.string());
+      },
+    });
     await reader.flush();
   });
 
