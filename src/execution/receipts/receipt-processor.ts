@@ -89,12 +89,11 @@ export class ReceiptProcessor {
     }
 
     // Both are needed for a new receipt (the common case), so they are read together. Progress is
-    // never decided on a remembered assignment (no compare-and-set of it follows): read it afresh now.
-    const assignment =
-      r.kind === "progress"
-        ? this.deps.assignments.get(r.assignment_id).then((read) => read && { ...read, cached: false })
-        : this.deps.assignments.recent(r.assignment_id);
-    const [known, recent] = await Promise.all([this.deps.index.get(r.receipt_id), assignment]);
+    // never decided on a remembered assignment (no compare-and-set of it follows): it trusts none.
+    const [known, recent] = await Promise.all([
+      this.deps.index.get(r.receipt_id),
+      this.deps.assignments.recent(r.assignment_id, r.kind === "progress" ? () => false : undefined),
+    ]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
     // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
     let found = await this.deps.assignments.confirm(r.assignment_id, recent, (a) => startsCompareAndSet(a, r, known));
