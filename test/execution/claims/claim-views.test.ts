@@ -98,43 +98,44 @@ describe("claims answered from a gateway's views of the registry and presence", 
       5_000,
     );
 
+  /**
+   * An online executor granted from B's views holds a pulled call of `tool`; `change` is then made
+   * through A. Returns the executor and B's refusal of that call once B's views have the change.
+   */
+  const refusedAfter = async (executorId: string, tool: "v.read" | "v.write", change: (a: TestGateway) => Promise<void>) => {
+    const e = await onlineExecutor(executorId);
+    await grantedFromViews(e);
+    const id = await toolCall(tool);
+    const { generation } = await e.pullFor(id);
+    await throughA(change);
+    return { e, refusal: await refusedBy(e, id, generation) };
+  };
+
   it("grants a claim with neither the registry nor presence read from the bucket", async () => {
     await grantedFromViews(await onlineExecutor("v-granted"));
   });
 
   it("refuses a claim on a binding taken away through another gateway, once its view has the change", async () => {
-    const e = await onlineExecutor("v-narrowed");
-    await grantedFromViews(e);
-    const id = await toolCall("v.write");
-    const { generation } = await e.pullFor(id);
-    await throughA(async (a) => {
+    const { e, refusal } = await refusedAfter("v-narrowed", "v.write", async (a) => {
       expect((await a.http("PUT", "/v1/executors/v-narrowed/bindings", { bindings: ["v-r"] })).status).toBe(200);
     });
-    expect(await refusedBy(e, id, generation)).toMatchObject({ code: "binding_not_granted" });
+    expect(refusal).toMatchObject({ code: "binding_not_granted" });
     // A binding still granted is claimed as before.
     const read = await toolCall("v.read");
     expect((await e.claim(read, (await e.pullFor(read)).generation)).status).toBe("granted");
   });
 
   it("refuses a claim of an executor removed through another gateway, once its view has the removal", async () => {
-    const e = await onlineExecutor("v-removed");
-    await grantedFromViews(e);
-    const id = await toolCall("v.read");
-    const { generation } = await e.pullFor(id);
-    await throughA(async (a) => {
+    const { refusal } = await refusedAfter("v-removed", "v.read", async (a) => {
       expect((await a.http("DELETE", "/v1/executors/v-removed")).status).toBe(200);
     });
-    expect(await refusedBy(e, id, generation)).toMatchObject({ code: "executor_unknown" });
+    expect(refusal).toMatchObject({ code: "executor_unknown" });
   });
 
   it("refuses a claim of an executor detached through another gateway, once its view of presence has it", async () => {
-    const e = await onlineExecutor("v-detached");
-    await grantedFromViews(e);
-    const id = await toolCall("v.read");
-    const { generation } = await e.pullFor(id);
-    await throughA(async (a) => {
+    const { refusal } = await refusedAfter("v-detached", "v.read", async (a) => {
       expect((await a.http("POST", "/v1/executors/v-detached:detach", { scope: SCOPE })).status).toBe(200);
     });
-    expect(await refusedBy(e, id, generation)).toMatchObject({ code: "executor_offline" });
+    expect(refusal).toMatchObject({ code: "executor_offline" });
   });
 });
