@@ -124,6 +124,11 @@ export class VersionedStore<T> {
     return read && { ...read, cached: false };
   }
 
+  /** The value this process last wrote or read, without any request (undefined when none is kept); as stale as `recent`'s. */
+  remembered(key: string): T | undefined {
+    return this.cache?.get(key)?.value;
+  }
+
   /** `entry` as `recent` gave it, read afresh when it was remembered and `trust` does not take it. */
   async confirm(key: string, entry: Recent<T> | null, trust: (value: T) => boolean): Promise<Recent<T> | null> {
     if (!entry?.cached || trust(entry.value)) return entry;

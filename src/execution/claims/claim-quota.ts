@@ -34,7 +34,8 @@ interface SlotQueue {
  * assignment's own compare-and-set, so concurrent claims on any replicas cannot overshoot.
  *
  * Nothing removes an entry when its work ends (accepted -> final, lease expiry, revoke, detach, and
- * whatever edges come later): only when the record is full are its entries checked against their
+ * whatever edges come later): a write drops the entries whose assignments this process remembers
+ * terminal, and only when the record is full are its other entries checked against their
  * assignments, and those no longer `claimed`/`running` by this executor in that generation dropped.
  * Cost on the claim path: one KV read (made together with the claim's own reads, see `read`) and one
  * compare-and-set, shared by the executor's claims that this process takes at once; at the bound,
@@ -43,6 +44,8 @@ interface SlotQueue {
 export class ClaimQuota {
   /** Per executor record: the claims of this process wait here and share one compare-and-set per batch. */
   private readonly queues = new Map<string, SlotQueue>();
+  /** Per executor record: reservations of this process asked for and not yet answered (queued or being written). */
+  private readonly unanswered = new Map<string, number>();
 
   constructor(
     private readonly holdings: VersionedStore<ClaimHoldings>,
@@ -65,10 +68,15 @@ export class ClaimQuota {
    * An executor's claims arriving together would all contend for its one record; instead, those of
    * this process are queued and written together, one compare-and-set per batch.
    */
-  reserve(scope: string, executorId: string, assignmentId: string, generation: number, current: Versioned<ClaimHoldings> | null): Promise<HeldClaim | null> {
+  reserve(scope: string, executorId: string, entry: HeldClaim, current: Versioned<ClaimHoldings> | null): Promise<HeldClaim | null> {
     const key = holdingsKey(scope, executorId);
-    const entry: HeldClaim = { assignment_id: assignmentId, generation, reserved_at: this.now() };
-    return new Promise((resolve, reject) => {
+    this.unanswered.set(key, (this.unanswered.get(key) ?? 0) + 1);
+    const answered = () => {
+      const left = this.unanswered.get(key)! - 1;
+      if (left === 0) this.unanswered.delete(key);
+      else this.unanswered.set(key, left);
+    };
+    return new Promise<HeldClaim | null>((resolve, reject) => {
       let queue = this.queues.get(key);
       if (!queue) {
         queue = { requests: [], known: current };
@@ -76,7 +84,30 @@ export class ClaimQuota {
         void this.drain(key, scope, executorId, queue);
       }
       queue.requests.push({ entry, resolve, reject });
-    });
+    }).finally(answered);
+  }
+
+  /**
+   * Whether the executor's record as `read` returned it, less the entries whose claims this process
+   * knows ended, has a slot left for one more claim beyond those this process is already writing. A
+   * guess on a value that may be stale: it only lets a claim write its slot and its compare-and-set
+   * together (`ClaimService`), whose slot is still decided by the record's own compare-and-set.
+   */
+  likelyRoom(scope: string, executorId: string, current: Versioned<ClaimHoldings> | null): boolean {
+    const key = holdingsKey(scope, executorId);
+    const record = this.holdings.remembered(key) ?? current?.value;
+    const held = record ? record.held.filter((e) => !this.knownEnded(e)).length : 0;
+    return held + (this.unanswered.get(key) ?? 0) < this.maxPerExecutor;
+  }
+
+  /**
+   * An entry whose assignment this process remembers terminal: its claim is over for good (a terminal
+   * state is final), so the entry is dropped whenever the record is written, not only once it is full.
+   * That keeps the record about as long as the executor's claims in flight instead of at its bound.
+   */
+  private knownEnded(e: HeldClaim): boolean {
+    const a = this.assignments.remembered(e.assignment_id);
+    return a !== undefined && isTerminalAssignmentState(a.state);
   }
 
   /** Writes the queued reservations of one record, batch after batch, until none is left. */
@@ -117,7 +148,7 @@ export class ClaimQuota {
     // Set once a check of the record found nothing more to drop: then what fits is all there is.
     let checked = false;
     const decide = (cur: ClaimHoldings): Decision<ClaimHoldings, { admitted: HeldClaim[]; held: HeldClaim[] }> => {
-      const held = cur.held.filter((e) => !askedIds.has(e.assignment_id) && !ended.has(entryKey(e)));
+      const held = cur.held.filter((e) => !askedIds.has(e.assignment_id) && !ended.has(entryKey(e)) && !this.knownEnded(e));
       const admitted = asked.slice(0, Math.max(0, this.maxPerExecutor - held.length));
       // Not room for all: first see whether claims that ended make room (below).
       if (admitted.length === 0 || (admitted.length < asked.length && !checked)) return { result: { admitted: [], held } };

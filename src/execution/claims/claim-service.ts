@@ -5,10 +5,11 @@ import { reservationValid, type ClaimQuota } from "./claim-quota.js";
 import { newClaimToken } from "./claim-token.js";
 import type { PresenceService } from "./presence.js";
 import type { ReceiptLog } from "../receipts/receipt-log.js";
-import type { AssignmentRecord } from "../model/records.js";
+import type { AssignmentRecord, ClaimRecord, HeldClaim } from "../model/records.js";
+import { requeued } from "../dispatch/requeue.js";
 import type { RunLookup } from "../runs/run-lookup.js";
 import { runTakesWork } from "../model/run-states.js";
-import type { VersionedStore } from "../../kv/versioned-store.js";
+import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
 
@@ -47,7 +48,7 @@ export class ClaimService {
     private readonly registry: RegistryReader,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
-    private readonly offers: Pick<Dispatcher, "standingWatchDue">,
+    private readonly offers: Pick<Dispatcher, "standingWatchDue" | "dispatch">,
     private readonly quota: ClaimQuota,
     private readonly receipts: ReceiptLog,
     private readonly leaseMs: number,
@@ -92,35 +93,40 @@ export class ClaimService {
     // expires the lease. The same watch, due no later than the first holder check, looks after the
     // work once it is confirmed (nothing is written on `accepted`). The offer's own watch does that
     // when it comes due first (a claim soon after the tool call was made): then none is written.
-    // Independent of the slot: both together.
     const checkAt = Math.min(leaseExpiresAt, claimedAt + this.holderCheckMs);
     const standing = this.offers.standingWatchDue(a);
     const watched = standing !== null && claimedAt + STANDING_WATCH_MARGIN_MS < standing && standing <= checkAt;
-    const [reservation] = await Promise.all([
-      this.quota.reserve(scope, req.executor_id, a.assignment_id, a.generation, holdings),
-      watched ? undefined : this.watchlist.watch(a.assignment_id, checkAt),
-    ]);
-    if (!reservation)
-      return refused("too_many_claims", `executor '${req.executor_id}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
-
-    const outcome = await this.assignments.mutate(
-      a.assignment_id,
-      (cur) => {
-        const to = nextAssignmentState(cur.state, "claim");
-        if (!to || cur.generation !== req.generation) return { result: this.lost(cur, req) };
-        // A slot another replica may already have reconciled away must not be filled (the bound would overshoot).
-        if (!reservationValid(reservation, this.now())) return { result: refused("too_many_claims", "the claim took too long to be made; claim again") };
-        const claim = {
-          executor_id: req.executor_id,
-          generation: cur.generation,
-          token_sha256: sha256,
-          claimed_at: claimedAt,
-          lease_expires_at: leaseExpiresAt,
-        };
-        return { write: { ...cur, state: to, claim, updated_at: claimedAt }, result: null };
-      },
-      found,
-    );
+    const reservation: HeldClaim = { assignment_id: a.assignment_id, generation: a.generation, reserved_at: claimedAt };
+    const claimRecord = {
+      executor_id: req.executor_id,
+      generation: a.generation,
+      token_sha256: sha256,
+      claimed_at: claimedAt,
+      lease_expires_at: leaseExpiresAt,
+    };
+    const reserved = () => this.quota.reserve(scope, req.executor_id, reservation, holdings);
+    const take = () => this.take(found, req, claimRecord, reservation);
+    const watch = async () => {
+      if (!watched) await this.watchlist.watch(a.assignment_id, checkAt);
+    };
+    let outcome: Awaited<ReturnType<typeof take>>;
+    if (this.quota.likelyRoom(scope, req.executor_id, holdings)) {
+      // Room as far as this process knows: the slot is written beside the watch and the claim, one
+      // round trip less. Should the slot be refused after all (another replica filled the record),
+      // the claim just won is given back at once, before anyone saw its grant.
+      const [slot, took] = await Promise.all([reserved(), watch().then(take)]);
+      if (!slot) {
+        if (took && !took.result) await this.giveBack(took.value, sha256);
+        return this.tooMany(req.executor_id);
+      }
+      outcome = took;
+    } else {
+      // At its bound as far as this process knows: refused before the assignment is touched, so an
+      // executor at its bound cannot take claims away from the others even for a moment.
+      const [slot] = await Promise.all([reserved(), watch()]);
+      if (!slot) return this.tooMany(req.executor_id);
+      outcome = await take();
+    }
     if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     if (outcome.result) return outcome.result;
 
@@ -150,6 +156,34 @@ export class ClaimService {
         ...(compensates ? { compensates } : {}),
       },
     };
+  }
+
+  /** The compare-and-set `pending -> claimed` at the candidate's generation: null result when won. */
+  private take(found: Versioned<AssignmentRecord>, req: ClaimRequest, claim: ClaimRecord, reservation: HeldClaim) {
+    return this.assignments.mutate(
+      found.value.assignment_id,
+      (cur) => {
+        const to = nextAssignmentState(cur.state, "claim");
+        if (!to || cur.generation !== req.generation) return { result: this.lost(cur, req) };
+        // A slot another replica may already have reconciled away must not be filled (the bound would overshoot).
+        if (!reservationValid(reservation, this.now())) return { result: refused("too_many_claims", "the claim took too long to be made; claim again") };
+        return { write: { ...cur, state: to, claim, updated_at: claim.claimed_at }, result: null };
+      },
+      found,
+    );
+  }
+
+  /** A claim won beside a slot that was refused: back to the candidates, next generation (its grant was never sent). */
+  private async giveBack(a: AssignmentRecord, tokenSha256: string): Promise<void> {
+    const res = await this.assignments.mutate(a.assignment_id, (cur) => {
+      const next = cur.state === "claimed" && cur.claim?.token_sha256 === tokenSha256 ? requeued(cur, "release", this.now()) : undefined;
+      return next ? { write: next, result: undefined } : { result: undefined };
+    });
+    if (res?.written) await this.offers.dispatch(a.assignment_id);
+  }
+
+  private tooMany(executorId: string): ClaimReply {
+    return refused("too_many_claims", `executor '${executorId}' already holds ${this.quota.maxPerExecutor} claims: finish one, then claim again`);
   }
 
   /** The refusal for a claim on an assignment that is no longer offered at the candidate's generation. */

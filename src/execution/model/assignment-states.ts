@@ -58,7 +58,7 @@ export const ASSIGNMENT_TRANSITIONS: readonly Transition[] = [
     from: "claimed",
     event: "release",
     to: "pending",
-    why: "its executor detached before `accepted`: back to the candidates for another executor, generation + 1",
+    why: "its executor detached before `accepted`, or the claim was given back at once (its slot was refused: the executor held its maximum of claims): back to the candidates for another executor, generation + 1",
   },
   { from: "claimed", event: "accept", to: "running", why: "`accepted` with the claim token: the explicit confirmation, side effects may start" },
   {

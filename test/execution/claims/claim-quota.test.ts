@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { EXECUTION_BUCKETS } from "../../../src/streams/names.js";
+import { ClaimHoldings } from "../../../src/execution/model/records.js";
+import { decode, encode } from "../../../src/wire/codec.js";
 import type { ClaimReply, Grant } from "../../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../../helpers/execution-gateway.js";
@@ -32,6 +35,11 @@ describe("in-flight claims per executor", () => {
     return ids;
   };
   const state = async (id: string) => (await gw().http("GET", `/v1/assignments/${id}`)).body as { state: string; generation: number };
+  /**
+   * A claim of the call at its current generation: a claim refused `too_many_claims` on a replica
+   * that thought the executor had room gives the call back at once, at the next generation.
+   */
+  const claimNow = async (e: ProtocolExecutor, id: string) => e.claim(id, (await state(id)).generation);
   const grantOf = (reply: ClaimReply): Grant => {
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code} ${reply.reason}`);
     return reply.grant;
@@ -66,7 +74,7 @@ describe("in-flight claims per executor", () => {
     expect(granted).toHaveLength(MAX);
     for (const r of replies.filter((r) => r.status === "refused")) expect(r).toMatchObject({ code: "too_many_claims" });
     // The bound is per executor: another executor of the scope is not held back.
-    expect(grantOf(await other.claim(refusedIds.pop()!, 0)).executor_id).toBe("exec-2");
+    expect(grantOf(await claimNow(other, refusedIds.pop()!)).executor_id).toBe("exec-2");
   });
 
   it("counts a claim again once its work ended: completed, lease expired, run ended", async () => {
@@ -74,13 +82,13 @@ describe("in-flight claims per executor", () => {
     // completed: the slot comes back.
     expect((await exec.send(exec.accepted(done!))).status).toBe("recorded");
     expect((await exec.send(exec.receipt(done!, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
-    grantOf(await exec.claim(refusedIds.pop()!, 0));
-    expect(await exec.claim(refusedIds[0]!, 0)).toMatchObject({ status: "refused", code: "too_many_claims" });
+    grantOf(await claimNow(exec, refusedIds.pop()!));
+    expect(await claimNow(exec, refusedIds[0]!)).toMatchObject({ status: "refused", code: "too_many_claims" });
 
     // A confirmed claim keeps its slot; an unconfirmed one gives it back when its lease expires.
     expect((await exec.send(exec.accepted(accepted!))).status).toBe("recorded");
     await until("lease expiry", async () => ((await state(unconfirmed!.assignment_id)).state === "pending" ? true : undefined), LEASE_MS + 5_000);
-    grantOf(await exec.claim(refusedIds.pop()!, 0));
+    grantOf(await claimNow(exec, refusedIds.pop()!));
 
     // Ending the run revokes and abandons everything this executor held there.
     expect((await gw().http("POST", `/v1/runs/${done!.run_id}:cancel`)).status).toBe(200);
@@ -127,5 +135,85 @@ describe("claim slots written together", () => {
     const replies = await Promise.all(ids.map((id) => exec.claim(id, 0)));
     expect(replies.map((r) => r.status)).toEqual(ids.map(() => "granted"));
     expect(await writes()).toBeLessThan(before + 10);
+  });
+
+  it("drops the entries of claims it saw end whenever it writes the record, not only once the record is full", async () => {
+    const runId = (await gateway.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    const call = async (i: number) =>
+      (await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id as string;
+    const lone = new ProtocolExecutor(nc, "batch", "exec-lone", ["b-batch"]);
+    try {
+      expect((await lone.heartbeat()).status).toBe("ok");
+      const grants = [];
+      for (let i = 0; i < 3; i++) {
+        const reply = await lone.claim(await call(i), 0);
+        if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+        grants.push(reply.grant);
+      }
+      for (const grant of grants.slice(0, 2)) {
+        expect((await lone.send(lone.accepted(grant))).status).toBe("recorded");
+        expect((await lone.send(lone.receipt(grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
+      }
+      const last = await call(3);
+      expect((await lone.claim(last, 0)).status).toBe("granted");
+      const kv = await new Kvm(nc).open(EXECUTION_BUCKETS.claims);
+      const held = decode(ClaimHoldings, (await kv.get("batch.exec-lone"))!.value).held.map((e) => e.assignment_id);
+      expect(held.sort()).toEqual([grants[2]!.assignment_id, last].sort());
+    } finally {
+      lone.close();
+    }
+  });
+});
+
+/**
+ * A gateway that remembers an executor's record with room writes the slot and the claim together; when
+ * the record turns out full (another replica reserved the last slot meanwhile), the claim it just won
+ * goes straight back to the candidates, at the next generation, and no grant is sent.
+ */
+describe("a claim whose slot is refused after it was won", () => {
+  let nats: TestNats;
+  let gateway: TestGateway;
+  let nc: NatsConnection;
+  let exec: ProtocolExecutor;
+  let other: ProtocolExecutor;
+  let sessionId: string;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gateway = await startExecutionGateway(nats.url, { maxClaimsPerExecutor: 2 });
+    sessionId = await seedSession(gateway.gateway.store, { scope: "back", agent: "back-bot", tools: [{ name: "work.do", binding_id: "b-back" }] });
+    nc = await connect({ servers: nats.url });
+    exec = new ProtocolExecutor(nc, "back", "exec-full", ["b-back"]);
+    other = new ProtocolExecutor(nc, "back", "exec-free", ["b-back"]);
+    for (const e of [exec, other]) expect((await e.heartbeat()).status).toBe("ok");
+  });
+  afterAll(async () => {
+    exec?.close();
+    other?.close();
+    await nc?.close();
+    await gateway?.close();
+    await nats?.stop();
+  });
+
+  it("is given back at the next generation and offered again at once; the executor is refused too_many_claims", async () => {
+    const runId = (await gateway.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    const call = async (i: number) =>
+      (await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id as string;
+    const [held, reservedElsewhere, contested] = [await call(1), await call(2), await call(3)];
+    expect((await exec.claim(held, 0)).status).toBe("granted");
+
+    // Another replica reserves the executor's last slot, for a claim it is about to make: this
+    // gateway still remembers the record with one entry.
+    const kv = await new Kvm(nc).open(EXECUTION_BUCKETS.claims);
+    const record = decode(ClaimHoldings, (await kv.get("back.exec-full"))!.value);
+    record.held.push({ assignment_id: reservedElsewhere, generation: 0, reserved_at: Date.now() });
+    await kv.put("back.exec-full", encode(record));
+
+    expect(await exec.claim(contested, 0)).toMatchObject({ status: "refused", code: "too_many_claims" });
+    const a = (await gateway.http("GET", `/v1/assignments/${contested}`)).body;
+    expect(a).toMatchObject({ state: "pending", generation: 1 });
+    // Offered again without waiting for a sweeper: another executor takes it.
+    const candidate = await other.pullFor(contested, 1);
+    expect(await other.claim(contested, candidate.generation)).toMatchObject({ status: "granted", grant: { executor_id: "exec-free", generation: 1 } });
   });
 });
