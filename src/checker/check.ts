@@ -187,7 +187,7 @@ function checkSettled(a: AssignmentRecord, add: Add): void {
 }
 
 function checkListed(a: AssignmentRecord, run: RunRecord | undefined, assignments: Map<string, AssignmentRecord>, add: Add): void {
-  // An assignment its run never listed is legitimate only when it was withdrawn without ever being offered,
+  // An assignment its run never listed is legitimate only when it was withdrawn before any claim (its offer, if any, taken back),
   // or when it is a compensation: it hangs off its original (linked both ways), not off the run's list.
   if (!run) add({ rule: "orphan_call", message: `run ${a.run_id} does not exist`, run_id: a.run_id, assignment_id: a.assignment_id });
   else if (a.compensates !== null) {

@@ -5,7 +5,7 @@ import { reservationValid, type ClaimQuota } from "./claim-quota.js";
 import { newClaimToken } from "./claim-token.js";
 import type { PresenceService } from "./presence.js";
 import type { ReceiptLog } from "../receipts/receipt-log.js";
-import type { AssignmentRecord, ClaimRecord, HeldClaim } from "../model/records.js";
+import type { AssignmentRecord, ClaimRecord, HeldClaim, RunRecord } from "../model/records.js";
 import { requeued } from "../dispatch/requeue.js";
 import type { RunLookup } from "../runs/run-lookup.js";
 import { runTakesWork } from "../model/run-states.js";
@@ -28,6 +28,9 @@ const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> 
 
 const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "refused", code, reason });
 
+/** Whether the run lists the call (a compensation hangs off its original, not off the run's list). */
+const listed = (a: AssignmentRecord, run: RunRecord): boolean => a.compensates !== null || run.assignment_ids.includes(a.assignment_id);
+
 /** Whether the assignment waits for a claim at the candidate's generation. */
 const offered = (a: AssignmentRecord, generation: number): boolean => a.state === "pending" && a.generation === generation;
 
@@ -48,7 +51,7 @@ export class ClaimService {
     private readonly registry: RegistryReader,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
-    private readonly offers: Pick<Dispatcher, "standingWatchDue" | "dispatch">,
+    private readonly offers: Pick<Dispatcher, "standingWatchDue" | "dispatch" | "list" | "withdrawUnlisted">,
     private readonly quota: ClaimQuota,
     private readonly receipts: ReceiptLog,
     private readonly leaseMs: number,
@@ -80,8 +83,15 @@ export class ClaimService {
     // A state the run's end put it in answers for itself (`withdrawn`, `claim_revoked`), before the run does.
     const ended = REFUSAL_BY_STATE[a.state];
     if (ended) return refused(ended, `assignment is ${a.state}`);
-    // A remembered run that would refuse the claim is read afresh first.
-    const run = await runRead.of(a, (remembered) => runTakesWork(a, remembered));
+    // A remembered run that would refuse the claim, or that does not list the call yet, is read afresh first.
+    const run = await runRead.of(a, (remembered) => runTakesWork(a, remembered) && listed(a, remembered));
+    // Its creation lists a call beside offering it (or died in between): the claim lists it first, so
+    // the run's end, which settles exactly the calls listed, reaches every call it granted. One its
+    // run's end can no longer reach is withdrawn here.
+    if (run && !listed(a, run.value) && (await this.offers.list(a)) === "run_ended") {
+      await this.offers.withdrawUnlisted(a.assignment_id);
+      return refused("run_terminated", `run '${a.run_id}' has ended`);
+    }
     if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
     if (!offered(a, req.generation)) return this.lost(a, req);

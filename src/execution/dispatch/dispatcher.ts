@@ -35,34 +35,52 @@ export class Dispatcher {
     if (!current || current.value.state !== "pending") return current?.value ?? null;
     const a = current.value;
 
-    // A compensation is not one of the model's tool calls: it hangs off its original, not the run's list.
-    if (a.compensates === null) {
-      const listing = await this.runs.mutate(
-        a.run_id,
-        (run) => {
-          if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
-          // Its end recorded, the run's list is fixed: the end settles exactly the assignments listed.
-          if (!runIsOpen(run)) return { result: "run_ended" as const };
-          return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
-        },
-        known?.run,
-      );
-      if (!listing || listing.result === "run_ended") return this.withdrawUnlisted(assignmentId);
+    if (known) {
+      // The request that has just created it lists it and offers it at once: a claim finds its run
+      // listing it or lists it itself first (`list`), so no claim is granted on a call its run's end
+      // could miss. Should the listing be refused (the run ended first), the offer is taken back.
+      const [listing] = await Promise.all([this.list(a, known.run), this.offer(a)]);
+      return listing === "listed" ? a : this.withdrawUnlisted(assignmentId);
     }
+    if ((await this.list(a)) !== "listed") return this.withdrawUnlisted(assignmentId);
     // Offered by an earlier version, which wrote the candidate's sequence into the assignment.
     if (a.candidate_seq !== null) return a;
     // A dispatch taken up again (a retried request, a sweeper) finds the candidate by its subject: one
     // of this generation still in the stream is not offered twice. (One already taken is published
     // again under the same `Nats-Msg-Id`, which the stream drops within its de-duplication window.)
-    if (!known && (await this.candidates.find(a))?.candidate.generation === a.generation) return a;
-
+    if ((await this.candidates.find(a))?.candidate.generation === a.generation) return a;
     // Watched before it can be taken: should the executor that takes it vanish without claiming, a
     // sweeper offers it again. A first offer keeps its creation's due time (see `standingWatchDue`).
-    if (!known)
-      await this.watchlist.watch(assignmentId, a.generation === 0 ? Math.max(this.now(), this.creationDue(a.created_at)) : this.now() + this.reofferAfterMs);
-    // Nothing of the candidate is written back into the assignment: it is found by its subject. Should
-    // the run end between the listing and this publish, the run's end takes the candidate back, or an
-    // executor claiming it is refused `withdrawn`.
+    await this.watchlist.watch(assignmentId, a.generation === 0 ? Math.max(this.now(), this.creationDue(a.created_at)) : this.now() + this.reofferAfterMs);
+    await this.offer(a);
+    return a;
+  }
+
+  /**
+   * Lists a pending assignment on its run (a compensation hangs off its original instead: nothing to
+   * list). `run_ended` once the run's end is recorded: its list is fixed then, the end settles
+   * exactly the assignments listed. `known` starts the compare-and-set; a stale one only retries it.
+   */
+  async list(a: AssignmentRecord, known?: Versioned<RunRecord>): Promise<"listed" | "run_ended"> {
+    if (a.compensates !== null) return "listed";
+    const listing = await this.runs.mutate(
+      a.run_id,
+      (run) => {
+        if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
+        if (!runIsOpen(run)) return { result: "run_ended" as const };
+        return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
+      },
+      known,
+    );
+    return listing?.result ?? "run_ended";
+  }
+
+  /**
+   * The candidate of the assignment's current generation. Nothing of it is written back into the
+   * assignment: it is found by its subject. Should the run end meanwhile, the run's end takes the
+   * candidate back, or an executor claiming it is refused `withdrawn`.
+   */
+  private async offer(a: AssignmentRecord): Promise<void> {
     await this.candidates.publish(a.scope, {
       assignment_id: a.assignment_id,
       run_id: a.run_id,
@@ -71,7 +89,6 @@ export class Dispatcher {
       generation: a.generation,
       created_at: a.created_at,
     });
-    return a;
   }
 
   /**
@@ -102,14 +119,16 @@ export class Dispatcher {
     await this.watchlist.watch(assignmentId, this.now() + this.reofferAfterMs);
   }
 
-  /** An assignment its run never listed (the run ended first) is withdrawn, never offered. */
-  private async withdrawUnlisted(assignmentId: string): Promise<AssignmentRecord | null> {
+  /**
+   * An assignment its run never listed (the run ended first) is withdrawn, and a candidate of it
+   * taken back: its creation may have offered it beside the listing.
+   */
+  async withdrawUnlisted(assignmentId: string): Promise<AssignmentRecord | null> {
     const res = await this.assignments.mutate(assignmentId, (cur) => {
       const to = nextAssignmentState(cur.state, "withdraw");
       return to ? { write: { ...cur, state: to, updated_at: this.now() }, result: undefined } : { result: undefined };
     });
-    // Listing comes before publishing, so nothing was offered; a record of an earlier version may name its candidate.
-    if (res?.value.candidate_seq != null) await this.candidates.takeBack(res.value);
+    if (res?.value.state === "withdrawn") await this.candidates.takeBack(res.value);
     return res?.value ?? null;
   }
 }
