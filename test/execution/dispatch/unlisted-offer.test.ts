@@ -8,20 +8,13 @@ import { AssignmentRecord, RunRecord, WatchEntry } from "../../../src/execution/
 import { assignmentIdFor } from "../../../src/execution/model/ids.js";
 import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
 import { executionStores, openBucket } from "../../../src/kv/buckets.js";
-import { VersionedStore } from "../../../src/kv/versioned-store.js";
 import { EXECUTION_BUCKETS, STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
 import { until } from "../../helpers/until.js";
+import { DyingStore } from "../../helpers/dying-store.js";
 import { startExecutionFixture, type ExecutionFixture } from "../../helpers/execution-gateway.js";
 
 const SCOPE = "unlisted";
-
-/** A run store whose process dies at its first compare-and-set: a creation stops after offering its call, before listing it. */
-class DyingRuns extends VersionedStore<RunRecord> {
-  override mutate(): never {
-    throw new Error("the process died");
-  }
-}
 
 /**
  * A tool call's creation lists the call on its run and offers its candidate at once. A creation that
@@ -44,7 +37,8 @@ describe("a call offered before its run lists it", () => {
     const js = jetstream(fx.nc);
     const jsm = await jetstreamManager(fx.nc);
     const bucket = EXECUTION_BUCKETS.runs;
-    const runs = new DyingRuns(await openBucket(new Kvm(fx.nc), jsm, bucket), RunRecord, { bucket, js, jsm });
+    // Its process dies at its first compare-and-set of a run: a creation stops after offering its call, before listing it.
+    const runs = new DyingStore(await openBucket(new Kvm(fx.nc), jsm, bucket), RunRecord, { bucket, js, jsm });
     const assignments = await store("assignments", AssignmentRecord);
     const watchlist = new Watchlist(await store("watch", WatchEntry));
     const candidates = new CandidateQueue(js, jsm, { replicas: 1, ackWaitMs: 30_000 });

@@ -13,15 +13,9 @@ import { createLogger } from "../../../src/log/logger.js";
 import type { Grant } from "../../../src/wire/messages.js";
 import { startExecutionFixture, type ExecutionFixture } from "../../helpers/execution-gateway.js";
 import { until } from "../../helpers/until.js";
+import { DyingStore } from "../../helpers/dying-store.js";
 
 const SCOPE = "run-end";
-
-/** An assignment store whose process dies at its first compare-and-set: a run's end stops after recording itself. */
-class DyingAssignments extends VersionedStore<AssignmentRecord> {
-  override mutate(): never {
-    throw new Error("the process died");
-  }
-}
 
 /**
  * A run's end is recorded on the run first (`ending`), then its assignments are settled, and only then
@@ -49,7 +43,8 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
     const js = jetstream(fx.nc);
     const jsm = await jetstreamManager(fx.nc);
     const bucket = EXECUTION_BUCKETS.assignments;
-    const assignments = new DyingAssignments(await openBucket(new Kvm(fx.nc), jsm, bucket), AssignmentRecord, { bucket, js, jsm });
+    // Its process dies at its first compare-and-set of an assignment: the end stops after recording itself.
+    const assignments = new DyingStore(await openBucket(new Kvm(fx.nc), jsm, bucket), AssignmentRecord, { bucket, js, jsm });
     watches = await store("watch", WatchEntry);
     dying = new RunService(
       await store("runs", RunRecord),
