@@ -22,7 +22,6 @@ import { createHttpApp } from "../http/server.js";
 import { systemRoutes, type Readiness } from "../http/system-routes.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { MCP_SERVER_VERSION, registerMcpEndpoint } from "../mcp-server/endpoint.js";
-import { lastRunEventSeq } from "../mcp-server/settled-view.js";
 import { GatewayMetrics } from "../metrics/metrics.js";
 import { startMetricsServer, type MetricsServer } from "../metrics/server.js";
 import { natsConnectionOptions } from "../nats/connect.js";
@@ -156,13 +155,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
     metrics.instrumentHttp(app);
     const limits = new TokenBuckets(config.TOOLGATE_RATE_LIMIT_RPS, config.TOOLGATE_RATE_LIMIT_BURST, options.rateLimitClock);
     registerRoutes(app, routes, identities, limits);
-    registerMcpEndpoint(
-      app,
-      { store, execution, lastEventSeq: lastRunEventSeq(jsm), log: logger, version: MCP_SERVER_VERSION },
-      config.TOOLGATE_MCP_MAX_SESSIONS,
-      identities,
-      limits,
-    );
+    registerMcpEndpoint(app, { store, execution, log: logger, version: MCP_SERVER_VERSION }, config.TOOLGATE_MCP_MAX_SESSIONS, identities, limits);
     registerConsole(app);
     // Prometheus text, not a JSON API route: registered beside the declared routes, absent from OpenAPI.
     if (config.TOOLGATE_METRICS_PORT === undefined)

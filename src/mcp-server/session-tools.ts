@@ -15,15 +15,13 @@ export const TOOL_CALL_ID_META = "io.toolgate/tool_call_id";
 export interface SessionToolsDeps {
   store: ConfigStore;
   execution: Execution;
-  /** The sequence of a run's newest event (see `lastRunEventSeq`). */
-  lastEventSeq(runId: string): Promise<number>;
   log: Logger;
   version: string;
 }
 
 /** Where a session's tool calls are read and waited for. */
 export function answerSources(deps: SessionToolsDeps): AnswerSources {
-  return { history: deps.execution.history, events: deps.execution.events, lastEventSeq: deps.lastEventSeq };
+  return { history: deps.execution.history, events: deps.execution.events };
 }
 
 /** JSON-RPC error codes a session's tools answer with; each revision's server throws its SDK's error class with them. */

@@ -37,6 +37,25 @@ export class RunEventLog {
     }
   }
 
+  /**
+   * The events of `runId` published from now on, handed to `onEvent` as they arrive (`onEvent(null,
+   * err)` once if the subscription fails): a plain subscription, so no consumer is made and nothing
+   * is replayed. It is made at once, so a record read after this call misses no event published
+   * after that read. A reconnect can lose some: a caller confirms what matters on the records.
+   */
+  subscribe(runId: string, onEvent: (event: RunEvent | null, err?: Error) => void): { unsubscribe(): void } {
+    return this.nc.subscribe(subjects.runEvents(runId), {
+      callback: (err, m) => {
+        if (err) return onEvent(null, err);
+        try {
+          onEvent(decode(RunEvent, m.data, STORED_MAX_JSON_DEPTH));
+        } catch (decodeErr) {
+          this.log.warn({ err: decodeErr, run_id: runId }, "undecodable run event skipped");
+        }
+      },
+    });
+  }
+
   /** The events of `runId` after sequence `after`, until `signal` aborts. */
   async *follow(runId: string, after: number, signal: AbortSignal): AsyncGenerator<StoredRunEvent> {
     const consumer = await this.js.consumers.get(STREAMS.events, {

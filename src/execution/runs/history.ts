@@ -7,6 +7,11 @@ import type { VersionedStore } from "../../kv/versioned-store.js";
 import { submissionPreview, taskResultEntry } from "../tasks/task-history.js";
 import type { AssignmentView, HistoryEntry, RunTask, TaskResultEntry } from "./views.js";
 
+/** Whether any progress can be stored: none is taken before `accepted`, and a first generation not yet confirmed has had none. */
+function mayHaveProgress(a: AssignmentRecord): boolean {
+  return !(a.generation === 0 && (a.state === "pending" || a.state === "claimed"));
+}
+
 /** Parallel reads when assembling a history. */
 const READ_CONCURRENCY = 32;
 
@@ -23,10 +28,14 @@ export class HistoryReader {
     return (await this.assignments.get(assignmentId))?.value.run_id;
   }
 
-  async assignment(assignmentId: string): Promise<AssignmentView> {
+  /**
+   * The assignment as it stands. Its progress is listed (four requests) only when it can have any,
+   * and only when asked for: a caller that follows the progress events itself passes `withProgress: false`.
+   */
+  async assignment(assignmentId: string, { withProgress = true } = {}): Promise<AssignmentView> {
     const a = (await this.assignments.get(assignmentId))?.value;
     if (!a) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
-    return this.view(a, this.progress.list(assignmentId));
+    return this.view(a, withProgress && mayHaveProgress(a) ? this.progress.list(assignmentId) : Promise.resolve([]));
   }
 
   /**

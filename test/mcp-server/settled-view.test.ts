@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { settledView, SETTLED } from "../../src/mcp-server/settled-view.js";
+import type { AssignmentView } from "../../src/execution/runs/views.js";
+import { startExecutionFixture, type ExecutionFixture } from "../helpers/execution-gateway.js";
+
+/**
+ * The wait behind an MCP `tools/call`: the run's events tell it when to read the record, and no
+ * consumer is made for it; an event it never got only delays the answer until the record is read again.
+ */
+describe("waiting for a tool call's answer", () => {
+  let fx: ExecutionFixture;
+  let spy: NatsConnection;
+  let consumersMade = 0;
+
+  beforeAll(async () => {
+    fx = await startExecutionFixture({
+      scope: "settle",
+      agent: "settle-bot",
+      tools: [{ name: "s.read", binding_id: "b-settle" }],
+      executor: { id: "exec-settle", start: "heartbeat" },
+    });
+    spy = await connect({ servers: fx.nats.url });
+    spy.subscribe("$JS.API.CONSUMER.CREATE.>", { callback: () => void consumersMade++ });
+    await spy.flush();
+  });
+  afterAll(async () => {
+    await spy?.close();
+    await fx?.close();
+  });
+
+  const sources = () => ({ history: fx.gw.gateway.execution.history, events: fx.gw.gateway.execution.events });
+  const newCall = async () => {
+    const runId = (await fx.gw.api("POST", `/v1/sessions/${fx.sessionId}/runs`)).run_id as string;
+    const id = (await fx.gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "s.read", arguments: {} })).assignment.assignment_id as string;
+    return { run_id: runId, assignment_id: id };
+  };
+  /** Claims, confirms, reports one progress and completes the call as its executor. */
+  const complete = async (id: string) => {
+    const reply = await fx.executor.claim(id, (await fx.executor.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    expect((await fx.executor.send(fx.executor.accepted(reply.grant))).status).toBe("recorded");
+    expect((await fx.executor.send(fx.executor.receipt(reply.grant, { kind: "progress", seq: 1, progress: { half: true } }))).status).toBe("recorded");
+    expect((await fx.executor.send(fx.executor.receipt(reply.grant, { kind: "completed", result: { done: true } }))).status).toBe("recorded");
+  };
+
+  it("answers with the completed call and its progress, without making a consumer", async () => {
+    const call = await newCall();
+    const progress: AssignmentView["progress"] = [];
+    await fx.nc.flush();
+    const before = consumersMade;
+    const answered = settledView(sources(), call, new AbortController().signal, (p) => progress.push(p));
+    await complete(call.assignment_id);
+    const view = await answered;
+    expect(view).toMatchObject({ state: "completed", context_preview: { result: { done: true } } });
+    expect(progress.map((p) => p.progress)).toEqual([{ half: true }]);
+    await spy.flush();
+    expect(consumersMade).toBe(before);
+  });
+
+  it("answers when the events never reach it, by reading the record again after a quiet spell", async () => {
+    const call = await newCall();
+    const progress: AssignmentView["progress"] = [];
+    // Subscribed to another run's events: none of this call's ever arrives.
+    const deaf = { ...call, run_id: (await newCall()).run_id };
+    const answered = settledView(sources(), deaf, new AbortController().signal, (p) => progress.push(p), SETTLED, 200);
+    await complete(call.assignment_id);
+    expect(await answered).toMatchObject({ state: "completed" });
+    // The progress missed with the events is read with the record.
+    expect(progress.map((p) => p.progress)).toEqual([{ half: true }]);
+  });
+
+  it("resolves undefined once aborted", async () => {
+    const call = await newCall();
+    const abort = new AbortController();
+    const answered = settledView(sources(), call, abort.signal, () => undefined);
+    abort.abort();
+    expect(await answered).toBeUndefined();
+  });
+});
