@@ -6,16 +6,23 @@
  * protocol-level executor, a nats-server of its own (random port); nothing is timed.
  * With CENSUS_TRACE=1 it also prints the last call's messages in the order the spy saw them, with
  * the time since the call began: the sequential round trips a call waits on, step by step.
- * Environment: CENSUS_CALLS (default 200), CENSUS_TRACE, TOOLGATE_NATS_SERVER (the nats-server binary).
+ * With CENSUS_VIA=mcp each call is an MCP `tools/call` (the official SDK's client on the session's
+ * MCP endpoint) that waits for the call's answer, instead of `POST /v1/runs/{id}/tool-calls`.
+ * Environment: CENSUS_CALLS (default 200), CENSUS_TRACE, CENSUS_VIA (http or mcp), TOOLGATE_NATS_SERVER (the nats-server binary).
  */
 import { connect, type Msg } from "@nats-io/transport-node";
 import { startTestNats } from "../test/helpers/nats.js";
-import { seedSession, startExecutionGateway } from "../test/helpers/execution-gateway.js";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Candidate } from "../src/wire/messages.js";
+import { ADMIN_KEY, seedSession, startExecutionGateway } from "../test/helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../test/helpers/protocol-executor.js";
 
 const CALLS = Number(process.env.CENSUS_CALLS ?? 200);
 const SCOPE = "census";
 const TRACE = process.env.CENSUS_TRACE === "1";
+const VIA = process.env.CENSUS_VIA ?? "http";
+if (VIA !== "http" && VIA !== "mcp") throw new Error(`CENSUS_VIA=${VIA}: http or mcp`);
 
 /** The class of a message by its subject; replies are classed by the request they answer. */
 function classify(subject: string): string {
@@ -59,17 +66,31 @@ async function main(): Promise<void> {
   });
   await spy.flush();
 
+  const mcp = VIA === "mcp" ? await mcpClient(`${gw.baseUrl}/v1/sessions/${sessionId}/mcp`) : undefined;
+  /** The call made, and its candidate as the executor pulled it; resolves the call's answer when `answered` is awaited. */
+  const makeCall = async (i: number): Promise<{ candidate: Candidate; answered: Promise<unknown> }> => {
+    if (!mcp) {
+      const created = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "census.read", arguments: { i } });
+      return { candidate: await exec.pullFor(created.body.assignment.assignment_id), answered: Promise.resolve() };
+    }
+    // The MCP call waits for its answer while the executor works: the only candidate out is its own.
+    const answered = mcp.callTool({ name: "census.read", arguments: { i } });
+    for (;;) {
+      const [candidate] = await exec.pull(1, 2_000);
+      if (candidate) return { candidate, answered };
+    }
+  };
   const oneCall = async (i: number) => {
     trace = [];
     callStart = performance.now();
-    const created = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "census.read", arguments: { i } });
-    const id: string = created.body.assignment.assignment_id;
-    const candidate = await exec.pullFor(id);
+    const { candidate, answered } = await makeCall(i);
+    const id = candidate.assignment_id;
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
     await exec.send(exec.accepted(reply.grant));
     await exec.send(exec.receipt(reply.grant, { kind: "progress", seq: 1, progress: { done: 1 } }));
     await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
+    await answered;
   };
   for (let i = 0; i < 5; i++) await oneCall(i); // warm: consumers made, run known
   counting = true;
@@ -82,7 +103,9 @@ async function main(): Promise<void> {
 
   const rows = [...counts.entries()].sort((a, b) => b[1] - a[1]);
   const total = rows.reduce((s, [, n]) => s + n, 0);
-  process.stdout.write(`Messages per tool call, ${CALLS} sequential calls (one progress each), by class (the executor's pulls included):\n\n`);
+  process.stdout.write(
+    `Messages per tool call (${VIA === "mcp" ? "MCP tools/call" : "HTTP"}), ${CALLS} sequential calls (one progress each), by class (the executor's pulls included):\n\n`,
+  );
   process.stdout.write("| class | per call |\n| --- | --- |\n");
   for (const [what, n] of rows) process.stdout.write(`| ${what} | ${(n / CALLS).toFixed(2)} |\n`);
   process.stdout.write(`| **all** | **${(total / CALLS).toFixed(2)}** |\n`);
@@ -92,10 +115,18 @@ async function main(): Promise<void> {
   }
 
   await spy.close();
+  await mcp?.close();
   exec.close();
   await nc.close();
   await gw.close();
   await nats.stop();
+}
+
+/** An MCP client of the official SDK on a session's MCP endpoint, as the admin. */
+async function mcpClient(endpoint: string): Promise<Client> {
+  const client = new Client({ name: "toolgate-census", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(endpoint), { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } }));
+  return client;
 }
 
 main().catch((err: unknown) => {
