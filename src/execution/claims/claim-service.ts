@@ -51,7 +51,7 @@ export class ClaimService {
     private readonly registry: RegistryReader,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
-    private readonly offers: Pick<Dispatcher, "standingWatchDue" | "dispatch" | "list" | "withdrawUnlisted">,
+    private readonly offers: Pick<Dispatcher, "standingWatchDue" | "dispatch" | "ensureListed" | "withdrawUnlisted">,
     private readonly quota: ClaimQuota,
     private readonly receipts: ReceiptLog,
     private readonly leaseMs: number,
@@ -83,16 +83,13 @@ export class ClaimService {
     // A state the run's end put it in answers for itself (`withdrawn`, `claim_revoked`), before the run does.
     const ended = REFUSAL_BY_STATE[a.state];
     if (ended) return refused(ended, `assignment is ${a.state}`);
-    // A remembered run that would refuse the claim, or that does not list the call yet, is read afresh first.
-    const run = await runRead.of(a, (remembered) => runTakesWork(a, remembered) && listed(a, remembered));
-    // Its creation lists a call beside offering it (or died in between): the claim lists it first, so
-    // the run's end, which settles exactly the calls listed, reaches every call it granted. One its
-    // run's end can no longer reach is withdrawn here.
-    if (run && !listed(a, run.value) && (await this.offers.list(a)) === "run_ended") {
-      await this.offers.withdrawUnlisted(a.assignment_id);
+    // A remembered run that would refuse the claim is read afresh first.
+    const run = await runRead.of(a, (remembered) => runTakesWork(a, remembered));
+    if (!run || !runTakesWork(a, run.value)) {
+      // A call its ended run never listed (its creation was cut short) is withdrawn here: the end did not reach it.
+      if (run && !listed(a, run.value)) await this.offers.withdrawUnlisted(a.assignment_id);
       return refused("run_terminated", `run '${a.run_id}' has ended`);
     }
-    if (!run || !runTakesWork(a, run.value)) return refused("run_terminated", `run '${a.run_id}' has ended`);
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
     if (!offered(a, req.generation)) return this.lost(a, req);
 
@@ -119,12 +116,17 @@ export class ClaimService {
     const watch = async () => {
       if (!watched) await this.watchlist.watch(a.assignment_id, checkAt);
     };
+    // Its creation lists a call beside offering it (or died in between): no grant leaves before the
+    // run lists the call, so the run's end, which settles exactly the calls listed, reaches every
+    // call ever granted. Checked beside the claim's own writes (a read when this process has not
+    // seen the listing; a write only if the call is not listed yet).
+    const listing = this.offers.ensureListed(a, run.value);
     let outcome: Awaited<ReturnType<typeof take>>;
     if (this.quota.likelyRoom(scope, req.executor_id, holdings)) {
       // Room as far as this process knows: the slot is written beside the watch and the claim, one
       // round trip less. Should the slot be refused after all (another replica filled the record),
       // the claim just won is given back at once, before anyone saw its grant.
-      const [slot, took] = await Promise.all([reserved(), watch().then(take)]);
+      const [slot, took] = await Promise.all([reserved(), watch().then(take), listing]);
       if (!slot) {
         if (took && !took.result) await this.giveBack(took.value, sha256);
         return this.tooMany(req.executor_id);
@@ -133,11 +135,17 @@ export class ClaimService {
     } else {
       // At its bound as far as this process knows: refused before the assignment is touched, so an
       // executor at its bound cannot take claims away from the others even for a moment.
-      const [slot] = await Promise.all([reserved(), watch()]);
+      const [slot] = await Promise.all([reserved(), watch(), listing]);
       if (!slot) return this.tooMany(req.executor_id);
       outcome = await take();
     }
     if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
+    if ((await listing) === "run_ended") {
+      // The run's end was recorded before the call was listed: the end does not reach it, so it is withdrawn here.
+      if (!outcome.result) await this.giveBack(outcome.value, sha256, false);
+      await this.offers.withdrawUnlisted(a.assignment_id);
+      return refused("run_terminated", `run '${a.run_id}' has ended`);
+    }
     if (outcome.result) return outcome.result;
 
     const granted = outcome.value;
@@ -183,13 +191,16 @@ export class ClaimService {
     );
   }
 
-  /** A claim won beside a slot that was refused: back to the candidates, next generation (its grant was never sent). */
-  private async giveBack(a: AssignmentRecord, tokenSha256: string): Promise<void> {
+  /**
+   * A claim won that must not be granted (its slot was refused, or its run ended before listing the
+   * call): back to pending, next generation, its grant never sent; offered again unless `offer` is false.
+   */
+  private async giveBack(a: AssignmentRecord, tokenSha256: string, offer = true): Promise<void> {
     const res = await this.assignments.mutate(a.assignment_id, (cur) => {
       const next = cur.state === "claimed" && cur.claim?.token_sha256 === tokenSha256 ? requeued(cur, "release", this.now()) : undefined;
       return next ? { write: next, result: undefined } : { result: undefined };
     });
-    if (res?.written) await this.offers.dispatch(a.assignment_id);
+    if (res?.written && offer) await this.offers.dispatch(a.assignment_id);
   }
 
   private tooMany(executorId: string): ClaimReply {

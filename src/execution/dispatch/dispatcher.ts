@@ -61,7 +61,7 @@ export class Dispatcher {
    * list). `run_ended` once the run's end is recorded: its list is fixed then, the end settles
    * exactly the assignments listed. `known` starts the compare-and-set; a stale one only retries it.
    */
-  async list(a: AssignmentRecord, known?: Versioned<RunRecord>): Promise<"listed" | "run_ended"> {
+  private async list(a: AssignmentRecord, known?: Versioned<RunRecord>): Promise<"listed" | "run_ended"> {
     if (a.compensates !== null) return "listed";
     const listing = await this.runs.mutate(
       a.run_id,
@@ -73,6 +73,16 @@ export class Dispatcher {
       known,
     );
     return listing?.result ?? "run_ended";
+  }
+
+  /**
+   * Whether the run lists the call, listing it if not: a claim's check, since a creation lists its
+   * call beside offering it (or died in between). `run` is the run as the caller has it: one that
+   * does not list the call is read afresh, and the listing written only if still missing.
+   */
+  ensureListed(a: AssignmentRecord, run: RunRecord): Promise<"listed" | "run_ended"> {
+    if (a.compensates !== null || run.assignment_ids.includes(a.assignment_id)) return Promise.resolve("listed");
+    return this.list(a);
   }
 
   /**

@@ -12,7 +12,7 @@ import { EXECUTION_BUCKETS, STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
 import { until } from "../../helpers/until.js";
 import { DyingStore } from "../../helpers/dying-store.js";
-import { startExecutionFixture, type ExecutionFixture } from "../../helpers/execution-gateway.js";
+import { startExecutionFixture, startExecutionGateway, type ExecutionFixture } from "../../helpers/execution-gateway.js";
 
 const SCOPE = "unlisted";
 
@@ -68,6 +68,22 @@ describe("a call offered before its run lists it", () => {
     const id = await offeredUnlisted(runId);
     expect(await fx.executor.claim(id, 0)).toMatchObject({ status: "granted", grant: { assignment_id: id } });
     expect((await fx.gw.api<RunRecord>("GET", `/v1/runs/${runId}`)).assignment_ids).toContain(id);
+  });
+
+  it("a run whose end another gateway recorded takes no claim of it, though this gateway remembers the run open", async () => {
+    const runId = await newRun();
+    // This gateway makes a call of the run, so it remembers the run (open, listing that call).
+    await fx.gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "u.read", arguments: {} });
+    const id = await offeredUnlisted(runId);
+    const other = await startExecutionGateway(fx.nats.url);
+    try {
+      expect((await other.http("POST", `/v1/runs/${runId}:cancel`)).status).toBe(200);
+    } finally {
+      await other.close();
+    }
+    expect(await fx.executor.claim(id, 0)).toMatchObject({ status: "refused", code: "run_terminated" });
+    expect(await fx.gw.api("GET", `/v1/assignments/${id}`)).toMatchObject({ state: "withdrawn", executor_id: null });
+    expect(await candidateOf(id)).toBeNull();
   });
 
   it("a run that ended first takes no claim of it: the call is withdrawn and its candidate taken back", async () => {
