@@ -67,6 +67,7 @@ export async function settledView(
     return current;
   } finally {
     subscription.unsubscribe();
+    arrivals.close();
   }
 }
 
@@ -79,9 +80,16 @@ class Arrivals {
   private wake: ((why: Arrival) => void) | undefined;
   error: Error | undefined;
 
+  private readonly onAbort = () => this.arrive("aborted");
+
   constructor(private readonly signal: AbortSignal) {
-    signal.addEventListener("abort", () => this.arrive("aborted"), { once: true });
+    signal.addEventListener("abort", this.onAbort, { once: true });
     if (signal.aborted) this.pending = "aborted";
+  }
+
+  /** Stops listening to the signal, which may outlive the wait (an MCP session's). */
+  close(): void {
+    this.signal.removeEventListener("abort", this.onAbort);
   }
 
   settled(): void {

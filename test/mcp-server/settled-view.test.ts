@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { settledView, SETTLED } from "../../src/mcp-server/settled-view.js";
@@ -44,18 +45,21 @@ describe("waiting for a tool call's answer", () => {
     expect((await fx.executor.send(fx.executor.receipt(reply.grant, { kind: "completed", result: { done: true } }))).status).toBe("recorded");
   };
 
-  it("answers with the completed call and its progress, without making a consumer", async () => {
+  it("answers with the completed call and its progress, without making a consumer or leaving a listener on the signal", async () => {
     const call = await newCall();
     const progress: AssignmentView["progress"] = [];
     await fx.nc.flush();
     const before = consumersMade;
-    const answered = settledView(sources(), call, new AbortController().signal, (p) => progress.push(p));
+    // A signal that outlives the wait, as an MCP session's does.
+    const session = new AbortController().signal;
+    const answered = settledView(sources(), call, session, (p) => progress.push(p));
     await complete(call.assignment_id);
     const view = await answered;
     expect(view).toMatchObject({ state: "completed", context_preview: { result: { done: true } } });
     expect(progress.map((p) => p.progress)).toEqual([{ half: true }]);
     await spy.flush();
     expect(consumersMade).toBe(before);
+    expect(getEventListeners(session, "abort")).toHaveLength(0);
   });
 
   it("answers when the events never reach it, by reading the record again after a quiet spell", async () => {
