@@ -5,10 +5,10 @@ import { reservationValid, type ClaimQuota } from "./claim-quota.js";
 import { newClaimToken } from "./claim-token.js";
 import type { PresenceService } from "./presence.js";
 import type { ReceiptLog } from "../receipts/receipt-log.js";
-import type { AssignmentRecord, ClaimRecord, HeldClaim, RunRecord } from "../model/records.js";
+import type { AssignmentRecord, ClaimRecord, HeldClaim } from "../model/records.js";
 import { requeued } from "../dispatch/requeue.js";
 import type { RunLookup } from "../runs/run-lookup.js";
-import { runTakesWork } from "../model/run-states.js";
+import { runListsWork, runTakesWork } from "../model/run-states.js";
 import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
@@ -27,9 +27,6 @@ const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> 
 };
 
 const refused = (code: RefusalCode, reason: string): ClaimReply => ({ status: "refused", code, reason });
-
-/** Whether the run lists the call (a compensation hangs off its original, not off the run's list). */
-const listed = (a: AssignmentRecord, run: RunRecord): boolean => a.compensates !== null || run.assignment_ids.includes(a.assignment_id);
 
 /** Whether the assignment waits for a claim at the candidate's generation. */
 const offered = (a: AssignmentRecord, generation: number): boolean => a.state === "pending" && a.generation === generation;
@@ -86,8 +83,8 @@ export class ClaimService {
     // A remembered run that would refuse the claim is read afresh first.
     const run = await runRead.of(a, (remembered) => runTakesWork(a, remembered));
     if (!run || !runTakesWork(a, run.value)) {
-      // A call its ended run never listed (its creation was cut short) is withdrawn here: the end did not reach it.
-      if (run && !listed(a, run.value)) await this.offers.withdrawUnlisted(a.assignment_id);
+      // A call its ended run never listed (its creation was cut short): the end did not reach it.
+      if (run && !runListsWork(a, run.value)) return this.endedUnlisted(a);
       return refused("run_terminated", `run '${a.run_id}' has ended`);
     }
     // Plainly lost already: refused without taking a slot (the compare-and-set below still decides).
@@ -135,16 +132,16 @@ export class ClaimService {
     } else {
       // At its bound as far as this process knows: refused before the assignment is touched, so an
       // executor at its bound cannot take claims away from the others even for a moment.
-      const [slot] = await Promise.all([reserved(), watch(), listing]);
+      const [slot, listed] = await Promise.all([reserved(), listing, watch()]);
       if (!slot) return this.tooMany(req.executor_id);
+      if (listed === "run_ended") return this.endedUnlisted(a);
       outcome = await take();
     }
     if (!outcome) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     if ((await listing) === "run_ended") {
-      // The run's end was recorded before the call was listed: the end does not reach it, so it is withdrawn here.
+      // The run's end was recorded before the call was listed: the claim just won is given back first.
       if (!outcome.result) await this.giveBack(outcome.value, sha256, false);
-      await this.offers.withdrawUnlisted(a.assignment_id);
-      return refused("run_terminated", `run '${a.run_id}' has ended`);
+      return this.endedUnlisted(a);
     }
     if (outcome.result) return outcome.result;
 
@@ -201,6 +198,12 @@ export class ClaimService {
       return next ? { write: next, result: undefined } : { result: undefined };
     });
     if (res?.written && offer) await this.offers.dispatch(a.assignment_id);
+  }
+
+  /** A call whose run's end was recorded before it was listed: the end does not reach it, so it is withdrawn here. */
+  private async endedUnlisted(a: AssignmentRecord): Promise<ClaimReply> {
+    await this.offers.withdrawUnlisted(a.assignment_id);
+    return refused("run_terminated", `run '${a.run_id}' has ended`);
   }
 
   private tooMany(executorId: string): ClaimReply {

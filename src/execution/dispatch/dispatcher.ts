@@ -1,7 +1,7 @@
 import { nextAssignmentState } from "../model/assignment-states.js";
 import type { CandidateQueue } from "./candidate-queue.js";
 import type { AssignmentRecord, RunRecord } from "../model/records.js";
-import { runIsOpen } from "../model/run-states.js";
+import { runIsOpen, runListsWork } from "../model/run-states.js";
 import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 
@@ -37,8 +37,9 @@ export class Dispatcher {
 
     if (known) {
       // The request that has just created it lists it and offers it at once: a claim finds its run
-      // listing it or lists it itself first (`list`), so no claim is granted on a call its run's end
-      // could miss. Should the listing be refused (the run ended first), the offer is taken back.
+      // listing it or lists it itself (`ensureListed`) before any grant, so no claim is granted on a
+      // call its run's end could miss. Should the listing be refused (the run ended first), the offer
+      // is taken back.
       const [listing] = await Promise.all([this.list(a, known.run), this.offer(a)]);
       return listing === "listed" ? a : this.withdrawUnlisted(assignmentId);
     }
@@ -66,7 +67,7 @@ export class Dispatcher {
     const listing = await this.runs.mutate(
       a.run_id,
       (run) => {
-        if (run.assignment_ids.includes(a.assignment_id)) return { result: "listed" as const };
+        if (runListsWork(a, run)) return { result: "listed" as const };
         if (!runIsOpen(run)) return { result: "run_ended" as const };
         return { write: { ...run, assignment_ids: [...run.assignment_ids, a.assignment_id] }, result: "listed" as const };
       },
@@ -81,8 +82,7 @@ export class Dispatcher {
    * does not list the call is read afresh, and the listing written only if still missing.
    */
   ensureListed(a: AssignmentRecord, run: RunRecord): Promise<"listed" | "run_ended"> {
-    if (a.compensates !== null || run.assignment_ids.includes(a.assignment_id)) return Promise.resolve("listed");
-    return this.list(a);
+    return runListsWork(a, run) ? Promise.resolve("listed") : this.list(a);
   }
 
   /**

@@ -61,3 +61,11 @@ export function runEndEvent(run: RunEndStatus): RunEvent | undefined {
 export function runTakesWork(assignment: { compensates: string | null }, run: RunEndStatus | null): boolean {
   return assignment.compensates !== null || (run !== null && runIsOpen(run));
 }
+
+/**
+ * Whether the run's end reaches the assignment: the run lists it (the end settles exactly the
+ * assignments listed), or it is a compensation, which hangs off its original, not off the run's list.
+ */
+export function runListsWork(assignment: { assignment_id: string; compensates: string | null }, run: { assignment_ids: readonly string[] }): boolean {
+  return assignment.compensates !== null || run.assignment_ids.includes(assignment.assignment_id);
+}
