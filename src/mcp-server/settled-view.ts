@@ -46,85 +46,48 @@ export async function settledView(
     seen = entry.seq;
     onProgress(entry);
   };
-  const arrivals = new Arrivals(signal);
+  // What the subscription told since the record was last read: the call reached a state waited for,
+  // or the subscription failed. `wake` ends the wait in progress, if any.
+  let settledEvent = false;
+  let failure: Error | undefined;
+  let wake = () => {};
   const subscription = sources.events.subscribe(call.run_id, (event, err) => {
-    if (err) return arrivals.fail(err);
+    if (err) {
+      failure = err;
+      return wake();
+    }
     if (!event || !("assignment_id" in event) || event.assignment_id !== call.assignment_id) return;
     if (event.type === "progress") report({ seq: event.seq, progress: event.progress, at: event.at });
-    if (event.type === "assignment" && until.has(event.to)) arrivals.settled();
+    if (event.type === "assignment" && until.has(event.to)) {
+      settledEvent = true;
+      wake();
+    }
   });
+  const onAbort = () => wake();
+  signal.addEventListener("abort", onAbort, { once: true });
   try {
     let current = await sources.history.assignment(call.assignment_id);
     current.progress.forEach(report);
     while (!until.has(current.state)) {
-      const why = await arrivals.next(recheckMs);
-      if (why === "aborted") return undefined;
+      if (!settledEvent && !failure && !signal.aborted)
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, recheckMs);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      if (signal.aborted) return undefined;
       // Settled by an event (its progress came before it), or a quiet spell that may hide a lost event.
-      current = await sources.history.assignment(call.assignment_id, { withProgress: why === "quiet" });
+      const quiet = !settledEvent && !failure;
+      settledEvent = false;
+      current = await sources.history.assignment(call.assignment_id, { withProgress: quiet });
       current.progress.forEach(report);
-      if (why === "failed" && !until.has(current.state)) throw arrivals.error;
+      if (failure && !until.has(current.state)) throw failure;
     }
     return current;
   } finally {
     subscription.unsubscribe();
-    arrivals.close();
+    signal.removeEventListener("abort", onAbort);
   }
 }
-
-/** What woke a wait: its assignment reached a state waited for, nothing came for a while, the subscription failed, or the wait was aborted. */
-type Arrival = "settled" | "quiet" | "failed" | "aborted";
-
-/** What a wait is told of: `next` resolves at once with what came while no one waited (the strongest of it). */
-class Arrivals {
-  private pending: Arrival | undefined;
-  private wake: ((why: Arrival) => void) | undefined;
-  error: Error | undefined;
-
-  private readonly onAbort = () => this.arrive("aborted");
-
-  constructor(private readonly signal: AbortSignal) {
-    signal.addEventListener("abort", this.onAbort, { once: true });
-    if (signal.aborted) this.pending = "aborted";
-  }
-
-  /** Stops listening to the signal, which may outlive the wait (an MCP session's). */
-  close(): void {
-    this.signal.removeEventListener("abort", this.onAbort);
-  }
-
-  settled(): void {
-    this.arrive("settled");
-  }
-
-  fail(err: Error): void {
-    this.error = err;
-    this.arrive("failed");
-  }
-
-  next(quietMs: number): Promise<Arrival> {
-    if (this.pending) {
-      const why = this.pending;
-      this.pending = undefined;
-      return Promise.resolve(why);
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.arrive("quiet"), quietMs);
-      this.wake = (why) => {
-        clearTimeout(timer);
-        resolve(why);
-      };
-    });
-  }
-
-  /** A stronger arrival is never hidden by a weaker one that follows before anyone looked. */
-  private arrive(why: Arrival): void {
-    const wake = this.wake;
-    if (wake) {
-      this.wake = undefined;
-      return wake(why);
-    }
-    if (!this.pending || RANK[why] > RANK[this.pending]) this.pending = why;
-  }
-}
-
-const RANK: Readonly<Record<Arrival, number>> = { quiet: 0, settled: 1, failed: 2, aborted: 3 };
