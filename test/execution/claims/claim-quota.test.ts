@@ -7,7 +7,7 @@ import { ClaimHoldings } from "../../../src/execution/model/records.js";
 import { decode, encode } from "../../../src/wire/codec.js";
 import type { ClaimReply, Grant } from "../../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
-import { seedSession, startExecutionGateway, type TestGateway } from "../../helpers/execution-gateway.js";
+import { seedSession, startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../../helpers/protocol-executor.js";
 import { until } from "../../helpers/until.js";
 
@@ -99,54 +99,44 @@ describe("in-flight claims per executor", () => {
 
 /** One gateway: the claims of one executor that arrive together share the compare-and-set of its record. */
 describe("claim slots written together", () => {
-  let nats: TestNats;
-  let gateway: TestGateway;
-  let nc: NatsConnection;
-  let exec: ProtocolExecutor;
-  let sessionId: string;
+  let fx: ExecutionFixture;
 
   beforeAll(async () => {
-    nats = await startTestNats();
-    gateway = await startExecutionGateway(nats.url, { maxClaimsPerExecutor: 64 });
-    sessionId = await seedSession(gateway.gateway.store, {
+    fx = await startExecutionFixture({
       scope: "batch",
       agent: "batch-bot",
       tools: [{ name: "work.do", binding_id: "b-batch", tool_kind: "read" }],
+      executor: { id: "exec-b", start: "heartbeat" },
+      execution: { maxClaimsPerExecutor: 64 },
     });
-    nc = await connect({ servers: nats.url });
-    exec = new ProtocolExecutor(nc, "batch", "exec-b", ["b-batch"]);
-    expect((await exec.heartbeat()).status).toBe("ok");
   });
   afterAll(async () => {
-    exec?.close();
-    await nc?.close();
-    await gateway?.close();
-    await nats?.stop();
+    await fx?.close();
   });
+  const newRun = async (): Promise<string> => (await fx.gw.api("POST", `/v1/sessions/${fx.sessionId}/runs`)).run_id;
+  const call = async (runId: string, i: number) =>
+    (await fx.gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).assignment.assignment_id as string;
 
   it("grants 20 concurrent claims with far fewer than 20 writes of the executor's record", async () => {
-    const runId = (await gateway.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    const runId = await newRun();
     const ids: string[] = [];
-    for (let i = 0; i < 20; i++)
-      ids.push((await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id);
-    const jsm = await jetstreamManager(nc);
+    for (let i = 0; i < 20; i++) ids.push(await call(runId, i));
+    const jsm = await jetstreamManager(fx.nc);
     const writes = async () => (await jsm.streams.info(`KV_${EXECUTION_BUCKETS.claims}`)).state.last_seq;
     const before = await writes();
-    const replies = await Promise.all(ids.map((id) => exec.claim(id, 0)));
+    const replies = await Promise.all(ids.map((id) => fx.executor.claim(id, 0)));
     expect(replies.map((r) => r.status)).toEqual(ids.map(() => "granted"));
     expect(await writes()).toBeLessThan(before + 10);
   });
 
   it("drops the entries of claims it saw end whenever it writes the record, not only once the record is full", async () => {
-    const runId = (await gateway.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
-    const call = async (i: number) =>
-      (await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id as string;
-    const lone = new ProtocolExecutor(nc, "batch", "exec-lone", ["b-batch"]);
+    const runId = await newRun();
+    const lone = new ProtocolExecutor(fx.nc, "batch", "exec-lone", ["b-batch"]);
     try {
       expect((await lone.heartbeat()).status).toBe("ok");
       const grants = [];
       for (let i = 0; i < 3; i++) {
-        const reply = await lone.claim(await call(i), 0);
+        const reply = await lone.claim(await call(runId, i), 0);
         if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
         grants.push(reply.grant);
       }
@@ -154,9 +144,9 @@ describe("claim slots written together", () => {
         expect((await lone.send(lone.accepted(grant))).status).toBe("recorded");
         expect((await lone.send(lone.receipt(grant, { kind: "completed", result: { ok: true } }))).status).toBe("recorded");
       }
-      const last = await call(3);
+      const last = await call(runId, 3);
       expect((await lone.claim(last, 0)).status).toBe("granted");
-      const kv = await new Kvm(nc).open(EXECUTION_BUCKETS.claims);
+      const kv = await new Kvm(fx.nc).open(EXECUTION_BUCKETS.claims);
       const held = decode(ClaimHoldings, (await kv.get("batch.exec-lone"))!.value).held.map((e) => e.assignment_id);
       expect(held.sort()).toEqual([grants[2]!.assignment_id, last].sort());
     } finally {
@@ -171,46 +161,41 @@ describe("claim slots written together", () => {
  * goes straight back to the candidates, at the next generation, and no grant is sent.
  */
 describe("a claim whose slot is refused after it was won", () => {
-  let nats: TestNats;
-  let gateway: TestGateway;
-  let nc: NatsConnection;
-  let exec: ProtocolExecutor;
+  let fx: ExecutionFixture;
   let other: ProtocolExecutor;
-  let sessionId: string;
 
   beforeAll(async () => {
-    nats = await startTestNats();
-    gateway = await startExecutionGateway(nats.url, { maxClaimsPerExecutor: 2 });
-    sessionId = await seedSession(gateway.gateway.store, { scope: "back", agent: "back-bot", tools: [{ name: "work.do", binding_id: "b-back" }] });
-    nc = await connect({ servers: nats.url });
-    exec = new ProtocolExecutor(nc, "back", "exec-full", ["b-back"]);
-    other = new ProtocolExecutor(nc, "back", "exec-free", ["b-back"]);
-    for (const e of [exec, other]) expect((await e.heartbeat()).status).toBe("ok");
+    fx = await startExecutionFixture({
+      scope: "back",
+      agent: "back-bot",
+      tools: [{ name: "work.do", binding_id: "b-back" }],
+      executor: { id: "exec-full", start: "heartbeat" },
+      execution: { maxClaimsPerExecutor: 2 },
+    });
+    other = new ProtocolExecutor(fx.nc, "back", "exec-free", ["b-back"]);
+    expect((await other.heartbeat()).status).toBe("ok");
   });
   afterAll(async () => {
-    exec?.close();
     other?.close();
-    await nc?.close();
-    await gateway?.close();
-    await nats?.stop();
+    await fx?.close();
   });
 
   it("is given back at the next generation and offered again at once; the executor is refused too_many_claims", async () => {
-    const runId = (await gateway.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
+    const runId = (await fx.gw.api("POST", `/v1/sessions/${fx.sessionId}/runs`)).run_id;
     const call = async (i: number) =>
-      (await gateway.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).body.assignment.assignment_id as string;
+      (await fx.gw.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "work.do", arguments: { i } })).assignment.assignment_id as string;
     const [held, reservedElsewhere, contested] = [await call(1), await call(2), await call(3)];
-    expect((await exec.claim(held, 0)).status).toBe("granted");
+    expect((await fx.executor.claim(held, 0)).status).toBe("granted");
 
     // Another replica reserves the executor's last slot, for a claim it is about to make: this
     // gateway still remembers the record with one entry.
-    const kv = await new Kvm(nc).open(EXECUTION_BUCKETS.claims);
+    const kv = await new Kvm(fx.nc).open(EXECUTION_BUCKETS.claims);
     const record = decode(ClaimHoldings, (await kv.get("back.exec-full"))!.value);
     record.held.push({ assignment_id: reservedElsewhere, generation: 0, reserved_at: Date.now() });
     await kv.put("back.exec-full", encode(record));
 
-    expect(await exec.claim(contested, 0)).toMatchObject({ status: "refused", code: "too_many_claims" });
-    const a = (await gateway.http("GET", `/v1/assignments/${contested}`)).body;
+    expect(await fx.executor.claim(contested, 0)).toMatchObject({ status: "refused", code: "too_many_claims" });
+    const a = await fx.gw.api("GET", `/v1/assignments/${contested}`);
     expect(a).toMatchObject({ state: "pending", generation: 1 });
     // Offered again without waiting for a sweeper: another executor takes it.
     const candidate = await other.pullFor(contested, 1);
