@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { ClaimReply, ClaimRequest, Grant, RefusalCode } from "../../wire/messages.js";
 import { nextAssignmentState, type AssignmentState } from "../model/assignment-states.js";
 import { confirmedRefusal, type RegistryReader, type RequestOrigin } from "../../executors/admission.js";
@@ -18,6 +19,12 @@ import type { Dispatcher } from "../dispatch/dispatcher.js";
  * visiting the watch meanwhile (it moves it later) is then far enough off not to race the claim.
  */
 const STANDING_WATCH_MARGIN_MS = 2_000;
+
+/**
+ * A candidate can be stored before its assignment (two streams, each stored on its own): a claim
+ * that finds no assignment looks once more this much later before refusing `not_found`.
+ */
+const NOT_FOUND_RECHECK_MS = 50;
 
 /** Why a claim on an assignment in a given state is refused (the table has no `claim` edge from it). */
 const REFUSAL_BY_STATE: Readonly<Partial<Record<AssignmentState, RefusalCode>>> = {
@@ -48,7 +55,7 @@ export class ClaimService {
     private readonly registry: RegistryReader,
     private readonly presence: PresenceService,
     private readonly watchlist: Watchlist,
-    private readonly offers: Pick<Dispatcher, "standingWatchDue" | "dispatch" | "ensureListed" | "withdrawUnlisted">,
+    private readonly offers: Pick<Dispatcher, "standingWatchDue" | "dispatch" | "ensureListed" | "withdrawUnlisted" | "creationWritten">,
     private readonly quota: ClaimQuota,
     private readonly receipts: ReceiptLog,
     private readonly leaseMs: number,
@@ -59,11 +66,13 @@ export class ClaimService {
 
   async claim(origin: RequestOrigin, req: ClaimRequest): Promise<ClaimReply> {
     const { scope } = origin;
+    // The candidate of a call this process is creating can arrive before the call's write is answered.
+    await this.offers.creationWritten(req.assignment_id);
     // Independent reads, all needed by every claim that can succeed: read together.
     const runRead = this.runs.start(req.assignment_id);
     // What this process remembers of the assignment (it made or offered it, say) only starts the
     // compare-and-set below; a remembered state that would refuse the claim is read afresh first.
-    const [registered, online, found, holdings] = await Promise.all([
+    const [registered, online, recent, holdings] = await Promise.all([
       this.registry.get(req.executor_id),
       this.presence.online(scope, req.executor_id),
       this.assignments.recent(req.assignment_id, (a) => offered(a, req.generation)),
@@ -72,6 +81,7 @@ export class ClaimService {
     const unadmitted = await confirmedRefusal(this.registry, registered, origin, []);
     if (unadmitted) return refused(unadmitted.code, unadmitted.reason);
     if (!online) return refused("executor_offline", `executor '${req.executor_id}' has no live presence in scope '${scope}': send a heartbeat first`);
+    const found = recent ?? (await this.lookAgain(req.assignment_id));
     if (!found) return refused("not_found", `assignment '${req.assignment_id}' does not exist`);
     const a = found.value;
     if (a.scope !== scope) return refused("out_of_scope", `binding '${a.binding_id}' is not served in scope '${scope}'`);
@@ -171,6 +181,12 @@ export class ClaimService {
         ...(compensates ? { compensates } : {}),
       },
     };
+  }
+
+  /** An assignment not found: read once more a moment later, in case its candidate was stored first. */
+  private async lookAgain(assignmentId: string) {
+    await delay(NOT_FOUND_RECHECK_MS);
+    return this.assignments.recent(assignmentId);
   }
 
   /** The compare-and-set `pending -> claimed` at the candidate's generation: null result when won. */

@@ -5,6 +5,17 @@ import { runIsOpen, runListsWork } from "../model/run-states.js";
 import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 
+/** Whether a run lists a call: `run_ended` once the run's end was recorded without it. */
+type Listing = "listed" | "run_ended";
+
+/** A creation of this process between its first writes and its listing. */
+interface Creation {
+  /** Settled once the assignment's write is answered. */
+  written: Promise<unknown>;
+  /** What its listing decided; null if it did not get there (it failed, or lost to another request). */
+  listing: Promise<Listing | null>;
+}
+
 /**
  * Puts a pending assignment in front of executors: lists it on its run (refused once the run's end is recorded,
  * which withdraws it instead) and publishes the candidate of its current generation. Every step is
@@ -12,6 +23,9 @@ import type { Watchlist } from "../claims/watchlist.js";
  * creation or returning an expired claim can all call it, in any number and order.
  */
 export class Dispatcher {
+  /** This process's creations between their first writes and their listing. */
+  private readonly creating = new Map<string, Creation>();
+
   constructor(
     private readonly runs: VersionedStore<RunRecord>,
     private readonly assignments: VersionedStore<AssignmentRecord>,
@@ -25,24 +39,49 @@ export class Dispatcher {
   ) {}
 
   /**
-   * Returns the assignment as it stands afterwards (null if it does not exist). `known` holds what
-   * the creating request has just written and read (saving those reads; compare-and-set still
-   * guards every write); its dispatch watch, written before the assignment, also stands as the
-   * re-offer watch, so none is written here (one write and one round trip less per tool call).
+   * A new tool call, its creation watch already written: the assignment and its candidate are written
+   * together (the candidate can be taken one round trip sooner), then the call is listed on its run.
+   * A claim finds its run listing the call, or waits for this listing (`ensureListed`), or lists it
+   * itself, before any grant, so no claim is granted on a call its run's end could miss; should the
+   * listing be refused (the run ended first), the call is withdrawn and its candidate taken back.
+   * The candidate can be stored before its assignment (two streams, each stored by its own
+   * server routine): a claim waits for the write of a creation of its own process
+   * (`creationWritten`), and one on another gateway that finds no assignment looks once more. A
+   * candidate whose assignment's write failed finds none (its claim is refused `not_found`), and
+   * the creation watch, written before both, looks after whatever was written; one
+   * of a creation that lost to another request for the same call is that request's own message
+   * again (`Nats-Msg-Id`), which the stream drops. The creation watch also stands as the re-offer
+   * watch, so none is written here.
    */
-  async dispatch(assignmentId: string, known?: { assignment: Versioned<AssignmentRecord>; run: Versioned<RunRecord> }): Promise<AssignmentRecord | null> {
-    const current = known?.assignment ?? (await this.assignments.get(assignmentId));
+  async create(
+    record: AssignmentRecord,
+    run: Versioned<RunRecord>,
+  ): Promise<{ created: true; assignment: AssignmentRecord | null } | { created: false; existing: Versioned<AssignmentRecord> }> {
+    const id = record.assignment_id;
+    let listed!: (outcome: Listing | null) => void;
+    const write = this.assignments.create(id, record);
+    this.creating.set(id, { written: write.catch(() => undefined), listing: new Promise((resolve) => (listed = resolve)) });
+    try {
+      const [res] = await Promise.all([write, this.offer(record)]);
+      if (!res.created) return res;
+      const listing = await this.list(record, run);
+      listed(listing);
+      return { created: true, assignment: listing === "listed" ? record : await this.withdrawUnlisted(id) };
+    } finally {
+      this.creating.delete(id);
+      // No effect once the listing is told; a creation that failed or lost leaves the listing to the claim.
+      listed(null);
+    }
+  }
+
+  /**
+   * Returns the assignment as it stands afterwards (null if it does not exist): a dispatch taken up
+   * again (a retried request, a sweeper finishing a creation or returning a call to the candidates).
+   */
+  async dispatch(assignmentId: string): Promise<AssignmentRecord | null> {
+    const current = await this.assignments.get(assignmentId);
     if (!current || current.value.state !== "pending") return current?.value ?? null;
     const a = current.value;
-
-    if (known) {
-      // The request that has just created it lists it and offers it at once: a claim finds its run
-      // listing it or lists it itself (`ensureListed`) before any grant, so no claim is granted on a
-      // call its run's end could miss. Should the listing be refused (the run ended first), the offer
-      // is taken back.
-      const [listing] = await Promise.all([this.list(a, known.run), this.offer(a)]);
-      return listing === "listed" ? a : this.withdrawUnlisted(assignmentId);
-    }
     if ((await this.list(a)) !== "listed") return this.withdrawUnlisted(assignmentId);
     // Offered by an earlier version, which wrote the candidate's sequence into the assignment.
     if (a.candidate_seq !== null) return a;
@@ -62,7 +101,7 @@ export class Dispatcher {
    * list). `run_ended` once the run's end is recorded: its list is fixed then, the end settles
    * exactly the assignments listed. `known` starts the compare-and-set; a stale one only retries it.
    */
-  private async list(a: AssignmentRecord, known?: Versioned<RunRecord>): Promise<"listed" | "run_ended"> {
+  private async list(a: AssignmentRecord, known?: Versioned<RunRecord>): Promise<Listing> {
     if (a.compensates !== null) return "listed";
     const listing = await this.runs.mutate(
       a.run_id,
@@ -78,11 +117,20 @@ export class Dispatcher {
 
   /**
    * Whether the run lists the call, listing it if not: a claim's check, since a creation lists its
-   * call beside offering it (or died in between). `run` is the run as the caller has it: one that
-   * does not list the call is read afresh, and the listing written only if still missing.
+   * call after offering it (or died in between). `run` is the run as the caller has it. A creation
+   * of this process still listing the call is waited for (not raced with a second compare-and-set);
+   * otherwise a run that does not list the call is read afresh, and the listing written only if
+   * still missing.
    */
-  ensureListed(a: AssignmentRecord, run: RunRecord): Promise<"listed" | "run_ended"> {
-    return runListsWork(a, run) ? Promise.resolve("listed") : this.list(a);
+  async ensureListed(a: AssignmentRecord, run: RunRecord): Promise<Listing> {
+    if (runListsWork(a, run)) return "listed";
+    const creation = this.creating.get(a.assignment_id);
+    return (creation && (await creation.listing)) ?? this.list(a);
+  }
+
+  /** Settled once this process's creation of the assignment has its write answered; undefined when none is under way. */
+  creationWritten(assignmentId: string): Promise<unknown> | undefined {
+    return this.creating.get(assignmentId)?.written;
   }
 
   /**

@@ -84,12 +84,12 @@ export class ToolCallService {
     // Watched first: should this process die between the steps below, a sweeper finishes the dispatch;
     // once the candidate is out, the same watch looks for a candidate taken but never claimed.
     const watch = await this.dispatcher.watchCreation(assignmentId, now);
-    const res = await this.assignments.create(assignmentId, record);
+    const res = await this.dispatcher.create(record, found);
     // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
-    const dispatched = await this.dispatcher.dispatch(assignmentId, { assignment: { value: record, revision: res.revision }, run: found });
-    // Not offered (the run ended first): nothing is left to watch. Offered, its watch may be what a
-    // claim made soon after relies on.
+    const dispatched = res.assignment;
+    // Withdrawn (the run ended first): nothing is left to watch. Listed, its watch may be what a claim
+    // made soon after relies on.
     if (!dispatched || dispatched.state === "withdrawn") await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw new ToolgateError("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };
