@@ -46,16 +46,16 @@ describe("examples/README.md, run as written", () => {
   let output = "";
   const vars: Record<string, string> = {};
 
-  beforeAll(async () => {
-    if (!block) throw new Error("examples/README.md has no ```sh block");
-    if (!existsSync("dist/cli/main.js")) throw new Error("`npx toolgate` runs the built dist/: run 'npm run build' (npm install does it)");
+  /** Runs the README's block once, on a free port and a fresh data dir; the shell's exit code. */
+  const runBlock = async (commands: string): Promise<number | null> => {
     dataDir = mkdtempSync(join(tmpdir(), "toolgate-readme-"));
     port = await freePort();
+    output = "";
     const script = [
       "set -euo pipefail",
       // One JSON answer a line, so the output reads as the steps' answers in order.
       "curl() { command curl -w '\\n' \"$@\"; }",
-      block.replaceAll("127.0.0.1:8080", `127.0.0.1:${port}`).replaceAll(".toolgate/", `${dataDir}/`),
+      commands.replaceAll("127.0.0.1:8080", `127.0.0.1:${port}`).replaceAll(".toolgate/", `${dataDir}/`),
       'echo "::RUN=$RUN"',
       'echo "::KEY=$KEY"',
     ].join("\n");
@@ -75,19 +75,35 @@ describe("examples/README.md, run as written", () => {
     });
     shell.stdout!.setEncoding("utf8").on("data", (c: string) => (output += c));
     shell.stderr!.setEncoding("utf8").on("data", (c: string) => (output += c));
-    const code = await new Promise<number | null>((done) => shell.once("exit", done));
+    return new Promise<number | null>((done) => shell.once("exit", done));
+  };
+
+  beforeAll(async () => {
+    if (!block) throw new Error("examples/README.md has no ```sh block");
+    if (!existsSync("dist/cli/main.js")) throw new Error("`npx toolgate` runs the built dist/: run 'npm run build' (npm install does it)");
+    let code = await runBlock(block);
+    // The free port can be taken by another suite's process before the gateway listens on it: once more on another.
+    for (let attempt = 1; attempt < 3 && code !== 0 && output.includes(`127.0.0.1:${port} is taken`); attempt++) {
+      await stopGroup();
+      rmSync(dataDir, { recursive: true, force: true });
+      code = await runBlock(block);
+    }
     for (const [, name, value] of output.matchAll(/^::(\w+)=(.*)$/gm)) vars[name!] = value!;
     if (code !== 0) throw new Error(`the README's commands exited ${code}:\n${output}`);
-  }, 120_000);
+  }, 240_000);
+
+  /** Stops what the block started: the gateway, its nats-server and the executor. */
+  const stopGroup = async (): Promise<void> => {
+    if (shell?.pid === undefined || !groupAlive(shell.pid)) return;
+    process.kill(-shell.pid, "SIGTERM");
+    await until("the gateway, its nats-server and the executor to stop", () => (groupAlive(shell.pid!) ? undefined : true), 30_000).catch((err: Error) => {
+      process.kill(-shell.pid!, "SIGKILL");
+      throw err;
+    });
+  };
 
   afterAll(async () => {
-    if (shell?.pid !== undefined && groupAlive(shell.pid)) {
-      process.kill(-shell.pid, "SIGTERM");
-      await until("the gateway, its nats-server and the executor to stop", () => (groupAlive(shell.pid!) ? undefined : true), 30_000).catch((err: Error) => {
-        process.kill(-shell.pid!, "SIGKILL");
-        throw err;
-      });
-    }
+    await stopGroup();
     rmSync(dataDir, { recursive: true, force: true });
   });
 
