@@ -58,19 +58,17 @@ export class Dispatcher {
     run: Versioned<RunRecord>,
   ): Promise<{ created: true; assignment: AssignmentRecord | null } | { created: false; existing: Versioned<AssignmentRecord> }> {
     const id = record.assignment_id;
-    let listed!: (outcome: Listing | null) => void;
     const write = this.assignments.create(id, record);
-    this.creating.set(id, { written: write.catch(() => undefined), listing: new Promise((resolve) => (listed = resolve)) });
+    const offered = Promise.all([write, this.offer(record)]);
+    const listing = offered.then(([res]) => (res.created ? this.list(record, run) : null));
+    // A creation that fails or loses lists nothing: a claim waiting on it lists the call itself.
+    this.creating.set(id, { written: write.catch(() => undefined), listing: listing.catch(() => null) });
     try {
-      const [res] = await Promise.all([write, this.offer(record)]);
+      const [res] = await offered;
       if (!res.created) return res;
-      const listing = await this.list(record, run);
-      listed(listing);
-      return { created: true, assignment: listing === "listed" ? record : await this.withdrawUnlisted(id) };
+      return { created: true, assignment: (await listing) === "listed" ? record : await this.withdrawUnlisted(id) };
     } finally {
       this.creating.delete(id);
-      // No effect once the listing is told; a creation that failed or lost leaves the listing to the claim.
-      listed(null);
     }
   }
 
