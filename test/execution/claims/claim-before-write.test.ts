@@ -1,16 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
-import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
-import { Watchlist } from "../../../src/execution/claims/watchlist.js";
-import { AssignmentRecord, RunRecord, WatchEntry } from "../../../src/execution/model/records.js";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { AssignmentRecord } from "../../../src/execution/model/records.js";
 import { assignmentIdFor } from "../../../src/execution/model/ids.js";
 import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
-import { executionStores, openBucket } from "../../../src/kv/buckets.js";
-import { EXECUTION_BUCKETS, STREAMS } from "../../../src/streams/names.js";
+import { STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
 import { GatedStore } from "../../helpers/gated-store.js";
+import { bucketStore, toolCallCreation } from "../../helpers/tool-call-creation.js";
 import { until } from "../../helpers/until.js";
 import { startExecutionFixture, type ExecutionFixture } from "../../helpers/execution-gateway.js";
 
@@ -34,15 +30,8 @@ describe("a claim that arrives before its assignment's write", () => {
       tools: [{ name: "e.read", binding_id: "b-early" }],
       executor: { id: "exec-early", start: "heartbeat" },
     });
-    const store = await executionStores(fx.nc);
-    const js = jetstream(fx.nc);
-    const jsm = await jetstreamManager(fx.nc);
-    const bucket = EXECUTION_BUCKETS.assignments;
-    assignments = new GatedStore(await openBucket(new Kvm(fx.nc), jsm, bucket), AssignmentRecord, { bucket, js, jsm });
-    const runs = await store("runs", RunRecord);
-    const watchlist = new Watchlist(await store("watch", WatchEntry));
-    const dispatcher = new Dispatcher(runs, assignments, new CandidateQueue(js, jsm, { replicas: 1, ackWaitMs: 30_000 }), watchlist, 60_000, 10_000);
-    otherGateway = new ToolCallService(runs, assignments, fx.gw.gateway.store, dispatcher, watchlist);
+    assignments = await bucketStore(fx.nc, GatedStore<AssignmentRecord>, "assignments", AssignmentRecord);
+    otherGateway = (await toolCallCreation(fx.nc, fx.gw.gateway.store, { assignments })).service;
   });
   afterAll(async () => {
     await fx?.close();

@@ -1,21 +1,15 @@
-import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
-import type { ResolvedTool } from "../../../src/config/schemas.js";
-import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
-import { Watchlist } from "../../../src/execution/claims/watchlist.js";
-import { AssignmentRecord, RunRecord, WatchEntry } from "../../../src/execution/model/records.js";
-import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
-import { executionStores, openBucket } from "../../../src/kv/buckets.js";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { AssignmentRecord, RunRecord } from "../../../src/execution/model/records.js";
+import { executionStores } from "../../../src/kv/buckets.js";
 import type { VersionedStore } from "../../../src/kv/versioned-store.js";
 import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
-import { EXECUTION_BUCKETS, STREAMS } from "../../../src/streams/names.js";
+import { STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 import { GatedStore } from "../../helpers/gated-store.js";
+import { activeRun, bucketStore, oneReadTool, toolCallCreation } from "../../helpers/tool-call-creation.js";
 import { until } from "../../helpers/until.js";
 
 const SCOPE = "order";
@@ -30,13 +24,11 @@ describe("a tool call's creation", () => {
   let nats: TestNats;
   let nc: NatsConnection;
   let jsm: Awaited<ReturnType<typeof jetstreamManager>>;
-  let kvm: Kvm;
 
   beforeAll(async () => {
     nats = await startTestNats();
     nc = await connect({ servers: nats.url });
     jsm = await jetstreamManager(nc);
-    kvm = new Kvm(nc);
     await ensureStreams(jsm, loadDefinitions(), { replicas: 1 });
   });
   afterAll(async () => {
@@ -44,33 +36,11 @@ describe("a tool call's creation", () => {
     await nats?.stop();
   });
 
-  const gated = async <T>(bucket: keyof typeof EXECUTION_BUCKETS, schema: z.ZodType<T>) =>
-    new GatedStore<T>(await openBucket(kvm, jsm, EXECUTION_BUCKETS[bucket]), schema, { bucket: EXECUTION_BUCKETS[bucket], js: jetstream(nc), jsm });
-
-  /** A creation service over the given runs and assignments stores, and a run of its own. */
-  const creation = async (runs: VersionedStore<RunRecord>, assignments: VersionedStore<AssignmentRecord>, runId: string) => {
-    const store = await executionStores(nc);
-    const watchlist = new Watchlist(await store("watch", WatchEntry));
-    const dispatcher = new Dispatcher(runs, assignments, new CandidateQueue(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 }), watchlist, 60_000, 10_000);
-    const tool = {
-      tool: { name: "order.read", input_schema: { type: "object" }, max_result_context_bytes: 4_096 },
-      binding: { binding_id: BINDING, executor_scope: SCOPE, tool_kind: "read" },
-    };
-    const service = new ToolCallService(runs, assignments, { resolveTool: async () => tool as unknown as ResolvedTool }, dispatcher, watchlist);
-    const run: RunRecord = {
-      run_id: runId,
-      session_id: "s-order",
-      agent: "order",
-      agent_version: "order.1",
-      toolset: "ts",
-      toolset_version: "1",
-      subject: "",
-      state: "active",
-      assignment_ids: [],
-      created_at: Date.now(),
-      ended_at: null,
-    };
-    await (await store("runs", RunRecord)).put(runId, run);
+  /** A creation over the given runs and assignments stores, and a run of its own. */
+  const creation = async (given: { runs?: VersionedStore<RunRecord>; assignments?: VersionedStore<AssignmentRecord> }, runId: string) => {
+    const { service, dispatcher } = await toolCallCreation(nc, oneReadTool("order.read", BINDING, SCOPE), given);
+    const run = activeRun(runId, "order");
+    await (await (await executionStores(nc))("runs", RunRecord)).put(runId, run);
     return { service, dispatcher, run };
   };
   const candidateCount = async (): Promise<number> =>
@@ -78,8 +48,8 @@ describe("a tool call's creation", () => {
 
   it("publishes the candidate while the assignment's write is still under way", async () => {
     const store = await executionStores(nc);
-    const assignments = await gated<AssignmentRecord>("assignments", AssignmentRecord);
-    const { service } = await creation(await store("runs", RunRecord), assignments, "run-order-1");
+    const assignments = await bucketStore(nc, GatedStore<AssignmentRecord>, "assignments", AssignmentRecord);
+    const { service } = await creation({ assignments }, "run-order-1");
     const before = await candidateCount();
     const created = service.create("run-order-1", { tool_name: "order.read", arguments: {} });
     await until("the candidate, its assignment not yet written", async () => ((await candidateCount()) > before ? true : undefined));
@@ -90,8 +60,8 @@ describe("a tool call's creation", () => {
 
   it("a claim's listing check made while the creation lists the call waits for that listing: one listing, not two", async () => {
     const store = await executionStores(nc);
-    const runs = await gated<RunRecord>("runs", RunRecord);
-    const { service, dispatcher, run } = await creation(runs, await store("assignments", AssignmentRecord), "run-order-2");
+    const runs = await bucketStore(nc, GatedStore<RunRecord>, "runs", RunRecord);
+    const { service, dispatcher, run } = await creation({ runs }, "run-order-2");
     const created = service.create("run-order-2", { tool_name: "order.read", arguments: {} });
     await until("the creation listing the call", () => (runs.mutations === 1 ? true : undefined));
     const pending = await (await store("assignments", AssignmentRecord)).entries();

@@ -1,15 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
-import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
-import { Watchlist } from "../../../src/execution/claims/watchlist.js";
-import { AssignmentRecord, RunRecord, WatchEntry } from "../../../src/execution/model/records.js";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { RunRecord } from "../../../src/execution/model/records.js";
 import { assignmentIdFor } from "../../../src/execution/model/ids.js";
 import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
-import { executionStores, openBucket } from "../../../src/kv/buckets.js";
-import { EXECUTION_BUCKETS, STREAMS } from "../../../src/streams/names.js";
+import { STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
+import { bucketStore, toolCallCreation } from "../../helpers/tool-call-creation.js";
 import { until } from "../../helpers/until.js";
 import { DyingStore } from "../../helpers/dying-store.js";
 import { startExecutionFixture, startExecutionGateway, type ExecutionFixture } from "../../helpers/execution-gateway.js";
@@ -33,17 +29,9 @@ describe("a call offered before its run lists it", () => {
       tools: [{ name: "u.read", binding_id: "b-unlisted" }],
       executor: { id: "exec-unlisted", start: "heartbeat" },
     });
-    const store = await executionStores(fx.nc);
-    const js = jetstream(fx.nc);
-    const jsm = await jetstreamManager(fx.nc);
-    const bucket = EXECUTION_BUCKETS.runs;
     // Its process dies at its first compare-and-set of a run: a creation stops after offering its call, before listing it.
-    const runs = new DyingStore(await openBucket(new Kvm(fx.nc), jsm, bucket), RunRecord, { bucket, js, jsm });
-    const assignments = await store("assignments", AssignmentRecord);
-    const watchlist = new Watchlist(await store("watch", WatchEntry));
-    const candidates = new CandidateQueue(js, jsm, { replicas: 1, ackWaitMs: 30_000 });
-    const dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, 60_000, 10_000);
-    dyingCreation = new ToolCallService(runs, assignments, fx.gw.gateway.store, dispatcher, watchlist);
+    const runs = await bucketStore(fx.nc, DyingStore<RunRecord>, "runs", RunRecord);
+    dyingCreation = (await toolCallCreation(fx.nc, fx.gw.gateway.store, { runs })).service;
   });
   afterAll(async () => {
     await fx?.close();

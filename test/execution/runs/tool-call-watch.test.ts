@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import type { ResolvedTool } from "../../../src/config/schemas.js";
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
-import { Watchlist } from "../../../src/execution/claims/watchlist.js";
-import { AssignmentRecord, RunRecord, WatchEntry } from "../../../src/execution/model/records.js";
+import { AssignmentRecord, RunRecord, type WatchEntry } from "../../../src/execution/model/records.js";
 import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
 import { executionStores } from "../../../src/kv/buckets.js";
 import type { VersionedStore } from "../../../src/kv/versioned-store.js";
 import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
 import type { Candidate } from "../../../src/wire/messages.js";
+import { activeRun, oneReadTool, toolCallCreation } from "../../helpers/tool-call-creation.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 
 /**
@@ -55,32 +53,11 @@ describe("a tool call claimed before its creating request finished", () => {
     nc = await connect({ servers: nats.url });
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, loadDefinitions(), { replicas: 1 });
-    const store = await executionStores(nc);
-    const runs = await store("runs", RunRecord);
-    assignments = await store("assignments", AssignmentRecord);
-    watches = await store("watch", WatchEntry);
-    const watchlist = new Watchlist(watches);
+    assignments = await (await executionStores(nc))("assignments", AssignmentRecord);
     const candidates = new ClaimedOnPublish(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
     candidates.assignments = assignments;
-    const dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, 60_000, 10_000);
-    const tool = {
-      tool: { name: "fast.read", input_schema: { type: "object" }, max_result_context_bytes: 4_096 },
-      binding: { binding_id: "b-fast", executor_scope: SCOPE, tool_kind: "read" },
-    };
-    service = new ToolCallService(runs, assignments, { resolveTool: async () => tool as unknown as ResolvedTool }, dispatcher, watchlist);
-    await runs.put(RUN, {
-      run_id: RUN,
-      session_id: "s-fast",
-      agent: "fast",
-      agent_version: "fast.1",
-      toolset: "ts",
-      toolset_version: "1",
-      subject: "",
-      state: "active",
-      assignment_ids: [],
-      created_at: Date.now(),
-      ended_at: null,
-    });
+    ({ service, watches } = await toolCallCreation(nc, oneReadTool("fast.read", "b-fast", SCOPE), { assignments, candidates }));
+    await (await (await executionStores(nc))("runs", RunRecord)).put(RUN, activeRun(RUN, "fast"));
   });
   afterAll(async () => {
     await nc?.close();
