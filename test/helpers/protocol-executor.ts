@@ -38,6 +38,8 @@ export class ProtocolExecutor {
   private subs: Subscription[] = [];
   private registered: Promise<void> | undefined;
   private candidates: Promise<Consumer> | undefined;
+  /** Candidates `pullFor` pulled while looking for another call, by assignment id (the newest generation). */
+  private readonly setAside = new Map<string, Candidate>();
 
   constructor(
     readonly nc: NatsConnection,
@@ -100,10 +102,24 @@ export class ProtocolExecutor {
     return out;
   }
 
-  /** Pulls until a candidate for `assignmentId` (of at least `generation`) arrives; others are acknowledged and dropped. */
+  /**
+   * Pulls until a candidate for `assignmentId` (of at least `generation`) arrives. Candidates of other
+   * calls it pulls on the way are acknowledged and set aside for a later `pullFor` of this executor:
+   * the gateway may offer several calls at once in either order (an operator detach re-offers them
+   * concurrently), and a dropped one would never come back.
+   */
   async pullFor(assignmentId: string, generation = 0, attempts = 500): Promise<Candidate> {
     for (let i = 0; i < attempts; i++) {
-      const found = (await this.pull(1, 1_000)).find((c) => c.assignment_id === assignmentId && c.generation >= generation);
+      const kept = this.setAside.get(assignmentId);
+      if (kept && kept.generation >= generation) {
+        this.setAside.delete(assignmentId);
+        return kept;
+      }
+      let found: Candidate | undefined;
+      for (const c of await this.pull(1, 1_000)) {
+        if (!found && c.assignment_id === assignmentId && c.generation >= generation) found = c;
+        else if ((this.setAside.get(c.assignment_id)?.generation ?? -1) < c.generation) this.setAside.set(c.assignment_id, c);
+      }
       if (found) return found;
     }
     throw new Error(`no candidate for ${assignmentId}`);
