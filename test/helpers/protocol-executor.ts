@@ -18,6 +18,16 @@ import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { registerExecutor } from "./registry.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
+/** The candidates set aside by `pullFor`, per connection and scope. */
+const setAsides = new WeakMap<NatsConnection, Map<string, Map<string, Candidate>>>();
+function setAsideOf(nc: NatsConnection, scope: string): Map<string, Candidate> {
+  const scopes = setAsides.get(nc) ?? new Map<string, Map<string, Candidate>>();
+  setAsides.set(nc, scopes);
+  const candidates = scopes.get(scope) ?? new Map<string, Candidate>();
+  scopes.set(scope, candidates);
+  return candidates;
+}
+
 type ReceiptBody = Receipt extends infer R ? (R extends Receipt ? Omit<R, "receipt_id" | "assignment_id" | "executor_id" | "claim_token"> : never) : never;
 
 /**
@@ -39,7 +49,7 @@ export class ProtocolExecutor {
   private registered: Promise<void> | undefined;
   private candidates: Promise<Consumer> | undefined;
   /** Candidates `pullFor` pulled while looking for another call, by assignment id (the newest generation). */
-  private readonly setAside = new Map<string, Candidate>();
+  private readonly setAside: Map<string, Candidate>;
 
   constructor(
     readonly nc: NatsConnection,
@@ -49,6 +59,7 @@ export class ProtocolExecutor {
     private readonly options: { register?: boolean } = {},
   ) {
     this.js = jetstream(nc, { apiPrefix: EXECUTOR_JS_API_PREFIX });
+    this.setAside = setAsideOf(nc, scope);
     this.subs.push(
       nc.subscribe(subjects.answers(scope, executorId), {
         callback: (_err, msg) => {
@@ -104,7 +115,8 @@ export class ProtocolExecutor {
 
   /**
    * Pulls until a candidate for `assignmentId` (of at least `generation`) arrives. Candidates of other
-   * calls it pulls on the way are acknowledged and set aside for a later `pullFor` of this executor:
+   * calls it pulls on the way are acknowledged and set aside for a later `pullFor` of any executor of
+   * the scope on the same connection (a candidate is an offer to the scope, not to one executor):
    * the gateway may offer several calls at once in either order (an operator detach re-offers them
    * concurrently), and a dropped one would never come back.
    */
