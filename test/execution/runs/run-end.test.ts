@@ -137,7 +137,7 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
   it("ending a run that does not exist, or ending a terminal run again, writes no watch", async () => {
     // Every write of the run's end watch (put or removal) is a publish on its key's subject: counted
     // as it happens, since a sweeper's purge of removal markers may erase the stored ones at any time.
-    const writesOfEndWatch = async <T>(runId: string, act: () => Promise<T>): Promise<number> => {
+    const writesOfEndWatch = async (runId: string, act: () => Promise<unknown>): Promise<number> => {
       let writes = 0;
       const sub = fx.nc.subscribe(`$KV.${EXECUTION_BUCKETS.watch}.end.${runId}`, {
         callback: () => {
