@@ -7,7 +7,7 @@
  */
 
 /** Where a gateway refusal code travels: the reply of a request subject, or a receipt's answer. */
-type RefusalSite = "claim" | "presence" | "receipt" | "rq" | "ctlq";
+type RefusalSite = "claim" | "presence" | "held" | "receipt" | "rq" | "ctlq";
 interface RefusalEntry {
   in: readonly RefusalSite[];
   meaning: string;
@@ -32,7 +32,7 @@ export const REFUSAL_CODES = {
   },
   executor_offline: { in: ["claim"], meaning: "the executor has no live presence in its scope", action: "send a heartbeat, then claim again" },
   out_of_scope: {
-    in: ["claim", "presence", "receipt"],
+    in: ["claim", "presence", "held", "receipt"],
     meaning: "the executor, binding or assignment belongs to another scope than the subject's",
     action: "fix the executor's scope or bindings; stop pulling",
   },
@@ -59,13 +59,13 @@ export const REFUSAL_CODES = {
     action: "none: the receipt is not this executor's to send",
   },
   protocol_version_unsupported: {
-    in: ["claim", "presence", "rq", "ctlq"],
+    in: ["claim", "presence", "held", "rq", "ctlq"],
     meaning:
       "the request's `Tg-Protocol` header names a protocol version this gateway does not speak (it speaks `1`); a request without the header is taken as `1`",
     action: "run an executor of the gateway's protocol version, or upgrade the gateway first",
   },
   malformed: {
-    in: ["claim", "presence", "receipt", "rq", "ctlq"],
+    in: ["claim", "presence", "held", "receipt", "rq", "ctlq"],
     meaning: "not the subject's message, or its `executor_id`, scope or assignment is not the subject's",
     action: "fix the sender (a bug in the executor)",
   },
@@ -91,7 +91,7 @@ export const REFUSAL_CODES = {
     action: "do not start",
   },
   executor_unknown: {
-    in: ["claim", "presence"],
+    in: ["claim", "presence", "held"],
     meaning: "the registry has no executor of this id",
     action: "register it with `POST /v1/executors`; stop pulling",
   },
@@ -101,7 +101,7 @@ export const REFUSAL_CODES = {
     action: "grant it with `PUT /v1/executors/{id}` or stop declaring it",
   },
   identity_mismatch: {
-    in: ["claim", "presence"],
+    in: ["claim", "presence", "held"],
     meaning: "the request did not come from a NATS connection of one of the executor's registered nkeys",
     action: "connect with a registered nkey",
   },
@@ -217,7 +217,7 @@ export const GATEWAY_OUTCOME_CODES = {
   },
   executor_detached: {
     in: "reconciliation_required",
-    meaning: "the executor was detached (by an operator or by its presence lapsing) while a write ran",
+    meaning: "the executor was detached (by an operator, by its presence lapsing, or by its held-claims report leaving the claim out) while a write ran",
     action: "the executor's `runner.reconcile` or the operator route settles it",
   },
 } as const satisfies Record<string, OutcomeEntry<"reconciliation_required">>;

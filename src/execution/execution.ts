@@ -8,10 +8,12 @@ import type { RegistryReader } from "../executors/admission.js";
 import {
   ClaimRequest,
   ControlQuery,
+  HeldClaimsReport,
   PresenceHeartbeat,
   ReceiptQuery,
   type ClaimReply,
   type ControlQueryResult,
+  type HeldClaimsReply,
   type PresenceReply,
   type ReceiptQueryReply,
   type RequestRefused,
@@ -25,6 +27,7 @@ import { CompensationService } from "./operations/compensation.js";
 import { ControlChannel } from "./transport/control-channel.js";
 import { ControlRequestConsumer } from "./transport/control-requests.js";
 import { ExecutorDetacher } from "./operations/executor-detach.js";
+import { HeldClaimsReports } from "./operations/held-claims-report.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
 import { RunEventLog } from "./events/event-log.js";
 import { HistoryReader } from "./runs/history.js";
@@ -133,9 +136,9 @@ export function presenceTtlMs(definitions: readonly Definition[]): number {
 }
 
 /**
- * Wires the execution path on one NATS connection and starts its NATS side: the claim, presence and
- * receipt-query responders (gateway queue group), the shared receipt and control-request consumers
- * and the lease sweeper. Every run and assignment write is told on the run's event stream.
+ * Wires the execution path on one NATS connection and starts its NATS side: the claim, presence,
+ * held-claims and receipt-query responders (gateway queue group), the shared receipt and
+ * control-request consumers and the lease sweeper. Every run and assignment write is told on the run's event stream.
  * The streams and buckets must exist (applied from `streams/` beforehand).
  */
 export async function startExecution(deps: {
@@ -175,6 +178,7 @@ export async function startExecution(deps: {
   const presenceView = await presenceStore.view(nc);
   await presenceView.ready;
   const presence = new PresenceService(presenceStore, presenceView, deps.registry, config, candidates, detacher, presenceTtlMs(deps.definitions));
+  const heldClaims = new HeldClaimsReports(deps.registry, detacher);
   const quota = new ClaimQuota((await store("claims", ClaimHoldings)).withRevisionCache(EXECUTORS_REMEMBERED), assignmentStore, options.maxClaimsPerExecutor);
   const receiptLog = new ReceiptLog(jsm);
   const claims = new ClaimService(
@@ -223,6 +227,14 @@ export async function startExecution(deps: {
       schema: PresenceHeartbeat,
       handle: (origin, beat) => presence.heartbeat(origin, beat),
       refuse: (refusal): PresenceReply => ({ ...refuse(refusal), ttl_ms: presence.ttlMs }),
+      refusalOf: refusal,
+    }),
+    serveRequests(nc, {
+      ...serve,
+      subject: subjects.heldClaims("*", "*"),
+      schema: HeldClaimsReport,
+      handle: (origin, report): Promise<HeldClaimsReply> => heldClaims.report(origin, report),
+      refuse,
       refusalOf: refusal,
     }),
     serveRequests(nc, {

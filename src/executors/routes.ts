@@ -1,13 +1,13 @@
 import { z } from "zod";
 import { ToolgateError } from "../errors/toolgate-error.js";
-import type { DetachResult } from "../execution/operations/executor-detach.js";
+import type { DetachedClaims } from "../wire/messages.js";
 import { defineRoute, type RouteDef } from "../http/route.js";
 import type { ExecutorStore } from "./executor-store.js";
 import { ExecutorIdSchema, ExecutorSchema, RegisterExecutorSchema, RotateExecutorKeysSchema, SetExecutorBindingsSchema } from "./schemas.js";
 
 /** What removing an executor does to its work in flight: the operator detach's result. */
 export interface ExecutorDetach {
-  detach(scope: string, executorId: string): Promise<DetachResult>;
+  detach(scope: string, executorId: string): Promise<DetachedClaims>;
 }
 
 const params = z.object({ executor_id: ExecutorIdSchema });

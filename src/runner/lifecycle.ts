@@ -19,7 +19,12 @@ interface RunnerTransition {
 }
 
 export const RUNNER_TRANSITIONS: readonly RunnerTransition[] = [
-  { from: "starting", event: "start", to: "running", why: "store open, connected, presence sent, the store's open claims resumed: pulling begins" },
+  {
+    from: "starting",
+    event: "start",
+    to: "running",
+    why: "store open, connected, presence sent, the store's open claims reported to the gateway (`tg.held`) and resumed: pulling begins",
+  },
   { from: "starting", event: "close", to: "closing", why: "the start failed: what it opened is closed again" },
   { from: "running", event: "detach", to: "detaching", why: "`detach()`, or the gateway's `detach_requested`: pulling stops, presence says `detaching`" },
   { from: "running", event: "close", to: "closing", why: "`close()`: pulling stops, presence says `detaching`, running handlers get the deadline" },

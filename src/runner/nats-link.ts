@@ -8,11 +8,14 @@ import {
   ClaimReply,
   ControlQueryResult,
   ExecutorControl,
+  HeldClaimsReply,
   PresenceReply,
   ReceiptAnswer,
   ReceiptQueryReply,
   type ClaimRequest,
   type ControlQueryReply,
+  type DetachedClaims,
+  type HeldClaimsReport,
   type RequestRefused,
   type PresenceHeartbeat,
   type Receipt,
@@ -120,6 +123,11 @@ export class NatsLink {
 
   heartbeat(message: PresenceHeartbeat): Promise<PresenceReply> {
     return this.request(subjects.presence(this.scope, this.executorId), message, PresenceReply);
+  }
+
+  /** Tells the gateway which claims this executor's store holds; resolves with what it detached from the others. */
+  reportHeld(message: HeldClaimsReport): Promise<DetachedClaims> {
+    return this.query(subjects.heldClaims(this.scope, this.executorId), message, HeldClaimsReply);
   }
 
   claim(message: ClaimRequest): Promise<ClaimReply> {

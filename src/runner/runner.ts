@@ -13,7 +13,7 @@ import { answerChange, type Phase } from "./phases.js";
 import { Presence } from "./presence.js";
 import type { FinalReport } from "./receipts.js";
 import { SqliteRunnerStore } from "./sqlite-store.js";
-import type { OutboxReceipt, RunnerStore, StoredAnswer } from "./store.js";
+import type { LocalAssignment, OutboxReceipt, RunnerStore, StoredAnswer } from "./store.js";
 import { RunnerTasks } from "./tasks.js";
 import { toolGrant, type Authorize, type ReconcileOutcome, type ToolDefinition, type ToolGrant } from "./tools.js";
 import { Notifier, sleep } from "./wait.js";
@@ -323,6 +323,25 @@ export class ToolRunner {
    * a read (no side effects by contract) runs again; then the control messages missed while away
    * are applied.
    */
+  /**
+   * Tells the gateway, before anything is pulled, which claims the store holds: any other it holds
+   * under this id was lost with an earlier store (or its confirmation never became durable), and is
+   * detached. A report that gets no answer leaves such claims to the presence's lapse or an operator.
+   */
+  private async reportHeld(open: readonly LocalAssignment[]): Promise<void> {
+    const held = open.map((a) => ({ assignment_id: a.assignmentId, generation: a.generation }));
+    try {
+      const detached = await this.link.reportHeld({ executor_id: this.executorId, scope: this.options.scope, held });
+      if (detached.released.length + detached.reconciliation_required.length + detached.retried.length > 0)
+        this.logger.warn({ ...detached }, "the gateway held claims of this executor that its store does not know: detached from them");
+    } catch (err) {
+      this.logger.warn(
+        { err: errorText(err) },
+        "held-claims report unanswered: a claim the store lost stays with this executor id until its presence lapses or an operator detaches it (a gateway older than this runner does not answer it)",
+      );
+    }
+  }
+
   private async resume(): Promise<() => Promise<void>> {
     this.link.listen(
       (a) => this.outbox.handleAnswer(a),
@@ -330,6 +349,7 @@ export class ToolRunner {
     );
     await this.presence.beat();
     const open = await this.store.listOpen();
+    await this.reportHeld(open);
     const resumed: Array<() => Promise<void>> = [];
     for (const local of open) {
       if (local.phase === "awaiting_reconciliation") continue;

@@ -61,6 +61,7 @@ export function candidateAckSubjects(consumer: string): string[] {
 export const EXECUTOR_EXPORTS: readonly Export[] = [
   { kind: "service", subject: subjects.claim("*", "*"), share: true },
   { kind: "service", subject: subjects.presence("*", "*"), share: true },
+  { kind: "service", subject: subjects.heldClaims("*", "*"), share: true },
   { kind: "service", subject: subjects.receiptQuery("*", "*") },
   { kind: "service", subject: subjects.controlQuery("*", "*") },
   { kind: "service", subject: subjects.receipt("*", "*", "*") },
@@ -83,6 +84,7 @@ export function executorPermissions(scope: string, executorId: string): SubjectP
     publish: [
       subjects.claim(scope, executorId),
       subjects.presence(scope, executorId),
+      subjects.heldClaims(scope, executorId),
       subjects.receiptQuery(scope, executorId),
       subjects.controlQuery(scope, executorId),
       subjects.receipt(scope, executorId, "*"),

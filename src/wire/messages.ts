@@ -183,6 +183,39 @@ export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
 export const ReceiptQuery = z.object({ receipt_id: Id, assignment_id: Id, executor_id: Id, kind: ReceiptKind, body_digest: Sha256Hex }).strict();
 export type ReceiptQuery = z.infer<typeof ReceiptQuery>;
 
+/** What detaching an executor from its claims did, assignment by assignment (an operator's detach, or a held-claims report). */
+export const DetachedClaims = z
+  .object({
+    released: z.array(Id).describe("Unconfirmed claims returned to the candidates (generation + 1)"),
+    reconciliation_required: z.array(Id).describe("Confirmed work whose outcome is now unknown"),
+    retried: z.array(Id).describe("Confirmed reads offered again (binding retry_reads_safe)"),
+  })
+  .strict();
+export type DetachedClaims = z.infer<typeof DetachedClaims>;
+
+/** The most claims one held-claims report may list (far above any executor's claim bound). */
+export const HELD_CLAIMS_MAX = 4_096;
+
+/**
+ * An executor's report, at start-up before it pulls, of every claim its store still holds (`tg.held`).
+ * The gateway detaches it from each claim it holds under this id that the report leaves out, as if
+ * it had left (unconfirmed: back to the candidates; confirmed: `reconciliation_required`, a safe read
+ * offered again): an executor that lost its store, or a confirmation it had not yet made durable,
+ * does not leave the gateway waiting for work nobody is doing.
+ */
+export const HeldClaimsReport = z
+  .object({
+    executor_id: Id,
+    scope: Id,
+    held: z.array(z.object({ assignment_id: Id, generation: z.number().int().nonnegative() }).strict()).max(HELD_CLAIMS_MAX),
+  })
+  .strict();
+export type HeldClaimsReport = z.infer<typeof HeldClaimsReport>;
+
+/** `tg.held`'s answer: what the gateway detached, or a refusal of the report. */
+export const HeldClaimsReply = z.discriminatedUnion("status", [DetachedClaims.extend({ status: z.literal("ok") }).strict(), RequestRefused]);
+export type HeldClaimsReply = z.infer<typeof HeldClaimsReply>;
+
 /** `tg.rq`'s answer: the receipt's stored answer, or a refusal of the query itself. */
 export const ReceiptQueryReply = z.union([ReceiptAnswer, RequestRefused]);
 export type ReceiptQueryReply = z.infer<typeof ReceiptQueryReply>;

@@ -26,6 +26,11 @@ export const subjects = {
   presence: (scope: string, executorId: string) => `tg.presence.${scope}.${executorId}`,
   /** A receipt of one executor, published into the receipts stream with `Nats-Msg-Id = receipt_id`. */
   receipt: (scope: string, executorId: string, assignmentId: string) => `tg.rcpt.${scope}.${executorId}.${assignmentId}`,
+  /**
+   * An executor's report, at start-up, of the claims its store still holds (request/reply): the
+   * gateway detaches it from the claims it holds under that id but the report leaves out.
+   */
+  heldClaims: (scope: string, executorId: string) => `tg.held.${scope}.${executorId}`,
   /** Receipt status look-up (after a lost answer) request/reply of one executor. */
   receiptQuery: (scope: string, executorId: string) => `tg.rq.${scope}.${executorId}`,
   /** The gateway's answers to one executor (core NATS). */

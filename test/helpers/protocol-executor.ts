@@ -7,6 +7,7 @@ import {
   Candidate,
   ClaimReply,
   ExecutorControl,
+  HeldClaimsReply,
   PresenceReply,
   ReceiptAnswer,
   ReceiptQueryReply,
@@ -145,6 +146,14 @@ export class ProtocolExecutor {
       { timeout: 5_000 },
     );
     return decode(ClaimReply, reply.data);
+  }
+
+  /** Reports the claims this executor holds (`tg.held`), as a restarted executor does before it pulls. */
+  async reportHeld(held: ReadonlyArray<{ assignment_id: string; generation: number }>, scope = this.scope): Promise<HeldClaimsReply> {
+    await this.register();
+    const report = { executor_id: this.executorId, scope, held };
+    const reply = await this.nc.request(subjects.heldClaims(this.scope, this.executorId), encode(report), { timeout: 5_000 });
+    return decode(HeldClaimsReply, reply.data);
   }
 
   /** A receipt for a grant; `receipt_id` is fresh unless given. */

@@ -285,6 +285,58 @@ describe("the five operations, side by side", () => {
     expect((await gw.http("GET", `/v1/runs/${runId}`)).body.state).toBe("active");
   });
 
+  it("held-claims report of a restarted executor: what it left out is detached (unconfirmed back, confirmed write reconciliation_required, safe read again); what it reports it keeps, generation included; twice detaches nothing", async () => {
+    const runId = await newRun();
+    const p = await protoExecutor("exec-restarted");
+    const bystander = await protoExecutor("exec-bystander");
+    const stop = [keepAlive(p), keepAlive(bystander)];
+    const kept = await claim(p, await call(runId, "proto.write"));
+    await accept(p, kept);
+    const lostWrite = await claim(p, await call(runId, "proto.write"));
+    await accept(p, lostWrite);
+    const lostSafe = await claim(p, await call(runId, "proto.safe"));
+    await accept(p, lostSafe);
+    const others = await claim(bystander, await call(runId, "proto.write"));
+    const lostUnconfirmed = await claim(p, await call(runId, "proto.write"));
+
+    const reported = await p.reportHeld([{ assignment_id: kept.assignment_id, generation: kept.generation }]);
+    expect(reported).toEqual({
+      status: "ok",
+      released: [lostUnconfirmed.assignment_id],
+      reconciliation_required: [lostWrite.assignment_id],
+      retried: [lostSafe.assignment_id],
+    });
+    const settled = await get(lostWrite.assignment_id);
+    expect([settled.state, settled.outcome.error.code]).toEqual(["reconciliation_required", "executor_detached"]);
+    expect(settled.outcome.error.message).toContain("without this claim in its store");
+    expect([(await get(lostUnconfirmed.assignment_id)).generation, (await get(lostSafe.assignment_id)).generation]).toEqual([1, 1]);
+    expect([(await get(kept.assignment_id)).state, (await get(others.assignment_id)).state]).toEqual(["running", "claimed"]);
+    // What was released is refused to the executor that forgot it; another takes it.
+    expect(await p.send(p.accepted(lostUnconfirmed))).toMatchObject({ status: "rejected", code: "lease_expired" });
+    expect((await claim(bystander, lostUnconfirmed.assignment_id, 1)).generation).toBe(1);
+
+    const twice = await p.reportHeld([{ assignment_id: kept.assignment_id, generation: kept.generation }]);
+    expect(twice).toEqual({ status: "ok", released: [], reconciliation_required: [], retried: [] });
+    // A claim of the same assignment at another generation is not the one held.
+    const stale = await p.reportHeld([{ assignment_id: kept.assignment_id, generation: kept.generation + 1 }]);
+    expect(stale).toEqual({ status: "ok", released: [], reconciliation_required: [kept.assignment_id], retried: [] });
+    expect((await get(others.assignment_id)).state).toBe("claimed");
+    stop.forEach((s) => s());
+  });
+
+  it("held-claims report refused: an executor the registry does not know, or a report for another scope; nothing detached", async () => {
+    const runId = await newRun();
+    const holder = await protoExecutor("exec-holder");
+    const stop = keepAlive(holder);
+    const grant = await claim(holder, await call(runId, "proto.write"));
+    const stranger = new ProtocolExecutor(nc, "proto", "exec-holder-impostor", [], { register: false });
+    executors.push(stranger);
+    expect(await stranger.reportHeld([])).toMatchObject({ status: "refused", code: "executor_unknown" });
+    expect(await holder.reportHeld([], "ops")).toMatchObject({ status: "refused", code: "malformed" });
+    expect((await get(grant.assignment_id)).state).toBe("claimed");
+    stop();
+  });
+
   // --- business-task cancel -------------------------------------------------------------------
 
   it("task cancel: recorded once on the assignment, the handler's signal fires, it confirms: cancelled; the run goes on; asking again is idempotent", async () => {

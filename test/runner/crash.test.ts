@@ -140,4 +140,33 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
     expect(rows.every((r) => r.answer_status !== null)).toBe(true);
     expect(rows.at(-1)).toEqual({ kind: a.state, answer_status: expect.stringMatching(/^(recorded|duplicate)$/) });
   });
+
+  it("a restart with its store lost (same executor id, an empty store): the write it was running is reconciliation_required at once, not left running while the id stays present", async () => {
+    const scope = "crash-store-lost";
+    const binding = `${scope}-write`;
+    const { sessionId } = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: binding, agent: `${scope}-agent` });
+    const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
+    const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.create", arguments: { title: "lost" } });
+    const id: string = assignment.assignment_id;
+    const env = {
+      NATS_URL: nats.url,
+      RUNNER_STORE: join(dir, "store-lost.db"),
+      EFFECTS_DB: join(dir, "store-lost-effects.db"),
+      EXECUTOR_ID: `exec-${scope}`,
+      SCOPE: scope,
+      BINDING: binding,
+      TOOLGATE_CRASH_POINT: "mid_handler",
+    };
+    expect(await exited(startExecutor(env))).toBe("SIGKILL");
+    expect((await gw.api("GET", `/v1/assignments/${id}`)).state).toBe("running");
+
+    // The same id on a fresh store: its heartbeats keep the id present, so only its report can end the claim.
+    const restarted = startExecutor({ ...env, RUNNER_STORE: join(dir, "store-lost-fresh.db"), TOOLGATE_CRASH_POINT: "" });
+    await restarted.ready;
+    const a = await gw.api("GET", `/v1/assignments/${id}`);
+    expect([a.state, a.outcome.error.code, a.generation]).toEqual(["reconciliation_required", "executor_detached", 0]);
+    expect(a.outcome.error.message).toContain("without this claim in its store");
+    restarted.kill("SIGTERM");
+    expect(await exited(restarted)).toBe(0);
+  });
 });

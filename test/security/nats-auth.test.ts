@@ -10,7 +10,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { natsConfigCommand } from "../../src/cli/commands/nats-config.js";
 import { decode, encode } from "../../src/wire/codec.js";
-import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply } from "../../src/wire/messages.js";
+import { ClaimReply, ControlQueryResult, HeldClaimsReply, PresenceReply, ReceiptQueryReply } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../../src/wire/subjects.js";
 import { natsServerBinary, startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
 import { compareVersions } from "../../src/nats/server-version.js";
@@ -158,6 +158,7 @@ describe("NATS authorization generated from the executor registry", () => {
     for (const subject of [
       subjects.claim("s2", "e2"),
       subjects.presence("s2", "e2"),
+      subjects.heldClaims("s2", "e2"),
       subjects.receipt("s2", "e2", "a1"),
       subjects.receiptQuery("s2", "e2"),
       subjects.executorControl("s1", "e1"),
@@ -176,7 +177,13 @@ describe("NATS authorization generated from the executor registry", () => {
   });
 
   it("refuses claiming, heartbeating, querying and publishing receipts as another executor of the same scope", async () => {
-    for (const subject of [subjects.claim("s1", "e3"), subjects.presence("s1", "e3"), subjects.receiptQuery("s1", "e3"), subjects.receipt("s1", "e3", "a1")]) {
+    for (const subject of [
+      subjects.claim("s1", "e3"),
+      subjects.presence("s1", "e3"),
+      subjects.heldClaims("s1", "e3"),
+      subjects.receiptQuery("s1", "e3"),
+      subjects.receipt("s1", "e3", "a1"),
+    ]) {
       e1.publish(subject, encode({}));
       await violation("Publish", subject);
     }
@@ -207,9 +214,16 @@ describe("NATS authorization generated from the executor registry", () => {
         (await e1.request(subjects.controlQuery("s1", "e1"), encode({ executor_id: "e3", since: 0 }), { timeout: 5_000 })).data,
       );
       expect(control).toMatchObject({ status: "refused", code: "malformed" });
+      const held = decode(
+        HeldClaimsReply,
+        (await e1.request(subjects.heldClaims("s1", "e1"), encode({ executor_id: "e3", scope: "s1", held: [] }), { timeout: 5_000 })).data,
+      );
+      expect(held).toMatchObject({ status: "refused", code: "malformed" });
 
       // A receipt naming e3 published on e1's own receipt subject is rejected, answered to e1 (the publisher), and changes nothing.
       expect((await own.heartbeat()).status).toBe("ok");
+      // Its own report crosses the account boundary and is admitted by its nkey.
+      expect(await own.reportHeld([])).toEqual({ status: "ok", released: [], reconciliation_required: [], retried: [] });
       const run = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
       const id = (await gw.http("POST", `/v1/runs/${run}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).body.assignment.assignment_id;
       const reply = await own.claim(id, (await own.pullFor(id)).generation);

@@ -6,7 +6,7 @@ import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id, Reason } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
-import { DetachResult } from "../operations/executor-detach.js";
+import { DetachedClaims } from "../../wire/messages.js";
 import { OperatorOutcome } from "../operations/operator-settle.js";
 import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
 
@@ -19,7 +19,7 @@ const Sequence = z
 
 export const ReconcileSchema = OperatorOutcome.meta({ title: "Reconcile" });
 
-export const DetachResultSchema = z.object({ executor_id: Id, scope: Id, ...DetachResult.shape }).meta({ title: "DetachResult" });
+export const DetachResultSchema = z.object({ executor_id: Id, scope: Id, ...DetachedClaims.shape }).meta({ title: "DetachResult" });
 
 /** A run event as the event stream serves it: the stored event with its time as RFC 3339. */
 const [runEvent, assignmentEvent, progressEvent, taskCancelEvent, compensationEvent, taskResultEvent] = RunEvent.options;

@@ -132,7 +132,7 @@ export const ASSIGNMENT_TRANSITIONS: readonly Transition[] = [
     from: "running",
     event: "detach",
     to: "reconciliation_required",
-    why: "its executor left (detach, presence expired) with confirmed work: the outcome is unknown, never re-run elsewhere; the executor's own final receipt may still settle it",
+    why: "its executor left (detach, presence expired, or its held-claims report left the claim out) with confirmed work: the outcome is unknown, never re-run elsewhere; the executor's own final receipt may still settle it",
   },
   { from: "running", event: "retry_read", to: "pending", why: "as `detach`, but a read whose binding says `retry_reads_safe`: offered again, generation + 1" },
 ];

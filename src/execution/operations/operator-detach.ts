@@ -1,5 +1,6 @@
 import type { ControlChannel } from "../transport/control-channel.js";
-import type { DetachResult, ExecutorDetacher } from "./executor-detach.js";
+import type { ExecutorDetacher } from "./executor-detach.js";
+import type { DetachedClaims } from "../../wire/messages.js";
 import type { PresenceService } from "../claims/presence.js";
 
 /**
@@ -14,7 +15,7 @@ export class OperatorDetach {
     private readonly control: ControlChannel,
   ) {}
 
-  async detach(scope: string, executorId: string): Promise<DetachResult> {
+  async detach(scope: string, executorId: string): Promise<DetachedClaims> {
     // First: from now on its claims are refused, so nothing new reaches it while its holdings move.
     await this.presence.markDetached(scope, executorId);
     const result = await this.detacher.detach(scope, executorId, "gone");

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { decode, encode } from "../../../src/wire/codec.js";
-import { ClaimReply, ControlQueryResult, PresenceReply, ReceiptQueryReply } from "../../../src/wire/messages.js";
+import { ClaimReply, ControlQueryResult, HeldClaimsReply, PresenceReply, ReceiptQueryReply } from "../../../src/wire/messages.js";
 import { PROTOCOL_VERSION_HEADER } from "../../../src/wire/protocol-version.js";
 import { subjects } from "../../../src/wire/subjects.js";
 import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../../helpers/execution-gateway.js";
@@ -47,6 +47,9 @@ describe("the protocol-version header on the request subjects", () => {
   const beat = { executor_id: EXECUTOR, scope: SCOPE, bindings: ["b-ver"], status: "online", in_flight: 0 };
   const query = { receipt_id: "rc-unknown", assignment_id: "a-unknown", executor_id: EXECUTOR, kind: "completed", body_digest: "0".repeat(64) };
   const control = { executor_id: EXECUTOR, since: 0 };
+  /** The claims this executor holds, for its held-claims reports (a report leaving one out would detach it). */
+  const held: Array<{ assignment_id: string; generation: number }> = [];
+  const report = () => ({ executor_id: EXECUTOR, scope: SCOPE, held });
 
   for (const version of [undefined, "1"]) {
     it(`serves every request ${version === undefined ? "without the header" : `with ${PROTOCOL_VERSION_HEADER}: ${version}`}`, async () => {
@@ -58,6 +61,9 @@ describe("the protocol-version header on the request subjects", () => {
         await request(subjects.claim(SCOPE, EXECUTOR), { assignment_id: id, executor_id: EXECUTOR, generation: candidate.generation }, version),
       );
       expect(claim.status).toBe("granted");
+      held.push({ assignment_id: id, generation: candidate.generation });
+      const detached = decode(HeldClaimsReply, await request(subjects.heldClaims(SCOPE, EXECUTOR), report(), version));
+      expect(detached).toEqual({ status: "ok", released: [], reconciliation_required: [], retried: [] });
       expect(decode(ReceiptQueryReply, await request(subjects.receiptQuery(SCOPE, EXECUTOR), query, version))).toMatchObject({ status: "pending" });
       expect(decode(ControlQueryResult, await request(subjects.controlQuery(SCOPE, EXECUTOR), control, version))).toMatchObject({ messages: [], more: false });
     });
@@ -75,12 +81,13 @@ describe("the protocol-version header on the request subjects", () => {
     ).toMatchObject(refused);
     expect(decode(ReceiptQueryReply, await request(subjects.receiptQuery(SCOPE, EXECUTOR), query, "2"))).toMatchObject(refused);
     expect(decode(ControlQueryResult, await request(subjects.controlQuery(SCOPE, EXECUTOR), control, "2"))).toMatchObject(refused);
+    expect(decode(HeldClaimsReply, await request(subjects.heldClaims(SCOPE, EXECUTOR), report(), "2"))).toMatchObject(refused);
     // Refused before the body is read: a body of another version need not decode.
     expect(decode(ClaimReply, await request(subjects.claim(SCOPE, EXECUTOR), { a_field_of_v2: true }, "2"))).toMatchObject(refused);
 
     const after = await refusals("protocol_version_unsupported");
     const counted = Object.fromEntries(Object.entries(after).map(([request, n]) => [request, n - (before[request] ?? 0)]));
-    expect(counted).toEqual({ presence: 1, claim: 2, rq: 1, ctlq: 1 });
+    expect(counted).toEqual({ presence: 1, claim: 2, rq: 1, ctlq: 1, held: 1 });
     // The claim was never made: the same executor, speaking version 1, is granted it.
     expect((await exec.claim(id, candidate.generation)).status).toBe("granted");
   });
