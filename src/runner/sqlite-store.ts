@@ -6,6 +6,7 @@ import { Grant, ReceiptKind } from "../wire/messages.js";
 import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
 import { receiptBodyText } from "./receipts.js";
 import {
+  isReadClaim,
   PhaseConflictError,
   type AssignmentKey,
   type LocalAssignment,
@@ -147,8 +148,9 @@ export class SqliteRunnerStore implements RunnerStore {
     })();
   }
 
+  /** A read's claim resolves once committed (see `RunnerStore`): its `accepted` leaves while the fsync runs. */
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void> {
-    return this.write(true, () => {
+    return this.write(!isReadClaim(assignment), () => {
       this.sql(
         `INSERT INTO assignments (assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at)
          VALUES (@assignmentId, @generation, @phase, @operationKey, @toolName, @grantJson, @createdAt, @updatedAt)`,

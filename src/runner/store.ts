@@ -6,13 +6,17 @@ import type { Phase } from "./phases.js";
  * this interface, so a product can back it with its own database; `SqliteRunnerStore` is the default.
  *
  * Contract for an implementation:
- * - Every method but `recordAnswer` is durable when its promise resolves (committed, not merely
- *   buffered): the runner publishes to the gateway, or calls a handler, only after the write that
- *   must precede it has resolved.
- * - `recordAnswer` need only be visible to this store's later reads when it resolves, provided
- *   writes become durable in the order they were made (so every durable write after an answer makes
- *   it durable too). An answer lost to a power failure only makes a restart resend its receipt,
- *   which the gateway answers `duplicate` or from its receipt index.
+ * - Every method but `recordAnswer`, and `createAssignment` of a read's claim, is durable when its
+ *   promise resolves (committed, not merely buffered): the runner publishes to the gateway, or calls
+ *   a handler, only after the write that must precede it has resolved.
+ * - `recordAnswer`, and `createAssignment` of a read's claim (phase `accepting`, grant `tool_kind`
+ *   `read`), need only be visible to this store's later reads when they resolve, provided writes
+ *   become durable in the order they were made (so every durable write after them makes them
+ *   durable too). An answer lost to a power failure only makes a restart resend its receipt, which
+ *   the gateway answers `duplicate` or from its receipt index. A read's claim lost so (its `accepted`
+ *   may have been sent) is missing from the runner's held-claims report at the next start, and the
+ *   gateway detaches it: a read has no side effects, and only a write's claim must be durable before
+ *   its `accepted` goes out. Making them durable at once is always allowed.
  * - Each method is one atomic transaction (a receipt and the phase change that goes with it land
  *   together or not at all).
  * - Phase changes are compare-and-set: `change.from` must be the stored phase, otherwise the
@@ -23,7 +27,7 @@ import type { Phase } from "./phases.js";
 export interface RunnerStore {
   /** Prepares the store for `executorId`; throws when it already belongs to another executor. */
   open(executorId: string): Promise<void>;
-  /** Saves a new local assignment together with its first outbox receipts (in order). */
+  /** Saves a new local assignment together with its first outbox receipts (in order); a read's claim need not be durable yet. */
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void>;
   /** Appends a receipt to the outbox (and changes the phase, when given). */
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void>;
@@ -84,4 +88,13 @@ export class PhaseConflictError extends Error {
   constructor(key: AssignmentKey, expected: Phase, actual: Phase | undefined) {
     super(`assignment ${key.assignmentId} (generation ${key.generation}) is ${actual ?? "unknown"}, expected ${expected}`);
   }
+}
+
+/**
+ * A read's claim on its way to `accepted`: the one `createAssignment` that need not be durable when
+ * it resolves (see `RunnerStore`). A refusal is a final receipt and a write's claim precedes side
+ * effects: both are durable first.
+ */
+export function isReadClaim(assignment: LocalAssignment): boolean {
+  return assignment.phase === "accepting" && assignment.grant.tool_kind === "read";
 }

@@ -221,6 +221,30 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect([resolved.sort(), fsyncs.count]).toEqual([["a", "b", "c"], 2]);
   });
 
+  it("resolves a read's claim once committed, without waiting for an fsync; a write's claim, or a read refused, waits for one", async () => {
+    const read = sampleGrant({ assignment_id: "asg-read", tool_kind: "read" });
+    const accepted = (g: Grant) => [buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1)];
+    fsyncs.held = [];
+    fsyncs.count = 0;
+    await store.createAssignment(local(read), accepted(read));
+    expect((await store.getAssignment("asg-read"))?.phase).toBe("accepting");
+    const resolved: string[] = [];
+    const write = sampleGrant({ assignment_id: "asg-write" });
+    const refusedRead = sampleGrant({ assignment_id: "asg-refused", tool_kind: "read" });
+    const refusal = [buildReceipt(refusedRead, { kind: "refused", error: { code: "authorization_refused", message: "no" } }, 1)];
+    const durable = [
+      store.createAssignment(local(write), accepted(write)).then(() => resolved.push("write")),
+      store.createAssignment({ ...local(refusedRead), phase: "reporting" }, refusal).then(() => resolved.push("refused")),
+    ];
+    await turns();
+    expect(resolved).toEqual([]);
+    fsyncs.held.splice(0).forEach((run) => run());
+    await turns();
+    fsyncs.held.splice(0).forEach((run) => run());
+    await Promise.all(durable);
+    expect(resolved.sort()).toEqual(["refused", "write"]);
+  });
+
   it("resolves an answer once committed, without an fsync; close fsyncs it, so a reopened store has it", async () => {
     const grant = sampleGrant();
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
