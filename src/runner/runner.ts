@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import { Id, type Candidate, type Grant } from "../wire/messages.js";
+import { HELD_CLAIMS_MAX, Id, type Candidate, type Grant } from "../wire/messages.js";
 import type { NatsClientEnv } from "../nats/client-options.js";
 import { CandidatePuller } from "./candidates.js";
 import { ClaimExecution, type ExecutionHost, type RegisteredTool } from "./claim-execution.js";
@@ -329,7 +329,15 @@ export class ToolRunner {
    * detached. A report that gets no answer leaves such claims to the presence's lapse or an operator.
    */
   private async reportHeld(open: readonly LocalAssignment[]): Promise<void> {
-    const held = open.map((a) => ({ assignment_id: a.assignmentId, generation: a.generation }));
+    // One awaiting reconciliation is no claim the gateway holds any more (it is `reconciliation_required` there).
+    const held = open.filter((a) => a.phase !== "awaiting_reconciliation").map((a) => ({ assignment_id: a.assignmentId, generation: a.generation }));
+    if (held.length > HELD_CLAIMS_MAX) {
+      this.logger.warn(
+        { held: held.length, max: HELD_CLAIMS_MAX },
+        "held-claims report not sent: the store holds more open claims than one report may list; a claim the store lost stays with this executor id until its presence lapses or an operator detaches it",
+      );
+      return;
+    }
     try {
       const detached = await this.link.reportHeld({ executor_id: this.executorId, scope: this.options.scope, held });
       if (detached.released.length + detached.reconciliation_required.length + detached.retried.length > 0)
@@ -337,7 +345,7 @@ export class ToolRunner {
     } catch (err) {
       this.logger.warn(
         { err: errorText(err) },
-        "held-claims report unanswered: a claim the store lost stays with this executor id until its presence lapses or an operator detaches it (a gateway older than this runner does not answer it)",
+        "held-claims report not taken: a claim the store lost stays with this executor id until its presence lapses or an operator detaches it (a gateway older than this runner does not answer the report)",
       );
     }
   }
