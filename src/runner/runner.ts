@@ -314,16 +314,6 @@ export class ToolRunner {
   // --- start-up ---------------------------------------------------------------------------------
 
   /**
-   * From `starting` to `running`: presence, then what the store says survived the last process
-   * (docs/runner.md, crash-point table). Resolves with the rest, run once `start` has resolved (so
-   * no answer, handler or hook can reach the product before it holds the runner): `accepting` /
-   * `reporting` are resent (replayed) and continue from the answer; `confirmed` never started its
-   * handler (a read's, never marked `running`, may have: it runs again either way), so it starts;
-   * `running` may have side effects: a write is reported `reconciliation_required`, never rerun, and
-   * a read (no side effects by contract) runs again; then the control messages missed while away
-   * are applied.
-   */
-  /**
    * Tells the gateway, before anything is pulled, which claims the store holds: any other it holds
    * under this id was lost with an earlier store (or its confirmation never became durable), and is
    * detached. A report that gets no answer leaves such claims to the presence's lapse or an operator.
@@ -350,6 +340,16 @@ export class ToolRunner {
     }
   }
 
+  /**
+   * From `starting` to `running`: presence, the held-claims report, then what the store says survived the last process
+   * (docs/runner.md, crash-point table). Resolves with the rest, run once `start` has resolved (so
+   * no answer, handler or hook can reach the product before it holds the runner): `accepting` /
+   * `reporting` are resent (replayed) and continue from the answer; `confirmed` never started its
+   * handler (a read's, never marked `running`, may have: it runs again either way), so it starts;
+   * `running` may have side effects: a write is reported `reconciliation_required`, never rerun, and
+   * a read (no side effects by contract) runs again; then the control messages missed while away
+   * are applied.
+   */
   private async resume(): Promise<() => Promise<void>> {
     this.link.listen(
       (a) => this.outbox.handleAnswer(a),
