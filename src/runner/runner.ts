@@ -344,9 +344,9 @@ export class ToolRunner {
    * From `starting` to `running`: presence, the held-claims report, then what the store says
    * survived the last process (docs/runner.md, crash-point table). Resolves with the rest, run once
    * `start` has resolved (so no answer, handler or hook can reach the product before it holds the
-   * runner): `accepting` /
-   * `reporting` are resent (replayed) and continue from the answer; `confirmed` never started its
-   * handler (a read's, never marked `running`, may have: it runs again either way), so it starts;
+   * runner): `accepting` / `reporting` are resent (replayed) and continue from the answer;
+   * `confirmed` never started its handler (a read's, never marked `running`, may have: it runs
+   * again either way), so it starts;
    * `running` may have side effects: a write is reported `reconciliation_required`, never rerun, and
    * a read (no side effects by contract) runs again; then the control messages missed while away
    * are applied.
