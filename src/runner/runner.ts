@@ -18,6 +18,12 @@ import { RunnerTasks } from "./tasks.js";
 import { toolGrant, type Authorize, type ReconcileOutcome, type ToolDefinition, type ToolGrant } from "./tools.js";
 import { Notifier, sleep } from "./wait.js";
 
+const DAY_MS = 86_400_000;
+
+/** The store is pruned this often at most (and at start), a batch of claims at a time. */
+const PRUNE_INTERVAL_MS = 3_600_000;
+const PRUNE_BATCH = 200;
+
 /** Timing knobs, all in milliseconds. */
 const Timing = z
   .object({
@@ -33,6 +39,12 @@ const Timing = z
     pullExpiresMs: z.number().int().min(1_000).default(5_000),
     /** A candidate this executor cannot take is redelivered to the scope after this delay. */
     releaseDelayMs: z.number().int().nonnegative().default(1_000),
+    /** How long the store keeps a claim after it settled (for `runner.assignment`); older ones are deleted. Default 7 days. */
+    retainSettledMs: z
+      .number()
+      .int()
+      .positive()
+      .default(7 * DAY_MS),
   })
   .strict();
 type Timing = z.output<typeof Timing>;
@@ -314,6 +326,25 @@ export class ToolRunner {
   // --- start-up ---------------------------------------------------------------------------------
 
   /**
+   * Deletes the claims that settled more than `retainSettledMs` ago from the store (when it can),
+   * a batch per turn of the event loop so no claim waits behind a long delete, at start and then
+   * every `retainSettledMs` or hour, whichever is shorter. Without it the store grows by every claim.
+   */
+  private async pruneLoop(stop: AbortSignal): Promise<void> {
+    const { store, timing } = this;
+    if (!store.pruneSettled) return;
+    while (!stop.aborted) {
+      try {
+        let deleted = PRUNE_BATCH;
+        while (deleted === PRUNE_BATCH && !stop.aborted) deleted = await store.pruneSettled(Date.now() - timing.retainSettledMs, PRUNE_BATCH);
+      } catch (err) {
+        this.logger.warn({ err: errorText(err) }, "pruning settled claims from the store failed; retrying later");
+      }
+      await sleep(Math.min(timing.retainSettledMs, PRUNE_INTERVAL_MS), stop);
+    }
+  }
+
+  /**
    * Tells the gateway, before anything is pulled, which claims the store holds: any other it holds
    * under this id was lost with an earlier store (or its confirmation never became durable), and is
    * detached. A report that gets no answer leaves such claims to the presence's lapse or an operator.
@@ -379,7 +410,11 @@ export class ToolRunner {
       });
     }
     this.move("start");
-    this.loops = [this.presence.loop(() => RUNNER_STATE_RULES[this.state].heartbeats, this.stopLoops.signal), this.puller.loop(this.stopLoops.signal)];
+    this.loops = [
+      this.presence.loop(() => RUNNER_STATE_RULES[this.state].heartbeats, this.stopLoops.signal),
+      this.puller.loop(this.stopLoops.signal),
+      this.pruneLoop(this.stopLoops.signal),
+    ];
     this.logger.info({ executor_id: this.executorId, scope: this.options.scope, tools: [...this.tools.keys()] }, "tool runner started");
     return async () => {
       for (const resume of resumed)

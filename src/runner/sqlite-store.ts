@@ -213,6 +213,34 @@ export class SqliteRunnerStore implements RunnerStore {
     return rows.map(toReceipt);
   }
 
+  /**
+   * Scans claims in the order they were saved and stops at the first one made at or after `before`,
+   * so a prune reads what it deletes and the few claims of that time still open, never the whole
+   * store. Committed without an fsync: a deletion lost to a power failure is made by the next prune.
+   */
+  async pruneSettled(before: number, limit: number): Promise<number> {
+    let deleted = 0;
+    await this.write(false, () => {
+      deleted = 0;
+      let after = 0;
+      for (;;) {
+        const rows = this.sql(
+          "SELECT rowid AS row, assignment_id, generation, phase, created_at, updated_at FROM assignments WHERE rowid > ? ORDER BY rowid LIMIT 256",
+        ).all(after) as Array<Pick<AssignmentRow, "assignment_id" | "generation" | "phase" | "created_at" | "updated_at"> & { row: number }>;
+        if (rows.length === 0) return;
+        for (const r of rows) {
+          if (r.created_at >= before || deleted >= limit) return;
+          after = r.row;
+          if (!FINAL_PHASES.has(r.phase) || r.updated_at >= before) continue;
+          this.sql("DELETE FROM receipts WHERE assignment_id = ? AND generation = ?").run(r.assignment_id, r.generation);
+          this.sql("DELETE FROM assignments WHERE rowid = ?").run(r.row);
+          deleted++;
+        }
+      }
+    });
+    return deleted;
+  }
+
   async close(): Promise<void> {
     if (!this.db.open) return;
     this.flush();

@@ -41,6 +41,13 @@ export interface RunnerStore {
   listOpen(): Promise<LocalAssignment[]>;
   /** The receipts of one claim, in the order they were appended. */
   listReceipts(key: AssignmentKey): Promise<OutboxReceipt[]>;
+  /**
+   * Deletes up to `limit` claims that reached a final phase (`settled`, `refused`) before `before`
+   * (ms), oldest first, with their receipts; resolves with how many it deleted. Nothing is ever read
+   * of a final claim again but for inspection (`runner.assignment`), so this only bounds the store's
+   * size (`retainSettledMs`). Optional: a store without it keeps every claim. Need not be durable.
+   */
+  pruneSettled?(before: number, limit: number): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BusinessFailure, dryRun, ToolRunner, type ToolContext, type ToolRunnerOptions } from "../../src/runner/index.js";
+import { BusinessFailure, dryRun, SqliteRunnerStore, ToolRunner, type ToolContext, type ToolRunnerOptions } from "../../src/runner/index.js";
+import { buildReceipt } from "../../src/runner/receipts.js";
+import { sampleGrant } from "./helpers/grants.js";
 import { MockReceiptSchema } from "../../src/dryrun/schemas.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { ClaimReply } from "../../src/wire/messages.js";
@@ -136,6 +138,42 @@ describe("ToolRunner against the real gateway", () => {
       ["progress", "recorded"],
       ["completed", "recorded"],
     ]);
+  });
+
+  it("deletes from its store, from the start on, the claims settled longer ago than retainSettledMs; keeps open and younger ones", async () => {
+    const path = join(dir, "prune.db");
+    const seeded = new SqliteRunnerStore(path);
+    await seeded.open("exec-prune");
+    const day = 86_400_000;
+    const claim = async (id: string, phase: "settled" | "awaiting_reconciliation", age: number) => {
+      const grant = sampleGrant({ assignment_id: id, executor_id: "exec-prune" });
+      const at = Date.now() - age;
+      await seeded.createAssignment({ assignmentId: id, generation: 0, grant, phase, createdAt: at, updatedAt: at }, [
+        buildReceipt(grant, { kind: "completed", result: { id } }, at),
+      ]);
+    };
+    await claim("asg-old-settled", "settled", 3 * day);
+    await claim("asg-old-open", "awaiting_reconciliation", 3 * day);
+    await claim("asg-young-settled", "settled", day / 2);
+    await seeded.close();
+    const pruning = await ToolRunner.start({
+      natsUrl: nats.url,
+      executorId: "exec-prune",
+      scope: SCOPE,
+      store: path,
+      logger: pino({ level: "silent" }),
+      authorize: () => true,
+      ...fast,
+      retainSettledMs: day,
+      tools: { "tasks.read": { kind: "read", bindingId: "tasks-read", handler: () => ({}) } },
+    });
+    try {
+      await until("the old settled claim to be pruned", async () => ((await pruning.assignment("asg-old-settled")) === undefined ? true : undefined));
+      expect((await pruning.assignment("asg-old-open"))?.phase).toBe("awaiting_reconciliation");
+      expect((await pruning.assignment("asg-young-settled"))?.receipts).toHaveLength(1);
+    } finally {
+      await pruning.close({ deadlineMs: 0 });
+    }
   });
 
   it("runs a write tool once and reports its progress", async () => {

@@ -221,6 +221,29 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect([resolved.sort(), fsyncs.count]).toEqual([["a", "b", "c"], 2]);
   });
 
+  it("prunes claims final before the cutoff with their receipts, oldest first, at most the limit; keeps open and younger ones", async () => {
+    const claim = async (id: string, phase: LocalAssignment["phase"], at: number) => {
+      const g = sampleGrant({ assignment_id: id });
+      await store.createAssignment({ ...local(g), phase, createdAt: at, updatedAt: at }, [buildReceipt(g, { kind: "completed", result: { id } }, at)]);
+    };
+    await claim("old-settled-1", "settled", 100);
+    await claim("old-open", "awaiting_reconciliation", 110);
+    await claim("old-refused", "refused", 120);
+    await claim("old-settled-2", "settled", 130);
+    await claim("young-settled", "settled", 1_000);
+    expect(await store.pruneSettled(500, 2)).toBe(2);
+    expect(await store.getAssignment("old-settled-1")).toBeUndefined();
+    expect(await store.getAssignment("old-refused")).toBeUndefined();
+    expect((await store.getAssignment("old-settled-2"))?.phase).toBe("settled");
+    expect(await store.pruneSettled(500, 2)).toBe(1);
+    expect(await store.pruneSettled(500, 2)).toBe(0);
+    expect(await store.getAssignment("old-settled-2")).toBeUndefined();
+    expect(await store.listReceipts({ assignmentId: "old-settled-2", generation: 0 })).toEqual([]);
+    expect((await store.getAssignment("old-open"))?.phase).toBe("awaiting_reconciliation");
+    expect((await store.getAssignment("young-settled"))?.phase).toBe("settled");
+    expect(await store.listReceipts({ assignmentId: "young-settled", generation: 0 })).toHaveLength(1);
+  });
+
   it("resolves a read's claim once committed, without waiting for an fsync; a write's claim, or a read refused, waits for one", async () => {
     const read = sampleGrant({ assignment_id: "asg-read", tool_kind: "read" });
     const accepted = (g: Grant) => [buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, 1)];
