@@ -138,8 +138,8 @@ export function presenceTtlMs(definitions: readonly Definition[]): number {
 /**
  * Wires the execution path on one NATS connection and starts its NATS side: the claim, presence,
  * held-claims and receipt-query responders (gateway queue group), the shared receipt and
- * control-request consumers and the lease sweeper. Every run and assignment write is told on the run's event stream.
- * The streams and buckets must exist (applied from `streams/` beforehand).
+ * control-request consumers and the lease sweeper. Every run and assignment write is told on the
+ * run's event stream. The streams and buckets must exist (applied from `streams/` beforehand).
  */
 export async function startExecution(deps: {
   nc: NatsConnection;

@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import { HELD_CLAIMS_MAX, Id, type Candidate, type Grant } from "../wire/messages.js";
+import { detachedAny, HELD_CLAIMS_MAX, Id, type Candidate, type Grant } from "../wire/messages.js";
 import type { NatsClientEnv } from "../nats/client-options.js";
 import { CandidatePuller } from "./candidates.js";
 import { ClaimExecution, type ExecutionHost, type RegisteredTool } from "./claim-execution.js";
@@ -323,8 +323,6 @@ export class ToolRunner {
     this.state = nextRunnerState(this.state, event);
   }
 
-  // --- start-up ---------------------------------------------------------------------------------
-
   /**
    * Deletes the claims that settled more than `retainSettledMs` ago from the store (when it can),
    * a batch per turn of the event loop so no claim waits behind a long delete, at start and then
@@ -344,6 +342,8 @@ export class ToolRunner {
     }
   }
 
+  // --- start-up ---------------------------------------------------------------------------------
+
   /**
    * Tells the gateway, before anything is pulled, which claims the store holds: any other it holds
    * under this id was lost with an earlier store (or its confirmation never became durable), and is
@@ -361,8 +361,7 @@ export class ToolRunner {
     }
     try {
       const detached = await this.link.reportHeld({ executor_id: this.executorId, scope: this.options.scope, held });
-      if (detached.released.length + detached.reconciliation_required.length + detached.retried.length > 0)
-        this.logger.warn({ ...detached }, "the gateway held claims of this executor that its store does not know: detached from them");
+      if (detachedAny(detached)) this.logger.warn({ ...detached }, "the gateway held claims of this executor that its store does not know: detached from them");
     } catch (err) {
       this.logger.warn(
         { err: errorText(err) },

@@ -221,7 +221,6 @@ export class SqliteRunnerStore implements RunnerStore {
   async pruneSettled(before: number, limit: number): Promise<number> {
     let deleted = 0;
     await this.write(false, () => {
-      deleted = 0;
       let after = 0;
       for (;;) {
         const rows = this.sql(

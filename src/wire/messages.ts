@@ -193,6 +193,11 @@ export const DetachedClaims = z
   .strict();
 export type DetachedClaims = z.infer<typeof DetachedClaims>;
 
+/** Whether detaching moved any claim at all. */
+export function detachedAny(d: DetachedClaims): boolean {
+  return d.released.length + d.reconciliation_required.length + d.retried.length > 0;
+}
+
 /** The most claims one held-claims report may list (far above any executor's claim bound). */
 export const HELD_CLAIMS_MAX = 4_096;
 

@@ -1,5 +1,5 @@
 import type { Logger } from "../../log/logger.js";
-import type { DetachedClaims } from "../../wire/messages.js";
+import { detachedAny, type DetachedClaims } from "../../wire/messages.js";
 import type { GatewayOutcomeError } from "../../errors/protocol-codes.js";
 import { nextAssignmentState } from "../model/assignment-states.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
@@ -60,8 +60,7 @@ export class ExecutorDetacher {
       const outcome = await this.detachOne(a, executorId, mode, kept);
       if (outcome) result[outcome].push(id);
     });
-    if (result.released.length + result.reconciliation_required.length + result.retried.length > 0)
-      this.log.info({ scope, executor_id: executorId, mode, ...result }, "executor detached");
+    if (detachedAny(result)) this.log.info({ scope, executor_id: executorId, mode, ...result }, "executor detached");
     return result;
   }
 
