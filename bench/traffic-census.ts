@@ -87,9 +87,9 @@ async function main(): Promise<void> {
     const id = candidate.assignment_id;
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    await exec.send(exec.accepted(reply.grant));
-    await exec.send(exec.receipt(reply.grant, { kind: "progress", seq: 1, progress: { done: 1 } }));
-    await exec.send(exec.receipt(reply.grant, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
+    await exec.post(exec.accepted(reply.grant));
+    await exec.post(exec.receipt(reply.grant, { kind: "progress", seq: 1, progress: { done: 1 } }));
+    await exec.post(exec.receipt(reply.grant, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
     await answered;
   };
   for (let i = 0; i < 5; i++) await oneCall(i); // warm: consumers made, run known

@@ -1,6 +1,6 @@
 import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { coalesceWrites } from "../nats/coalesced-writes.js";
-import { jetstream, type Consumer, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstream, PubHeaders, type Consumer, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { decode, encode } from "../wire/codec.js";
 import {
@@ -149,6 +149,18 @@ export class NatsLink {
       headers: protocolHeaders(),
     });
     return { duplicate: ack.duplicate };
+  }
+
+  /**
+   * Publishes into the receipts stream without asking for its PubAck: for a receipt's first send,
+   * whose confirmation is the gateway's answer (a gateway only sees what the stream stored). Nothing
+   * says whether it was stored: the caller asks `tg.rq` when no answer comes, and resends with
+   * `publishReceipt`.
+   */
+  postReceipt(receipt: Receipt): void {
+    const h = protocolHeaders();
+    h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
+    this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
   }
 
   /**

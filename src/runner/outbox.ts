@@ -148,9 +148,11 @@ export class Outbox {
       const answered = this.awaitAnswer(receipt.receiptId, interval);
       let answer: ReceiptAnswer | undefined;
       try {
-        const { duplicate } = await this.link.publishReceipt(wireReceipt(receipt, grant.claim_token, replayed));
-        // A copy the stream de-duplicated is never delivered to a gateway: ask for the stored answer.
-        if (duplicate) answer = await this.query(grant, receipt);
+        // A first send asks no PubAck: the gateway's answer confirms it, and no earlier copy can have
+        // made the stream drop it. A resend asks for one: a copy the stream de-duplicated is never
+        // delivered to a gateway, so then the stored answer is asked for.
+        if (!replayed) this.link.postReceipt(wireReceipt(receipt, grant.claim_token, false));
+        else if ((await this.link.publishReceipt(wireReceipt(receipt, grant.claim_token, true))).duplicate) answer = await this.query(grant, receipt);
       } catch (err) {
         this.logger.warn({ err: errorText(err), receipt_id: receipt.receiptId, attempt }, "receipt publish failed; will resend");
       }

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { jetstream, type Consumer, type JetStreamClient } from "@nats-io/jetstream";
+import { headers, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { jetstream, PubHeaders, type Consumer, type JetStreamClient } from "@nats-io/jetstream";
 import { decode, encode } from "../../src/wire/codec.js";
 import { receiptBodyDigest } from "../../src/wire/digest.js";
 import {
@@ -179,6 +179,19 @@ export class ProtocolExecutor {
       return this.query(receipt);
     }
     return answered;
+  }
+
+  /**
+   * A receipt's first send as an executor makes it on the hot path: published into the receipts
+   * stream without asking for its PubAck (the gateway's answer confirms it), then the stored answer
+   * is asked for if none comes within `timeoutMs`.
+   */
+  async post(receipt: Receipt, timeoutMs = 10_000): Promise<ReceiptQueryReply> {
+    const answered = this.answerFor(receipt.receipt_id, timeoutMs);
+    const h = headers();
+    h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
+    this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
+    return answered.catch(() => this.query(receipt));
   }
 
   /** The next answer for `receiptId` on this executor's answer subject (register before publishing). */
