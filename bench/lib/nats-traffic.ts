@@ -21,12 +21,18 @@ export function roleOf(name: string | undefined): string {
   if (name.startsWith("toolgate-gateway")) return "gateway";
   if (name.startsWith("toolgate-runner") || name.startsWith("bench-executor")) return "executors";
   if (name.startsWith("bench-worker")) return "workers";
-  if (name.startsWith("bench-producer") || name.startsWith("bench-completion-watch")) return "producer";
+  if (name.startsWith("bench-producer")) return "producer";
   return "other";
 }
 
 /** The name of the connection the bench driver reads stream counts on. */
 export const BENCH_DRIVER_CONNECTION = "bench-driver";
+
+/**
+ * The toolgate producer's watch for completed calls: how the bench learns a call is done, no part
+ * of the call (it watches two buckets so that every store layout is timed to the same point).
+ */
+export const BENCH_COMPLETION_CONNECTION = "bench-completion-watch";
 
 /**
  * Messages so far, `<role> in` (published by the role's clients) and `<role> out` (delivered to them),
@@ -43,8 +49,8 @@ export async function trafficTotals(monitorUrl: string): Promise<Map<string, num
   }
   const out = new Map<string, number>();
   for (const c of connections.values()) {
-    // The bench driver's own connection (stream counts between levels) is no part of any call.
-    if (c.name === BENCH_DRIVER_CONNECTION) continue;
+    // The bench's own connections (stream counts between levels, the completion watch) are no part of any call.
+    if (c.name === BENCH_DRIVER_CONNECTION || c.name === BENCH_COMPLETION_CONNECTION) continue;
     const role = roleOf(c.name);
     out.set(`${role} in`, (out.get(`${role} in`) ?? 0) + c.in_msgs);
     out.set(`${role} out`, (out.get(`${role} out`) ?? 0) + c.out_msgs);

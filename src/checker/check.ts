@@ -424,10 +424,12 @@ function checkRunEnd(
 function checkProjections(h: StoredHistory, assignments: Map<string, AssignmentRecord>, snapshot: ProjectionSnapshot | undefined, add: Add): void {
   const projected = new Set<string>();
   for (const p of h.projections) {
-    projected.add(p.assignment_id);
     const a = assignments.get(p.assignment_id);
     const preview = p.context_preview;
     const ids = { run_id: a?.run_id, assignment_id: p.assignment_id, receipt_id: p.receipt_id };
+    // Once: in the projections bucket (store layout 1) or in the record that completed the call (2), never both.
+    if (projected.has(p.assignment_id)) add({ rule: "projection_changed", message: "a second projection is stored for the tool call", ...ids });
+    projected.add(p.assignment_id);
     if (!a || a.state !== "completed" || a.final?.receipt_id !== p.receipt_id)
       add({
         rule: "projection_mismatch",

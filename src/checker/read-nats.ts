@@ -55,14 +55,17 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
     createOnly.push({ bucket: name, firstSeq: state.first_seq, lastSeq: state.last_seq, messages: state.messages });
   }
   const registry = await readRegistry(jsm, scan);
+  const assignments = await bucket(EXECUTION_BUCKETS.assignments, AssignmentRecord);
+  // Store layout 1 keeps projections in their bucket, layout 2 in the record that completed the call.
+  const carried = assignments.flatMap(({ value: a }) => (a.projection ? [{ assignment_id: a.assignment_id, ...a.projection }] : []));
   return {
     ...(registry ? { registry } : {}),
     runs: await bucket(EXECUTION_BUCKETS.runs, RunRecord),
-    assignments: await bucket(EXECUTION_BUCKETS.assignments, AssignmentRecord),
+    assignments,
     receipts,
     index: await values(EXECUTION_BUCKETS.receiptIndex, ReceiptIndexEntry),
     progress: await values(EXECUTION_BUCKETS.progress, ProgressEntry),
-    projections: await values(EXECUTION_BUCKETS.projections, ProjectionRecord),
+    projections: [...(await values(EXECUTION_BUCKETS.projections, ProjectionRecord)), ...carried],
     createOnly,
   };
 }

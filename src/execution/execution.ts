@@ -36,7 +36,7 @@ import { OperatorDetach } from "./operations/operator-detach.js";
 import { OperatorSettlement } from "./operations/operator-settle.js";
 import { PresenceService } from "./claims/presence.js";
 import { ProgressStore } from "./receipts/progress-store.js";
-import { ProjectionStore } from "./receipts/projection-store.js";
+import { ProjectionStore, type StoreLayout } from "./receipts/projection-store.js";
 import { ReceiptConsumer } from "./receipts/receipt-consumer.js";
 import { ReceiptIndex } from "./receipts/receipt-index.js";
 import { ReceiptLog } from "./receipts/receipt-log.js";
@@ -75,6 +75,8 @@ export interface ExecutionOptions {
   maxClaimsPerExecutor: number;
   /** SSE heartbeat comment interval of the run event stream. */
   eventHeartbeatMs: number;
+  /** What this gateway writes (it reads every layout): see `StoreLayout`. */
+  storeLayout: StoreLayout;
 }
 
 export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
@@ -87,6 +89,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   replicas: 1,
   maxClaimsPerExecutor: 64,
   eventHeartbeatMs: 15_000,
+  storeLayout: 2,
 };
 
 /** What the execution path reads from the configuration plane (ConfigStore provides all of it). */
@@ -165,6 +168,9 @@ export async function startExecution(deps: {
   const assignmentStore = (await store("assignments", AssignmentRecord))
     .withRevisionCache(ASSIGNMENTS_REMEMBERED)
     .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))
+    .observeWrites((previous, next) => {
+      if (next.projection && !previous?.projection) metrics.projectionStored(next.projection.context_preview.truncated);
+    })
     .observeWrites((previous, next) => assignmentEvents(previous, next).forEach((e) => events.publish(e)));
   const runLookup = new RunLookup(runStore);
   assignmentStore.observeWrites((_previous, next) => runLookup.remember(next.assignment_id, next.run_id));
@@ -198,7 +204,7 @@ export async function startExecution(deps: {
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) =>
     metrics.projectionStored(next.context_preview.truncated),
   );
-  const projections = new ProjectionStore(projectionStore, receiptLog);
+  const projections = new ProjectionStore(projectionStore, receiptLog, options.storeLayout);
   const tasks = new BackgroundTasks(runStore, assignmentStore, watchlist, log);
   const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, events, projections, watchlist, tasks, log });
   const taskCancel = new TaskCancelService(assignmentStore, control);

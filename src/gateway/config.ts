@@ -56,6 +56,11 @@ const GatewayEnvShape = {
       "MCP sessions one replica keeps open; beyond it the least recently used is closed (a client disconnect: its tool calls go on; the client initializes again)",
     allowed: "integer 1..1000000",
   }),
+  TOOLGATE_STORE_LAYOUT: envVar(z.coerce.number().int().min(1).max(2).default(2), {
+    meaning:
+      "what this gateway writes: 2 stores a completed call's projection in its assignment record; 1 in the projections bucket, as releases before 2 did (they read nothing else). Every layout is read. Upgrading a running cluster: set 1 until no gateway of an earlier release runs, then 2",
+    allowed: "1 or 2",
+  }),
   TOOLGATE_RECEIPT_CONCURRENCY: envVar(z.coerce.number().int().min(1).max(4096).default(64), {
     meaning:
       "receipts one replica processes at once; it pulls up to twice as many from the shared `gateway` consumer. Total throughput scales with replicas × this, up to the consumer's `max_ack_pending`",

@@ -236,6 +236,13 @@ describe("history checker on crafted records", () => {
     expect(rulesOf(h, undefined, snapshot).sort()).toEqual(["create_only_rewritten", "projection_changed"]);
   });
 
+  it("a projection stored twice: in the projections bucket and in the record that completed the call", () => {
+    const { h } = history();
+    const p = h.projections[0]!;
+    h.projections.push({ ...p, context_preview: buildContextPreview({ i: 0, rows: "other" }, { maxResultContextBytes: 1024 }) });
+    expect(rulesOf(h)).toEqual(["projection_changed"]);
+  });
+
   it("a projection over budget, or of another receipt", () => {
     const { h } = history();
     h.projections[0]!.context_preview = { ...h.projections[0]!.context_preview, result: { rows: "z".repeat(1_500) }, retained_bytes: 1_011 };

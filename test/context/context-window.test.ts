@@ -148,14 +148,19 @@ describe("context window: usage calibration and the compaction decision", () => 
     const runId = await newRun("calib");
     await complete(runId, page(300));
     await complete(runId, page(3));
-    const kv = await new Kvm(nc).open("tg_projections");
+    // Where projections are stored: the records that completed the calls (store layout 2) and the projections bucket (layout 1).
+    const buckets = await Promise.all(["tg_assignments", "tg_projections"].map(async (name) => ({ name, kv: await new Kvm(nc).open(name) })));
     const snapshot = async () => {
       const entries: Record<string, { revision: number; value: string }> = {};
-      for await (const key of await kv.keys()) {
-        const entry = await kv.get(key);
-        if (entry) entries[key] = { revision: entry.revision, value: Buffer.from(entry.value).toString("base64") };
+      const values: number[] = [];
+      for (const { name, kv } of buckets) {
+        for await (const key of await kv.keys()) {
+          const entry = await kv.get(key);
+          if (entry) entries[`${name}.${key}`] = { revision: entry.revision, value: Buffer.from(entry.value).toString("base64") };
+        }
+        values.push((await kv.status()).values);
       }
-      return { entries, values: (await kv.status()).values };
+      return { entries, values };
     };
     const history = async () => (await ok("GET", `/v1/runs/${runId}/history`)).tool_calls.map((c: { context_preview: unknown }) => c.context_preview);
     const [before, historyBefore] = [await snapshot(), await history()];

@@ -154,8 +154,9 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const measured = canonicalJson(buildContextPreview(result, { maxResultContextBytes: 16_384 }));
     expect(measured).toContain('"tasks.9.id":18446744073709551606');
     expect(served).toContain(`"context_preview":${measured}`);
-    const entry = await (await new Kvm(nc).open("tg_projections")).get(id);
-    expect(canonicalJson(decode(ProjectionRecord, entry!.value).context_preview)).toBe(measured);
+    // Stored in the record that completed the call (store layout 2), in the bytes it was measured in.
+    const entry = await (await new Kvm(nc).open("tg_assignments")).get(id);
+    expect(canonicalJson(decode(AssignmentRecord, entry!.value).projection!.context_preview)).toBe(measured);
   });
 
   it("validates arguments against input_schema with paths, and makes tool_call_id idempotent", async () => {
@@ -529,7 +530,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
       index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
       progress: new ProgressStore(await store("progress", ProgressEntry)),
       events: new RunEventLog(nc, jetstream(nc), createLogger({ level: "silent" })),
-      projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc))),
+      projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc)), 2),
       watchlist,
       tasks: new BackgroundTasks(runs, assignments, watchlist, log),
       log,

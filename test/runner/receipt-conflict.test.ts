@@ -5,13 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { createLogger } from "../../src/log/logger.js";
-import { SqliteRunnerStore, ToolRunner, type LocalAssignment, type ToolContext, type OutboxReceipt, type PhaseChange } from "../../src/runner/index.js";
+import { SqliteRunnerStore, ToolRunner, type LocalAssignment, type OutboxReceipt, type PhaseChange } from "../../src/runner/index.js";
 import { encode } from "../../src/wire/codec.js";
 import type { Receipt } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
-import { FAST_RUNNER_TIMING, publishTasksAgent } from "./helpers/tasks-agent.js";
+import { publishTasksAgent, startTasksReadRunner } from "./helpers/tasks-agent.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
 
@@ -89,23 +89,15 @@ describe("ToolRunner: receipt_conflict", () => {
     const store = new RacedStore(join(dir, "runner.db"), nc, (id) =>
       until("the other body recorded", async () => ((await progressOf(id)).length === 1 ? true : undefined)).then(() => undefined),
     );
-    runner = await ToolRunner.start({
+    runner = await startTasksReadRunner({
       natsUrl: nats.url,
       executorId: EXECUTOR,
       scope: SCOPE,
       store,
       logger: createLogger({ name: "toolgate-runner", level: "info", destination: sink.stream }),
-      authorize: () => true,
-      ...FAST_RUNNER_TIMING,
-      tools: {
-        "tasks.read": {
-          kind: "read",
-          bindingId: `${SCOPE}-read`,
-          async handler(ctx: ToolContext<{ cursor?: string }>) {
-            await ctx.progress({ step: "mine" });
-            return { tasks: [] };
-          },
-        },
+      async handler(ctx) {
+        await ctx.progress({ step: "mine" });
+        return { tasks: [] };
       },
     });
 

@@ -4,13 +4,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { createLogger } from "../../src/log/logger.js";
-import { SqliteRunnerStore, ToolRunner, type ToolContext } from "../../src/runner/index.js";
+import { SqliteRunnerStore, type ToolRunner } from "../../src/runner/index.js";
 import { decode } from "../../src/wire/codec.js";
 import { Receipt } from "../../src/wire/messages.js";
 import { subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
-import { FAST_RUNNER_TIMING, publishTasksAgent } from "./helpers/tasks-agent.js";
+import { publishTasksAgent, startTasksReadRunner } from "./helpers/tasks-agent.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
 
@@ -58,24 +58,16 @@ describe("ToolRunner: how receipts are sent", () => {
       agent: `${SCOPE}-agent`,
       executorId: EXECUTOR,
     }));
-    runner = await ToolRunner.start({
+    runner = await startTasksReadRunner({
       natsUrl: nats.url,
       executorId: EXECUTOR,
       scope: SCOPE,
       store: new SqliteRunnerStore(join(dir, "runner.db")),
       logger: createLogger({ name: "toolgate-runner", level: "info", destination: sink.stream }),
-      authorize: () => true,
-      ...FAST_RUNNER_TIMING,
-      tools: {
-        "tasks.read": {
-          kind: "read",
-          bindingId: `${SCOPE}-read`,
-          async handler(ctx: ToolContext<{ cursor?: string }>) {
-            await ctx.progress({ step: 1 });
-            if (ctx.arguments.cursor === "hold") await new Promise<void>((resolve) => (release = resolve));
-            return { tasks: [] };
-          },
-        },
+      async handler(ctx) {
+        await ctx.progress({ step: 1 });
+        if (ctx.arguments.cursor === "hold") await new Promise<void>((resolve) => (release = resolve));
+        return { tasks: [] };
       },
     });
   });

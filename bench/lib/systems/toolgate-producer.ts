@@ -3,16 +3,21 @@
  * seeds the bench tool, then runs the closed-loop levels the driver sends (bench/lib/closed-loop.ts).
  * One call: `POST /v1/runs/{id}/tool-calls` → candidate → claim → grant → `accepted` (confirmed) → one
  * `progress` → `completed` → projection stored; its clock stops when the projection reaches this
- * process through a KV watch (one push subscription: no polling, no extra request, no write).
+ * process through a KV watch (push subscriptions: no polling, no extra request, no write). Store
+ * layout 1 writes the projection to the projections bucket, layout 2 with the completion into the
+ * assignment record: both buckets are watched, so any tree is timed to the same point.
  *
- * Environment: BENCH_GATEWAY_URL, BENCH_API_KEY, NATS_URL, BENCH_COMPLETION_BUCKET (the KV bucket the
- * measured tree stores projections in).
+ * Environment: BENCH_GATEWAY_URL, BENCH_API_KEY, NATS_URL, BENCH_PROJECTIONS_BUCKET and
+ * BENCH_ASSIGNMENTS_BUCKET (the measured tree's bucket names).
  */
 import { Agent, request } from "node:http";
 import { urlToHttpOptions } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { Kvm, KvWatchInclude } from "@nats-io/kv";
+import { z } from "zod";
+import { decode } from "../../../src/wire/codec.js";
 import { closedLoop, serveLevels, type LevelCommand } from "../closed-loop.js";
+import { BENCH_COMPLETION_CONNECTION } from "../nats-traffic.js";
 import { BENCH_ARGUMENTS, BENCH_TOOL } from "../protocol-messages.js";
 import { runConcurrently } from "../stats.js";
 
@@ -124,11 +129,22 @@ class CompletionWatch {
 
 await untilReady();
 const sessionId = await seed();
-const nc = await connect({ servers: env("NATS_URL"), name: "bench-completion-watch" });
-const entries = await (await new Kvm(nc).open(env("BENCH_COMPLETION_BUCKET"))).watch({ include: KvWatchInclude.UpdatesOnly });
+const nc = await connect({ servers: env("NATS_URL"), name: BENCH_COMPLETION_CONNECTION });
+const kvm = new Kvm(nc);
+const projections = await (await kvm.open(env("BENCH_PROJECTIONS_BUCKET"))).watch({ include: KvWatchInclude.UpdatesOnly });
+const assignments = await (await kvm.open(env("BENCH_ASSIGNMENTS_BUCKET"))).watch({ include: KvWatchInclude.UpdatesOnly });
+/** What the watch reads of an assignment record: a completed one that carries its projection is done. */
+const Completion = z.looseObject({ state: z.string(), projection: z.unknown().optional() });
 const watch = new CompletionWatch();
 void (async () => {
-  for await (const e of entries) if (e.operation === "PUT") watch.arrived(e.key);
+  for await (const e of projections) if (e.operation === "PUT") watch.arrived(e.key);
+})();
+void (async () => {
+  for await (const e of assignments) {
+    if (e.operation !== "PUT") continue;
+    const a = decode(Completion, e.value);
+    if (a.state === "completed" && a.projection !== undefined) watch.arrived(e.key);
+  }
 })();
 
 // --- Runs are made before each level: their creation is not part of a tool call, nor are their writes.
@@ -162,7 +178,8 @@ serveLevels(
     return outcome;
   },
   async () => {
-    entries.stop();
+    projections.stop();
+    assignments.stop();
     await nc.close();
     agent.destroy();
   },

@@ -25,7 +25,7 @@ export async function startToolgate(tree: ToolgateTree, executor: ExecutorKind, 
   try {
     const { PERMISSIONS } = await importFromTree<{ PERMISSIONS: readonly string[] }>(tree, "http/identities.js");
     // The names are in streams/names; a baseline from before has the buckets in kv/ or, older, in execution/.
-    type Buckets = { EXECUTION_BUCKETS: { projections: string } };
+    type Buckets = { EXECUTION_BUCKETS: { projections: string; assignments: string } };
     const { EXECUTION_BUCKETS } = await importFromTree<Buckets>(tree, "streams/names.js")
       .catch(() => importFromTree<Buckets>(tree, "kv/buckets.js"))
       .catch(() => importFromTree<Buckets>(tree, "execution/buckets.js"));
@@ -56,7 +56,13 @@ export async function startToolgate(tree: ToolgateTree, executor: ExecutorKind, 
       `${id}-producer`,
       fileURLToPath(new URL("./toolgate-producer.ts", import.meta.url)),
       [],
-      { NATS_URL: nats.server.url, BENCH_GATEWAY_URL: gatewayUrl, BENCH_API_KEY: API_KEY, BENCH_COMPLETION_BUCKET: EXECUTION_BUCKETS.projections },
+      {
+        NATS_URL: nats.server.url,
+        BENCH_GATEWAY_URL: gatewayUrl,
+        BENCH_API_KEY: API_KEY,
+        BENCH_PROJECTIONS_BUCKET: EXECUTION_BUCKETS.projections,
+        BENCH_ASSIGNMENTS_BUCKET: EXECUTION_BUCKETS.assignments,
+      },
       join(dir, "producer.log"),
     );
     children.push(producer);

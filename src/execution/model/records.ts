@@ -116,6 +116,13 @@ export const RunRecord = z
   .strict();
 export type RunRecord = z.infer<typeof RunRecord>;
 
+/**
+ * The context projection of a completed assignment as its record carries it (store layout 2): formed
+ * by the compare-and-set that completed it, so it is stored exactly once, with the completion.
+ */
+export const CarriedProjection = z.object({ receipt_id: Id, context_preview: contextPreviewSchema, computed_at: Millis }).strict();
+export type CarriedProjection = z.infer<typeof CarriedProjection>;
+
 export const AssignmentRecord = z
   .object({
     assignment_id: Id,
@@ -166,6 +173,12 @@ export const AssignmentRecord = z
     compensated_by: Id.nullable().default(null),
     /** Who settled a `reconciliation_required` assignment over HTTP (its `final` is then the operator receipt). */
     settled_by: OperatorSettled.nullable().default(null),
+    /**
+     * A completed call's projection, written by the compare-and-set that completed it (store layout
+     * 2). Absent under layout 1, which keeps it in the projections bucket: a release before layout 2
+     * cannot read a record that carries it.
+     */
+    projection: CarriedProjection.optional(),
     created_at: Millis,
     updated_at: Millis,
   })
@@ -239,8 +252,8 @@ export type RunEndWatch = z.infer<typeof RunEndWatch>;
 export const WatchEntry = z.union([AssignmentWatch, RunEndWatch]);
 export type WatchEntry = z.infer<typeof WatchEntry>;
 
-/** The context projection of a completed assignment: computed once, create-only, served forever. */
-export const ProjectionRecord = z.object({ assignment_id: Id, receipt_id: Id, context_preview: contextPreviewSchema, computed_at: Millis }).strict();
+/** The context projection of a completed assignment: computed once, served forever (its own create-only entry under store layout 1). */
+export const ProjectionRecord = z.object({ assignment_id: Id, ...CarriedProjection.shape }).strict();
 export type ProjectionRecord = z.infer<typeof ProjectionRecord>;
 
 /** One claim an executor holds or is about to win (reserved before the assignment's compare-and-set). */

@@ -72,8 +72,18 @@ export class OperatorSettlement {
       const to = nextAssignmentState(cur.state, EVENT[request.outcome]);
       if (cur.state !== "reconciliation_required" || !to) return { result: false };
       const final = { receipt_id: receiptId, kind: request.outcome, body_digest: digest, stream_seq: ack.seq, at };
+      const projection = request.outcome === "completed" && to === "completed" ? this.projections.carried(cur, receiptId, request.result) : {};
       return {
-        write: { ...cur, state: to, final, outcome: outcomeOf(request), settled_by: { operator, at }, ...replacing(cur, cur.final), updated_at: at },
+        write: {
+          ...cur,
+          state: to,
+          final,
+          outcome: outcomeOf(request),
+          settled_by: { operator, at },
+          ...replacing(cur, cur.final),
+          ...projection,
+          updated_at: at,
+        },
         result: true,
       };
     });

@@ -1,50 +1,75 @@
 import { buildContextPreview } from "../../budget/index.js";
-import type { AssignmentRecord, ProjectionRecord } from "../model/records.js";
+import type { AssignmentRecord, CarriedProjection, ProjectionRecord } from "../model/records.js";
 import type { ReceiptLog } from "./receipt-log.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 
 /**
+ * Where a completed call's projection is stored, by store layout: 1 keeps it in the projections
+ * bucket, an entry of its own written after the completion; 2 has the compare-and-set that
+ * completes the call carry it in the assignment record (one write and one round trip fewer per
+ * call). A release before layout 2 cannot read a record that carries it, so a cluster stays on 1
+ * until every gateway runs a release that reads both (`TOOLGATE_STORE_LAYOUT`).
+ */
+export type StoreLayout = 1 | 2;
+
+/**
  * The projection of each completed assignment: formed once, from the first `completed` receipt,
- * with the tool's `max_result_context_bytes`, and stored create-only. Whoever stores first wins and
- * everyone serves that one forever, so the model's context prefix never changes under it (not after
- * a restart, nor after the projection algorithm changes).
+ * with the tool's `max_result_context_bytes`. Whoever stores first wins and everyone serves that one
+ * forever, so the model's context prefix never changes under it (not after a restart, nor after
+ * the projection algorithm changes). Both layouts are read, whichever this gateway writes.
  */
 export class ProjectionStore {
   constructor(
     private readonly records: VersionedStore<ProjectionRecord>,
     private readonly receipts: ReceiptLog,
+    private readonly layout: StoreLayout,
     private readonly now: () => number = Date.now,
   ) {}
 
-  async get(assignmentId: string): Promise<ProjectionRecord | null> {
-    return (await this.records.get(assignmentId))?.value ?? null;
+  /**
+   * What the compare-and-set completing `a` with receipt `receiptId` adds to the record: the
+   * projection under layout 2, nothing under 1 (`store` writes it afterwards).
+   */
+  carried(a: AssignmentRecord, receiptId: string, result: unknown): Pick<AssignmentRecord, "projection"> {
+    return this.layout === 2 ? { projection: this.form(a, receiptId, result) } : {};
   }
 
   /**
    * The stored projection of a completed assignment, forming it if a crash left it missing (the
-   * result is read back from the receipts stream when the caller does not hold it).
+   * result is read back from the receipts stream when the caller does not hold it). One carried by
+   * the record is served as it is.
    */
   async ensure(a: AssignmentRecord, result?: unknown): Promise<ProjectionRecord> {
-    if (a.state !== "completed" || !a.final) throw new Error(`assignment ${a.assignment_id} is ${a.state}: only a completed one has a projection`);
-    const stored = await this.get(a.assignment_id);
+    const final = completedBy(a);
+    if (a.projection) return { assignment_id: a.assignment_id, ...a.projection };
+    const stored = (await this.records.get(a.assignment_id))?.value;
     if (stored) return stored;
-    return this.store(a, result !== undefined ? result : await this.receipts.completedResult(a.final.stream_seq));
+    return this.store(a, result !== undefined ? result : await this.receipts.completedResult(final.stream_seq));
   }
 
   /**
    * Forms and stores the projection without looking for one first: for the receipt that has just
    * completed the assignment (no one else can have stored it yet; should someone have, the
-   * create-only write keeps theirs and returns it).
+   * create-only write keeps theirs and returns it). A record that carries it needs nothing stored.
    */
   async store(a: AssignmentRecord, result: unknown): Promise<ProjectionRecord> {
-    if (a.state !== "completed" || !a.final) throw new Error(`assignment ${a.assignment_id} is ${a.state}: only a completed one has a projection`);
-    const record: ProjectionRecord = {
-      assignment_id: a.assignment_id,
-      receipt_id: a.final.receipt_id,
-      context_preview: buildContextPreview(result, { maxResultContextBytes: a.max_result_context_bytes, kind: "completed", preserveFields: a.preserve_fields }),
-      computed_at: this.now(),
-    };
+    const final = completedBy(a);
+    if (a.projection) return { assignment_id: a.assignment_id, ...a.projection };
+    const record: ProjectionRecord = { assignment_id: a.assignment_id, ...this.form(a, final.receipt_id, result) };
     const res = await this.records.create(a.assignment_id, record);
     return res.created ? record : res.existing.value;
   }
+
+  private form(a: AssignmentRecord, receiptId: string, result: unknown): CarriedProjection {
+    return {
+      receipt_id: receiptId,
+      context_preview: buildContextPreview(result, { maxResultContextBytes: a.max_result_context_bytes, kind: "completed", preserveFields: a.preserve_fields }),
+      computed_at: this.now(),
+    };
+  }
+}
+
+function completedBy(a: AssignmentRecord): NonNullable<AssignmentRecord["final"]> {
+  if (a.state !== "completed" || !a.final) throw new Error(`assignment ${a.assignment_id} is ${a.state}: only a completed one has a projection`);
+  return a.final;
 }

@@ -176,12 +176,21 @@ export class ReceiptProcessor {
         const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
         if (!to) return { result: rejected("illegal_transition", `a ${r.kind} receipt cannot move an assignment that is ${cur.state}`) };
         // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
+        // The completing write carries the projection (store layout 2).
         const next: AssignmentRecord =
           r.kind === "accepted"
             ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
             : r.kind === "submission"
               ? BackgroundTasks.submitted(cur, r, to, applied)
-              : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
+              : {
+                  ...cur,
+                  state: to,
+                  final: applied,
+                  outcome: outcomeOf(r),
+                  ...replacing(cur, cur.final),
+                  ...(r.kind === "completed" && to === "completed" ? this.deps.projections.carried(cur, r.receipt_id, r.result) : {}),
+                  updated_at: applied.at,
+                };
         return { write: next, result: RECORDED };
       },
       found,
@@ -197,7 +206,8 @@ export class ReceiptProcessor {
       );
     const task = res.result.status === "recorded" ? this.deps.tasks.afterReceipt(res.value) : undefined;
     if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
-      // This receipt just completed it: nobody can have stored its projection before (create-only anyway).
+      // This receipt just completed it: nobody can have stored its projection before (create-only
+      // anyway); under store layout 2 its write carried it, and nothing is left to store.
       const stored = res.written ? this.deps.projections.store(res.value, r.result) : this.deps.projections.ensure(res.value, r.result);
       await Promise.all([stored, task]);
     } else await task;

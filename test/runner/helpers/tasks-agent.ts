@@ -1,3 +1,5 @@
+import type { Logger } from "../../../src/log/logger.js";
+import { ToolRunner, type RunnerStore, type ToolContext } from "../../../src/runner/index.js";
 import type { TestGateway } from "../../helpers/execution-gateway.js";
 
 /** Runner timings short enough for a test to see resends and answers quickly. */
@@ -45,4 +47,26 @@ export async function publishTasksAgent(
   const agentVersion = await gw.api("POST", `/v1/agents/${ids.agent}/versions`, { toolset, toolset_version: "v1", max_context_tokens: 100_000 });
   const session = await gw.api("POST", "/v1/sessions", { agent_version: agentVersion.agent_version, subject: "user-42" });
   return { sessionId: session.session_id, agentVersion: agentVersion.agent_version };
+}
+
+/** A ToolRunner serving `tasks.read` of `publishTasksAgent`'s read binding with `handler`, on FAST_RUNNER_TIMING. */
+export function startTasksReadRunner(options: {
+  natsUrl: string;
+  scope: string;
+  executorId: string;
+  store: RunnerStore;
+  logger: Logger;
+  handler: (ctx: ToolContext<{ cursor?: string }>) => Promise<unknown>;
+}): Promise<ToolRunner> {
+  const { natsUrl, scope, executorId, store, logger, handler } = options;
+  return ToolRunner.start({
+    natsUrl,
+    executorId,
+    scope,
+    store,
+    logger,
+    authorize: () => true,
+    ...FAST_RUNNER_TIMING,
+    tools: { "tasks.read": { kind: "read", bindingId: `${scope}-read`, handler } },
+  });
 }
