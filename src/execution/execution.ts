@@ -79,6 +79,9 @@ export interface ExecutionOptions {
   storeLayout: StoreLayout;
 }
 
+/** nats-server's default `max_payload`, for the moment before the connection has the server's INFO. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
 export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   leaseMs: 30_000,
   sweepIntervalMs: 1_000,
@@ -204,7 +207,8 @@ export async function startExecution(deps: {
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) =>
     metrics.projectionStored(next.context_preview.truncated),
   );
-  const projections = new ProjectionStore(projectionStore, receiptLog, options.storeLayout);
+  const maxMessageBytes = () => nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+  const projections = new ProjectionStore(projectionStore, receiptLog, options.storeLayout, maxMessageBytes);
   const tasks = new BackgroundTasks(runStore, assignmentStore, watchlist, log);
   const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, events, projections, watchlist, tasks, log });
   const taskCancel = new TaskCancelService(assignmentStore, control);
@@ -273,7 +277,7 @@ export async function startExecution(deps: {
   return {
     options,
     runs,
-    toolCalls: new ToolCallService(runStore, assignmentStore, config, dispatcher, watchlist),
+    toolCalls: new ToolCallService(runStore, assignmentStore, config, dispatcher, watchlist, maxMessageBytes),
     history: new HistoryReader(assignmentStore, projections, progress),
     events,
     taskCancel,

@@ -159,6 +159,16 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(canonicalJson(decode(AssignmentRecord, entry!.value).projection!.context_preview)).toBe(measured);
   });
 
+  it("refuses arguments too large to store the tool call in one NATS message: 400 on `arguments`, nothing created", async () => {
+    const runId = await newRun();
+    const before = (await gw.http("GET", `/v1/runs/${runId}/history`)).body.tool_calls.length;
+    const res = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor: "x".repeat(nc.info!.max_payload) } });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: "validation_failed", details: [{ path: "arguments", code: "too_big" }] });
+    expect(res.body.error.details[0].allowed).toContain(`max_payload (${nc.info!.max_payload})`);
+    expect((await gw.http("GET", `/v1/runs/${runId}/history`)).body.tool_calls).toHaveLength(before);
+  });
+
   it("validates arguments against input_schema with paths, and makes tool_call_id idempotent", async () => {
     const runId = await newRun();
     const bad = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor: 7, extra: true } });
@@ -530,7 +540,7 @@ describe("execution path: round trip over JetStream and HTTP", () => {
       index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
       progress: new ProgressStore(await store("progress", ProgressEntry)),
       events: new RunEventLog(nc, jetstream(nc), createLogger({ level: "silent" })),
-      projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc)), 2),
+      projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc)), 2, () => nc.info!.max_payload),
       watchlist,
       tasks: new BackgroundTasks(runs, assignments, watchlist, log),
       log,

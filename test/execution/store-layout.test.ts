@@ -1,9 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { executionStores } from "../../src/kv/buckets.js";
+import { ProjectionStore } from "../../src/execution/receipts/projection-store.js";
+import { ReceiptLog } from "../../src/execution/receipts/receipt-log.js";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
 import { AssignmentRecord, ProjectionRecord } from "../../src/execution/model/records.js";
-import { decode } from "../../src/wire/codec.js";
+import { decode, encode } from "../../src/wire/codec.js";
 import { startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 
@@ -33,9 +37,9 @@ describe("store layouts: where a completed call's projection is stored", () => {
   });
 
   /** A tool call through `via`, completed with `result`; returns its run and assignment. */
-  const completedCall = async (via: TestGateway, result: unknown): Promise<{ runId: string; id: string }> => {
+  const completedCall = async (via: TestGateway, result: unknown, args: unknown = {}): Promise<{ runId: string; id: string }> => {
     const runId = (await via.api("POST", `/v1/sessions/${sessionId}/runs`)).run_id as string;
-    const id = (await via.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: {} })).assignment.assignment_id as string;
+    const id = (await via.api("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "tasks.read", arguments: args })).assignment.assignment_id as string;
     const candidate = await exec.pullFor(id);
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
@@ -78,5 +82,20 @@ describe("store layouts: where a completed call's projection is stored", () => {
     const report = checkHistory(await readHistory(nc));
     expect(report.violations).toEqual([]);
     expect(report.counts.projections).toBe(2);
+  });
+
+  it("layout 2 leaves to the bucket a projection its record has no room for (one message holds a record)", async () => {
+    const { id } = await completedCall(gw, { page: 3 });
+    const { projection: _stored, ...record } = await storedRecord(id);
+    const store = await executionStores(nc);
+    const receipts = new ReceiptLog(await jetstreamManager(nc));
+    const withLimit = async (limit: number) => new ProjectionStore(await store("projections", ProjectionRecord), receipts, 2, () => limit);
+    const receiptId = record.final!.receipt_id;
+    const carried = (await withLimit(Number.MAX_SAFE_INTEGER)).carried(record, receiptId, { page: 3 });
+    expect(carried.projection).toMatchObject({ receipt_id: receiptId, context_preview: { result: { page: 3 } } });
+    // What the decision measures: the record with its projection, and room for the completing write's own fields.
+    const needed = encode({ ...record, ...carried }).byteLength + 4_096;
+    expect((await withLimit(needed)).carried(record, receiptId, { page: 3 })).toHaveProperty("projection");
+    expect((await withLimit(needed - 64)).carried(record, receiptId, { page: 3 })).toEqual({});
   });
 });

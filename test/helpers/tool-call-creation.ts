@@ -41,7 +41,7 @@ export async function toolCallCreation(
   const watchlist = new Watchlist(watches);
   const candidates = given.candidates ?? new CandidateQueue(jetstream(nc), await jetstreamManager(nc), { replicas: 1, ackWaitMs: 30_000 });
   const dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, 60_000, 10_000);
-  return { service: new ToolCallService(runs, assignments, tools, dispatcher, watchlist), dispatcher, watches };
+  return { service: new ToolCallService(runs, assignments, tools, dispatcher, watchlist, () => nc.info!.max_payload), dispatcher, watches };
 }
 
 /** A resolver that knows one read tool, whatever the session: for a creation without a configuration store. */

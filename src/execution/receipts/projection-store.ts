@@ -2,6 +2,7 @@ import { buildContextPreview } from "../../budget/index.js";
 import type { AssignmentRecord, CarriedProjection, ProjectionRecord } from "../model/records.js";
 import type { ReceiptLog } from "./receipt-log.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
+import { encode } from "../../wire/codec.js";
 
 /**
  * Where a completed call's projection is stored, by store layout: 1 keeps it in the projections
@@ -11,6 +12,9 @@ import type { VersionedStore } from "../../kv/versioned-store.js";
  * until every gateway runs a release that reads both (`TOOLGATE_STORE_LAYOUT`).
  */
 export type StoreLayout = 1 | 2;
+
+/** Room left beside the record as it was for what the completing write adds (its `final`, `outcome`, `replaced`) and the message's headers. */
+const RECORD_MARGIN_BYTES = 4_096;
 
 /**
  * The projection of each completed assignment: formed once, from the first `completed` receipt,
@@ -23,15 +27,21 @@ export class ProjectionStore {
     private readonly records: VersionedStore<ProjectionRecord>,
     private readonly receipts: ReceiptLog,
     private readonly layout: StoreLayout,
+    /** The largest message the server takes (its `max_payload`): a stored record must fit in one. */
+    private readonly maxMessageBytes: () => number,
     private readonly now: () => number = Date.now,
   ) {}
 
   /**
    * What the compare-and-set completing `a` with receipt `receiptId` adds to the record: the
-   * projection under layout 2, nothing under 1 (`store` writes it afterwards).
+   * projection under layout 2, nothing under 1 (`store` writes it afterwards). Nor under 2 when the
+   * record would then not fit in one message (arguments close to the server's limit): that call's
+   * projection goes to the bucket, where every reader also looks.
    */
   carried(a: AssignmentRecord, receiptId: string, result: unknown): Pick<AssignmentRecord, "projection"> {
-    return this.layout === 2 ? { projection: this.form(a, receiptId, result) } : {};
+    if (this.layout !== 2) return {};
+    const projection = this.form(a, receiptId, result);
+    return encode({ ...a, projection }).byteLength + RECORD_MARGIN_BYTES <= this.maxMessageBytes() ? { projection } : {};
   }
 
   /**

@@ -4,6 +4,7 @@ import { ToolNameSchema } from "../../config/ids.js";
 import type { ResolvedTool } from "../../config/schemas.js";
 import { ToolgateError } from "../../errors/toolgate-error.js";
 import { compileJsonSchema, schemaDetails } from "../../validation/json-schema.js";
+import { encode } from "../../wire/codec.js";
 import { argumentDigest } from "../../wire/digest.js";
 import { Id, OperationKey } from "../../wire/primitives.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
@@ -12,6 +13,9 @@ import { unstartedAssignment, type AssignmentRecord, type RunRecord } from "../m
 import { runIsOpen } from "../model/run-states.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
+
+/** Of one NATS message, what a new tool call's record leaves for what its life adds (claims, applied receipts). */
+const ASSIGNMENT_ROOM_BYTES = 64 * 1024;
 
 export interface ToolResolver {
   resolveTool(sessionId: string, toolName: string): Promise<ResolvedTool>;
@@ -39,6 +43,8 @@ export class ToolCallService {
     private readonly tools: ToolResolver,
     private readonly dispatcher: Dispatcher,
     private readonly watchlist: Watchlist,
+    /** The largest message the server takes (its `max_payload`): the stored tool call must fit in one. */
+    private readonly maxMessageBytes: () => number,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -78,6 +84,8 @@ export class ToolCallService {
       updated_at: now,
     };
 
+    this.checkStoredSize(record);
+
     const earlier = req.tool_call_id === undefined ? null : await this.assignments.get(assignmentId);
     if (earlier) return { assignment: await this.replay(earlier.value, record), created: false };
 
@@ -93,6 +101,24 @@ export class ToolCallService {
     if (!dispatched || dispatched.state === "withdrawn") await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw new ToolgateError("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };
+  }
+
+  /** Arguments too large to store the call in one NATS message, with room left for its claims and receipts: a 400 on `arguments`. */
+  private checkStoredSize(record: AssignmentRecord): void {
+    const allowed = this.maxMessageBytes() - ASSIGNMENT_ROOM_BYTES;
+    const size = encode(record).byteLength;
+    if (size <= allowed) return;
+    throw ToolgateError.validation(
+      [
+        {
+          path: "arguments",
+          code: "too_big",
+          message: `stored with these arguments, the tool call takes ${size} bytes`,
+          allowed: `at most ${allowed} bytes for the stored tool call: the NATS server's max_payload (${this.maxMessageBytes()}) less ${ASSIGNMENT_ROOM_BYTES} for its claims and receipts`,
+        },
+      ],
+      "the arguments are too large to store: pass a reference to the data instead",
+    );
   }
 
   /** The same tool call asked again: the stored assignment (dispatch finished if need be), or a 409 for another request. */
