@@ -99,3 +99,8 @@ export function zodDetails(error: z.ZodError, schema: z.ZodType, input: unknown,
   }
   return details;
 }
+
+/** A value over a byte bound, as zod names a value over its bound (`too_big`). */
+export function tooBigDetail(path: string, bytes: number, allowed: string, what: string): ErrorDetail {
+  return { path, code: "too_big", message: `${what} takes ${bytes} bytes`, allowed };
+}

@@ -3,6 +3,7 @@ import { jsonValueSchema } from "../../budget/index.js";
 import { ToolNameSchema } from "../../config/ids.js";
 import type { ResolvedTool } from "../../config/schemas.js";
 import { ToolgateError } from "../../errors/toolgate-error.js";
+import { tooBigDetail } from "../../validation/details.js";
 import { compileJsonSchema, schemaDetails } from "../../validation/json-schema.js";
 import { encode } from "../../wire/codec.js";
 import { argumentDigest } from "../../wire/digest.js";
@@ -108,15 +109,9 @@ export class ToolCallService {
     const allowed = this.maxMessageBytes() - ASSIGNMENT_ROOM_BYTES;
     const size = encode(record).byteLength;
     if (size <= allowed) return;
+    const bound = `at most ${allowed} bytes for the stored tool call: the NATS server's max_payload (${this.maxMessageBytes()}) less ${ASSIGNMENT_ROOM_BYTES} for its claims and receipts`;
     throw ToolgateError.validation(
-      [
-        {
-          path: "arguments",
-          code: "too_big",
-          message: `stored with these arguments, the tool call takes ${size} bytes`,
-          allowed: `at most ${allowed} bytes for the stored tool call: the NATS server's max_payload (${this.maxMessageBytes()}) less ${ASSIGNMENT_ROOM_BYTES} for its claims and receipts`,
-        },
-      ],
+      [tooBigDetail("arguments", size, bound, "stored with these arguments, the tool call")],
       "the arguments are too large to store: pass a reference to the data instead",
     );
   }
