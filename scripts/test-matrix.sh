@@ -14,6 +14,24 @@ scripts/install-tools.sh
 eval "$(scripts/install-tools.sh --print)"
 debian_server=$(command -v nats-server || true)
 
+# better-sqlite3 is a native module built for the Node that installed it. `npm install` under one Node
+# (or Debian's node-gyp, which builds against Debian's Node 20 headers) and `npm test` under another
+# would fail every SQLite test with ERR_DLOPEN_FAILED: rebuild it once for the node on PATH, from that
+# Node's own headers (no download), and say so.
+if ! node -e "require('better-sqlite3')(':memory:').close()" 2>/dev/null; then
+  node_prefix=$(node -p "require('path').resolve(process.execPath, '../..')")
+  echo "test-matrix: better-sqlite3 was built for another Node; rebuilding it for node $(node --version) (headers: $node_prefix/include/node)"
+  if [ -f "$node_prefix/include/node/node.h" ]; then
+    npm_config_nodedir="$node_prefix" npm rebuild better-sqlite3 --loglevel=error >/dev/null
+  else
+    npm rebuild better-sqlite3 --loglevel=error >/dev/null
+  fi
+  node -e "require('better-sqlite3')(':memory:').close()" || {
+    echo "test-matrix: better-sqlite3 does not load under node $(node --version): run 'npm_config_nodedir=<that node's install dir> npm rebuild better-sqlite3'" >&2
+    exit 1
+  }
+fi
+
 passed=0 failed=0 skipped=0
 run() { # <label> <nats-server binary> [vitest arguments...]
   local label=$1 server=$2 started=$SECONDS
