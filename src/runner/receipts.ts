@@ -1,6 +1,6 @@
-import { createHmac } from "node:crypto";
 import { CanonicalJsonError, parseExactJson, toJsonText } from "../budget/index.js";
 import { Receipt, type Grant, type ReceiptKind } from "../wire/messages.js";
+import { receiptId } from "../wire/receipt-ids.js";
 import type { OutboxReceipt, ReceiptBody } from "./store.js";
 
 /** What a final (terminal or reconciliation) receipt says, besides its envelope. */
@@ -18,30 +18,8 @@ export type ReceiptContent =
   | { kind: "submission"; task_ref: string; status: string }
   | FinalReport;
 
-const MAX_ID = 128;
 const CODE_MAX = 128;
 const TEXT_MAX = 4096;
-
-/** Characters of the secret tag in a readable receipt id (base64url, 132 bits). */
-const TAG_CHARS = 22;
-
-/**
- * The receipt id of one receipt of one claim: a pure function of the claim (assignment, generation,
- * claim token) and the receipt (kind, seq), so a restart can never mint a second id for it. The
- * generation keeps a claim lost and won again apart from the old one.
- *
- * The stream de-duplicates on `receipt_id` across every executor, so an id others could predict
- * could be published first by any of them (their receipt is refused, but the stream would then drop
- * ours as a duplicate for its whole window). Hence the tag: an HMAC keyed by the claim token, which
- * only the holder of the claim knows. It reveals nothing of the token.
- */
-export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "claim_token">, kind: ReceiptKind, seq?: number): string {
-  const readable = `${grant.assignment_id}_g${grant.generation}_${kind === "progress" ? `p${seq}` : kind}`;
-  const tag = createHmac("sha256", grant.claim_token).update(readable).digest("base64url");
-  const id = `${readable}_${tag.slice(0, TAG_CHARS)}`;
-  // Long assignment ids: the full tag alone keeps the id deterministic and inside the token limit.
-  return id.length <= MAX_ID ? id : `r_${tag}`;
-}
 
 /**
  * Builds the outbox entry of a receipt. Values are normalised through JSON here, once: what is

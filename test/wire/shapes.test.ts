@@ -5,7 +5,8 @@ import type { ToolDefinition } from "../../src/config/schemas.js";
 import type { OperatorOutcome } from "../../src/execution/operations/operator-settle.js";
 import { mapTools } from "../../src/mcp-executor/index.js";
 import type { ReconcileOutcome, ToolDefinition as RunnerTool, ToolContext } from "../../src/runner/index.js";
-import { buildReceipt, receiptId, type ReceiptContent } from "../../src/runner/receipts.js";
+import { buildReceipt, type ReceiptContent } from "../../src/runner/receipts.js";
+import { receiptId } from "../../src/wire/receipt-ids.js";
 import { Candidate, Grant, Receipt, TaskSubmission } from "../../src/wire/messages.js";
 import { ErrorBody, Id, Reason, TOOL_NAME_MAX_LENGTH, ToolKind } from "../../src/wire/primitives.js";
 

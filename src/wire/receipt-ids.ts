@@ -1,0 +1,38 @@
+import { createHmac } from "node:crypto";
+import type { Grant, Receipt, ReceiptKind } from "./messages.js";
+
+/** The longest id a NATS key token may be (`Id`). */
+const MAX_ID = 128;
+
+/** Characters of the secret tag in a readable receipt id (base64url, 132 bits). */
+const TAG_CHARS = 22;
+
+/**
+ * The receipt id of one receipt of one claim: a pure function of the claim (assignment, generation,
+ * claim token) and the receipt (kind, seq), so a restart can never mint a second id for it. The
+ * generation keeps a claim lost and won again apart from the old one.
+ *
+ * The stream de-duplicates on `receipt_id` across every executor, so an id others could predict
+ * could be published first by any of them (their receipt is refused, but the stream would then drop
+ * ours as a duplicate for its whole window). Hence the tag: an HMAC keyed by the claim token, which
+ * only the holder of the claim knows, and nobody before the claim was granted. It reveals nothing
+ * of the token.
+ */
+export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "claim_token">, kind: ReceiptKind, seq?: number): string {
+  const readable = `${grant.assignment_id}_g${grant.generation}_${kind === "progress" ? `p${seq}` : kind}`;
+  const tag = createHmac("sha256", grant.claim_token).update(readable).digest("base64url");
+  const id = `${readable}_${tag.slice(0, TAG_CHARS)}`;
+  // Long assignment ids: the full tag alone keeps the id deterministic and inside the token limit.
+  return id.length <= MAX_ID ? id : `r_${tag}`;
+}
+
+/**
+ * Whether `receipt` carries the id `receiptId` mints for it under the claim of `generation` whose
+ * token it presents. Such an id could not be known before that claim was granted, and it names one
+ * receipt of the claim (its kind, and its seq for progress): the gateway relies on both to decide a
+ * fresh one without looking it up (`ReceiptProcessor`).
+ */
+export function isClaimReceiptId(receipt: Receipt, generation: number): boolean {
+  const seq = receipt.kind === "progress" ? receipt.seq : undefined;
+  return receipt.receipt_id === receiptId({ assignment_id: receipt.assignment_id, generation, claim_token: receipt.claim_token }, receipt.kind, seq);
+}
