@@ -87,9 +87,11 @@ async function main(): Promise<void> {
     const id = candidate.assignment_id;
     const reply = await exec.claim(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    await exec.post(exec.accepted(reply.grant));
-    await exec.post(exec.receipt(reply.grant, { kind: "progress", seq: 1, progress: { done: 1 } }));
-    await exec.post(exec.receipt(reply.grant, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
+    // Receipt ids bound to the claim, as the ToolRunner names them.
+    const g = reply.grant;
+    await exec.post(exec.claimReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }));
+    await exec.post(exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { done: 1 } }));
+    await exec.post(exec.claimReceipt(g, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
     await answered;
   };
   for (let i = 0; i < 5; i++) await oneCall(i); // warm: consumers made, run known

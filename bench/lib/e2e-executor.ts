@@ -110,7 +110,8 @@ async function run(exec: ProtocolExecutor, candidate: Candidate): Promise<void> 
   if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
   const { grant } = reply;
   const expect = async (body: Parameters<ProtocolExecutor["receipt"]>[1]) => {
-    const answer = await exec.post(exec.receipt(grant, body));
+    // Receipt ids bound to the claim, as the ToolRunner names them.
+    const answer = await exec.post(exec.claimReceipt(grant, body));
     if (answer.status !== "recorded") throw new Error(`${body.kind}: ${answer.status} ${answer.code ?? ""}`);
   };
   await expect({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });

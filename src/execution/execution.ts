@@ -1,5 +1,5 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { Binding, ResolvedTool, Session } from "../config/schemas.js";
 import type { Logger } from "../log/logger.js";
 import { NO_METRICS, type ExecutionMetrics } from "../metrics/metrics.js";
@@ -50,7 +50,7 @@ import { BackgroundTasks } from "./tasks/background-tasks.js";
 import { TaskCancelService } from "./operations/task-cancel.js";
 import { ToolCallService } from "./runs/tool-calls.js";
 import { Watchlist } from "./claims/watchlist.js";
-import { EXECUTION_BUCKETS } from "../streams/names.js";
+import { EXECUTION_BUCKETS, STREAMS } from "../streams/names.js";
 
 export interface ExecutionOptions {
   /** How long an unconfirmed claim lives before it returns to the candidates. */
@@ -134,6 +134,15 @@ const RUNS_REMEMBERED = 1_024;
 /** Executors whose claim holdings this process keeps the last revision of (see `ClaimQuota.read`). */
 const EXECUTORS_REMEMBERED = 1_024;
 
+/**
+ * The receipts stream's de-duplication window as the server holds it (not as `streams/` declares
+ * it: an operator may have changed it): the receipt processor relies on it. Read once, at start.
+ */
+async function receiptsDedupWindowMs(jsm: JetStreamManager): Promise<number> {
+  const info = await jsm.streams.info(STREAMS.receipts);
+  return Math.floor((info.config.duplicate_window ?? 0) / 1e6);
+}
+
 /** The presence TTL is the max age declared for the presence bucket: one number, in `streams/`. */
 export function presenceTtlMs(definitions: readonly Definition[]): number {
   const def = definitions.find((d) => d.kind === "kv" && d.bucket === EXECUTION_BUCKETS.presence);
@@ -210,7 +219,19 @@ export async function startExecution(deps: {
   const maxMessageBytes = () => nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
   const projections = new ProjectionStore(projectionStore, receiptLog, options.storeLayout, maxMessageBytes);
   const tasks = new BackgroundTasks(runStore, assignmentStore, watchlist, log);
-  const processor = new ReceiptProcessor({ runs: runStore, assignments: assignmentStore, index, progress, events, projections, watchlist, tasks, log });
+  const processor = new ReceiptProcessor({
+    runs: runStore,
+    assignments: assignmentStore,
+    index,
+    progress,
+    events,
+    projections,
+    watchlist,
+    tasks,
+    log,
+    dedupWindowMs: await receiptsDedupWindowMs(jsm),
+    metrics,
+  });
   const taskCancel = new TaskCancelService(assignmentStore, control);
   const compensation = new CompensationService(assignmentStore, dispatcher, watchlist, options.dispatchGraceMs);
 

@@ -23,6 +23,8 @@ export interface ExecutionMetrics {
   requestRefused(request: string, code: string): void;
   /** A projection stored (first writer only). */
   projectionStored(truncated: boolean): void;
+  /** A new receipt decided after a read of the receipt index, or without one (`ReceiptProcessor.indexMayHold`). */
+  receiptIndexLookup(outcome: "read" | "skipped"): void;
 }
 
 export const NO_METRICS: ExecutionMetrics = {
@@ -31,6 +33,7 @@ export const NO_METRICS: ExecutionMetrics = {
   claimAnswered() {},
   requestRefused() {},
   projectionStored() {},
+  receiptIndexLookup() {},
 };
 
 /** A scrape reads JetStream at most this often; concurrent scrapes share one read. */
@@ -54,6 +57,12 @@ export class GatewayMetrics implements ExecutionMetrics {
     name: "toolgate_receipts_total",
     help: "Receipts processed by this replica, by answer status and receipt kind",
     labelNames: ["status", "kind"] as const,
+    registers: [this.registry],
+  });
+  private readonly indexLookups = new Counter({
+    name: "toolgate_receipt_index_lookups_total",
+    help: "Receipts decided after reading the receipt index (read) or without it (skipped: an id bound to its claim, de-duplicated by the stream, inside its window)",
+    labelNames: ["outcome"] as const,
     registers: [this.registry],
   });
   private readonly assignments = new Counter({
@@ -168,6 +177,10 @@ export class GatewayMetrics implements ExecutionMetrics {
 
   projectionStored(truncated: boolean): void {
     this.projections.inc({ truncated: String(truncated) });
+  }
+
+  receiptIndexLookup(outcome: "read" | "skipped"): void {
+    this.indexLookups.inc({ outcome });
   }
 
   /** Times every request by its route template (never the raw URL: ids would explode the label set). */

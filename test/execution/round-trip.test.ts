@@ -5,17 +5,8 @@ import { Kvm } from "@nats-io/kv";
 import { Packr } from "msgpackr";
 import { JsonFloat, buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { executionStores } from "../../src/kv/buckets.js";
-import type { VersionedStore } from "../../src/kv/versioned-store.js";
-import { RunEventLog } from "../../src/execution/events/event-log.js";
-import { ProgressStore } from "../../src/execution/receipts/progress-store.js";
-import { ProjectionStore } from "../../src/execution/receipts/projection-store.js";
-import { ReceiptIndex } from "../../src/execution/receipts/receipt-index.js";
-import { ReceiptLog } from "../../src/execution/receipts/receipt-log.js";
-import { BackgroundTasks } from "../../src/execution/tasks/background-tasks.js";
-import { ReceiptProcessor } from "../../src/execution/receipts/receipt-processor.js";
-import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "../../src/execution/model/records.js";
+import { AssignmentRecord } from "../../src/execution/model/records.js";
 import { Watchlist } from "../../src/execution/claims/watchlist.js";
-import { createLogger } from "../../src/log/logger.js";
 import { argumentDigest } from "../../src/wire/digest.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { Candidate, type Grant, type Receipt } from "../../src/wire/messages.js";
@@ -24,6 +15,7 @@ import { ADMIN_KEY, SCOPED_KEY, startExecutionFixture, type ExecutionFixture, ty
 import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
+import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
 const SCOPE = "prod";
@@ -326,8 +318,8 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     for (const r of [accepted, done]) expect((await exec.send(r)).status).toBe("recorded");
     const stored = await storedAssignment(id);
     // Another gateway's processor on the same buckets, handed the very messages again (a redelivery after a crash before the ack).
-    const processor = await processorOnSameBuckets();
-    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id };
+    const processor = await processorOnSameBuckets(nc);
+    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id, msgId: undefined, redelivered: true };
     expect(await processor.process({ ...input, receipt: accepted, streamSeq: stored.accepted!.stream_seq })).toMatchObject({
       status: "recorded",
       kind: "accepted",
@@ -351,8 +343,8 @@ describe("execution path: round trip over JetStream and HTTP", () => {
         await super.release(assignmentId);
       }
     }
-    const processor = await processorOnSameBuckets(undefined, (watches) => (watchlist = new StalledRelease(watches)));
-    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id };
+    const processor = await processorOnSameBuckets(nc, { watchlist: (watches) => (watchlist = new StalledRelease(watches)) });
+    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id, msgId: undefined, redelivered: false };
     expect(await processor.process({ ...input, receipt: exec.accepted(reply.grant), streamSeq: 1_000_001 })).toMatchObject({ status: "recorded" });
     const done = exec.receipt(reply.grant, { kind: "completed", result: { fast: true } });
     expect(await processor.process({ ...input, receipt: done, streamSeq: 1_000_002 })).toMatchObject({ status: "recorded", kind: "completed" });
@@ -374,12 +366,12 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     // This processor's memory holds the assignment `running`: it read it before another gateway applied `completed`.
     const remembering = (await store("assignments", AssignmentRecord)).withRevisionCache(16);
     expect((await remembering.get(grant.assignment_id))?.value.state).toBe("running");
-    const processor = await processorOnSameBuckets(remembering);
+    const processor = await processorOnSameBuckets(nc, { assignments: remembering });
     const done = exec.receipt(grant, { kind: "completed", result: { late: false } });
     expect((await exec.send(done)).status).toBe("recorded");
     expect((await gw.http("POST", `/v1/runs/${runId}:cancel`)).status).toBe(200);
     const stored = await storedAssignment(grant.assignment_id);
-    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: grant.assignment_id };
+    const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: grant.assignment_id, msgId: done.receipt_id, redelivered: true };
     // The remembered `running` and the ended run would make it `late_ignored`: the verdict rests on a fresh read.
     expect(await processor.process({ ...input, receipt: done, streamSeq: stored.final!.stream_seq })).toMatchObject({ status: "recorded", kind: "completed" });
     expect(await indexed(done.receipt_id)).toBe(false);
@@ -521,30 +513,6 @@ describe("execution path: round trip over JetStream and HTTP", () => {
   /** Messages ever written to the receipt index bucket (it is create-only: one per entry). */
   async function indexWrites(): Promise<number> {
     return (await (await jetstreamManager(nc)).streams.info("KV_tg_receipt_index")).state.last_seq;
-  }
-
-  /** A receipt processor of the execution path's own parts, on the gateway's buckets. */
-  async function processorOnSameBuckets(
-    ownAssignments?: VersionedStore<AssignmentRecord>,
-    ownWatchlist?: (watches: VersionedStore<WatchEntry>) => Watchlist,
-  ): Promise<ReceiptProcessor> {
-    const store = await executionStores(nc);
-    const assignments = ownAssignments ?? (await store("assignments", AssignmentRecord));
-    const runs = await store("runs", RunRecord);
-    const watches = await store("watch", WatchEntry);
-    const watchlist = ownWatchlist ? ownWatchlist(watches) : new Watchlist(watches);
-    const log = createLogger({ level: "silent" });
-    return new ReceiptProcessor({
-      runs,
-      assignments,
-      index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
-      progress: new ProgressStore(await store("progress", ProgressEntry)),
-      events: new RunEventLog(nc, jetstream(nc), createLogger({ level: "silent" })),
-      projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc)), 2, () => nc.info!.max_payload),
-      watchlist,
-      tasks: new BackgroundTasks(runs, assignments, watchlist, log),
-      log,
-    });
   }
 });
 

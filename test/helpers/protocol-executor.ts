@@ -3,6 +3,7 @@ import { headers, type NatsConnection, type Subscription } from "@nats-io/transp
 import { jetstream, PubHeaders, type Consumer, type JetStreamClient } from "@nats-io/jetstream";
 import { decode, encode } from "../../src/wire/codec.js";
 import { receiptBodyDigest } from "../../src/wire/digest.js";
+import { receiptId } from "../../src/wire/receipt-ids.js";
 import {
   Candidate,
   ClaimReply,
@@ -159,6 +160,11 @@ export class ProtocolExecutor {
   /** A receipt for a grant; `receipt_id` is fresh unless given. */
   receipt(grant: Grant, body: ReceiptBody, receiptId: string = `rc-${randomUUID()}`, token = grant.claim_token): Receipt {
     return { receipt_id: receiptId, assignment_id: grant.assignment_id, executor_id: this.executorId, claim_token: token, ...body } as Receipt;
+  }
+
+  /** A receipt under the id `receiptId` mints for it, as the ToolRunner names its receipts (bound to the claim, kind and seq). */
+  claimReceipt(grant: Grant, body: ReceiptBody): Receipt {
+    return this.receipt(grant, body, receiptId(grant, body.kind, body.kind === "progress" ? body.seq : undefined));
   }
 
   /** The `accepted` receipt of a grant, naming the grant's argument digest as a real executor does. */

@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import { PubHeaders, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "../../log/logger.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
@@ -56,7 +56,15 @@ export class ReceiptConsumer {
       if (err instanceof MalformedMessageError) return this.poison(msg, err.reason);
       throw err;
     }
-    const answer = await this.processor.process({ scope, subjectExecutorId: executorId, subjectAssignmentId: assignmentId, receipt, streamSeq: msg.seq });
+    const answer = await this.processor.process({
+      scope,
+      subjectExecutorId: executorId,
+      subjectAssignmentId: assignmentId,
+      receipt,
+      streamSeq: msg.seq,
+      msgId: msg.headers?.get(PubHeaders.MsgIdHdr) || undefined,
+      redelivered: msg.redelivered,
+    });
     // To the subject's executor, the one NATS let publish there: a receipt naming another executor never reaches that one.
     this.nc.publish(subjects.answers(scope, executorId), encode(answer));
     if (answer.status !== "pending") this.metrics.receiptProcessed(answer.status, receipt.kind);

@@ -1,6 +1,8 @@
 import { CanonicalJsonError } from "../../budget/index.js";
 import type { Logger } from "../../log/logger.js";
 import { receiptBodyDigest } from "../../wire/digest.js";
+import { isClaimReceiptId } from "../../wire/receipt-ids.js";
+import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../../wire/messages.js";
 import { isRunEndState, nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
 import { claimTokenMatches } from "../claims/claim-token.js";
@@ -25,7 +27,14 @@ export interface ReceiptInput {
   readonly receipt: Receipt;
   /** Its sequence in `TG_RECEIPTS`. */
   readonly streamSeq: number;
+  /** Its `Nats-Msg-Id`, the key the stream de-duplicated it on (an executor sets it to the `receipt_id`). */
+  readonly msgId: string | undefined;
+  /** Whether the consumer delivered it before (not acknowledged in time, a gateway stopped). */
+  readonly redelivered: boolean;
 }
+
+/** Taken off the receipts stream's de-duplication window: the gateways' and the server's clocks may differ by up to half of it. */
+export const DEDUP_MARGIN_MS = 30_000;
 
 const EVENT_BY_KIND: Readonly<Record<ReceiptKind, AssignmentEvent>> = {
   accepted: "accept",
@@ -65,6 +74,9 @@ export class ReceiptProcessor {
       watchlist: Watchlist;
       tasks: BackgroundTasks;
       log: Logger;
+      /** The receipts stream's de-duplication window (`duplicate_window`): see `indexMayHold`. */
+      dedupWindowMs: number;
+      metrics?: Pick<ExecutionMetrics, "receiptIndexLookup">;
       now?: () => number;
     },
   ) {}
@@ -88,10 +100,14 @@ export class ReceiptProcessor {
       throw err;
     }
 
-    // Both are needed for a new receipt (the common case), so they are read together. Progress is
-    // never decided on a remembered assignment (no compare-and-set of it follows): it trusts none.
+    // A remembered assignment only names the claim here (a claim never changes once made); when the
+    // index may hold the receipt, it is read beside the assignment. Progress is never decided on a
+    // remembered assignment (no compare-and-set of it follows): it trusts none.
+    const remembered = this.deps.assignments.remembered(r.assignment_id);
+    const lookup = remembered === undefined || this.indexMayHold(input, remembered);
+    this.deps.metrics?.receiptIndexLookup(lookup ? "read" : "skipped");
     const [known, recent] = await Promise.all([
-      this.deps.index.get(r.receipt_id),
+      lookup ? this.deps.index.get(r.receipt_id) : null,
       this.deps.assignments.recent(r.assignment_id, r.kind === "progress" ? () => false : undefined),
     ]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
@@ -138,6 +154,26 @@ export class ReceiptProcessor {
     const standing = await this.deps.index.record(entry);
     if (standing.body_digest !== digest) return answer(rejected("receipt_conflict", `receipt '${r.receipt_id}' was already stored with another body`));
     return answer(verdict);
+  }
+
+  /**
+   * Whether the receipt index may already hold `input`'s receipt id, so that it must be read before
+   * the receipt is decided. It cannot, and the read is skipped, when all of these hold:
+   * - the id is the one `receiptId` mints for the claim the receipt proves: nobody could publish it
+   *   before that claim was granted, and every receipt under it is of that claim, kind and seq;
+   * - the stream de-duplicated the message on that id (`Nats-Msg-Id`), and this is its first delivery;
+   * - it is processed within the stream's de-duplication window (less `DEDUP_MARGIN_MS`) of the
+   *   claim. A message under the same id stored before this one, but after the claim, would have made
+   *   the stream drop this one; one stored after it comes after this processing began, and takes
+   *   the index read itself (it is outside the window), as two receipts processed at once always did.
+   * What the assignment applied it answers for itself (`appliedEntry`), read or not.
+   */
+  private indexMayHold(input: ReceiptInput, a: AssignmentRecord): boolean {
+    const r = input.receipt;
+    if (input.redelivered || input.msgId !== r.receipt_id) return true;
+    const claim = provenClaim(a, r);
+    if (!claim || this.now() - claim.claimed_at > this.deps.dedupWindowMs - DEDUP_MARGIN_MS) return true;
+    return !isClaimReceiptId(r, claim.generation);
   }
 
   /** A receipt id stored before (`replayed`); a `completed` that completed the assignment finishes its projection (a crash may have come first). */

@@ -1,0 +1,50 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { executionStores } from "../../src/kv/buckets.js";
+import type { VersionedStore } from "../../src/kv/versioned-store.js";
+import { RunEventLog } from "../../src/execution/events/event-log.js";
+import { ProgressStore } from "../../src/execution/receipts/progress-store.js";
+import { ProjectionStore } from "../../src/execution/receipts/projection-store.js";
+import { ReceiptIndex } from "../../src/execution/receipts/receipt-index.js";
+import { ReceiptLog } from "../../src/execution/receipts/receipt-log.js";
+import { BackgroundTasks } from "../../src/execution/tasks/background-tasks.js";
+import { ReceiptProcessor } from "../../src/execution/receipts/receipt-processor.js";
+import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "../../src/execution/model/records.js";
+import { Watchlist } from "../../src/execution/claims/watchlist.js";
+import type { ExecutionMetrics } from "../../src/metrics/metrics.js";
+import { createLogger } from "../../src/log/logger.js";
+
+/**
+ * A receipt processor of the execution path's own parts on a gateway's buckets: another gateway,
+ * for a test that hands it messages itself (a redelivery, a receipt processed late).
+ */
+export async function processorOnSameBuckets(
+  nc: NatsConnection,
+  own: {
+    assignments?: VersionedStore<AssignmentRecord>;
+    watchlist?: (watches: VersionedStore<WatchEntry>) => Watchlist;
+    metrics?: Pick<ExecutionMetrics, "receiptIndexLookup">;
+    now?: () => number;
+  } = {},
+): Promise<ReceiptProcessor> {
+  const store = await executionStores(nc);
+  const assignments = own.assignments ?? (await store("assignments", AssignmentRecord));
+  const runs = await store("runs", RunRecord);
+  const watches = await store("watch", WatchEntry);
+  const watchlist = own.watchlist ? own.watchlist(watches) : new Watchlist(watches);
+  const log = createLogger({ level: "silent" });
+  return new ReceiptProcessor({
+    runs,
+    assignments,
+    index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
+    progress: new ProgressStore(await store("progress", ProgressEntry)),
+    events: new RunEventLog(nc, jetstream(nc), log),
+    projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc)), 2, () => nc.info!.max_payload),
+    watchlist,
+    tasks: new BackgroundTasks(runs, assignments, watchlist, log),
+    log,
+    dedupWindowMs: 120_000,
+    ...(own.metrics ? { metrics: own.metrics } : {}),
+    ...(own.now ? { now: own.now } : {}),
+  });
+}
