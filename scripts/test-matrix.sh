@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-tools.sh
 eval "$(scripts/install-tools.sh --print)"
-debian_server=$(command -v nats-server || true)
+debian_server=$(command -v nats-server || { [ -x /usr/sbin/nats-server ] && echo /usr/sbin/nats-server; } || true)
 
 # better-sqlite3 is a native module built for the Node that installed it. `npm install` under one Node
 # (or Debian's node-gyp, which builds against Debian's Node 20 headers) and `npm test` under another
