@@ -104,10 +104,14 @@ describe("receipt index lookups", () => {
     // The id of another seq under this claim.
     const progress = exec.claimReceipt(g, { kind: "progress", seq: 2, progress: {} });
     expect((await exec.send({ ...progress, seq: 3 } as Receipt)).status).toBe("recorded");
+    // The id bound to another claim this executor holds (its token, its assignment).
+    const other = await claimedCall();
+    const borrowed = exec.claimReceipt(other, { kind: "progress", seq: 4, progress: {} }).receipt_id;
+    expect((await exec.post(exec.receipt(g, { kind: "progress", seq: 4, progress: {} }, borrowed))).status).toBe("recorded");
     // A claim-bound id, but another Nats-Msg-Id.
     const done = exec.claimReceipt(g, { kind: "completed", result: {} });
     expect((await exec.send(done, `${done.receipt_id}-x`)).status).toBe("recorded");
-    expect(await lookups()).toEqual({ read: before.read + 3, skipped: before.skipped });
+    expect(await lookups()).toEqual({ read: before.read + 4, skipped: before.skipped });
   });
 
   it("looks up a receipt delivered again, and one processed later than the window after its claim", async () => {
