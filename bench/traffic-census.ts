@@ -15,6 +15,7 @@ import { startTestNats } from "../test/helpers/nats.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Candidate } from "../src/wire/messages.js";
+import { receiptId } from "../src/wire/receipt-ids.js";
 import { ADMIN_KEY, seedSession, startExecutionGateway } from "../test/helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../test/helpers/protocol-executor.js";
 
@@ -89,7 +90,7 @@ async function main(): Promise<void> {
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
     // Receipt ids bound to the claim, as the ToolRunner names them.
     const g = reply.grant;
-    await exec.post(exec.claimReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }));
+    await exec.post(exec.accepted(g, receiptId(g, { kind: "accepted" })));
     await exec.post(exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { done: 1 } }));
     await exec.post(exec.claimReceipt(g, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
     await answered;

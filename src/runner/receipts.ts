@@ -27,7 +27,7 @@ const TEXT_MAX = 4096;
  */
 export function buildReceipt(grant: Grant, content: ReceiptContent, now: number): OutboxReceipt {
   const key = { assignmentId: grant.assignment_id, generation: grant.generation };
-  const id = receiptId(grant, content.kind, content.kind === "progress" ? content.seq : undefined);
+  const id = receiptId(grant, content);
   const text = jsonText({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) });
   const body = parseExactJson(text) as ReceiptBody;
   bodyTexts.set(body, text);

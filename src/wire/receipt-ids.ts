@@ -9,7 +9,7 @@ const TAG_CHARS = 22;
 
 /**
  * The receipt id of one receipt of one claim: a pure function of the claim (assignment, generation,
- * claim token) and the receipt (kind, seq), so a restart can never mint a second id for it. The
+ * claim token) and the receipt (its kind, and its seq for progress), so a restart can never mint a second id for it. The
  * generation keeps a claim lost and won again apart from the old one.
  *
  * The stream de-duplicates on `receipt_id` across every executor, so an id others could predict
@@ -18,8 +18,8 @@ const TAG_CHARS = 22;
  * only the holder of the claim knows, and nobody before the claim was granted. It reveals nothing
  * of the token.
  */
-export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "claim_token">, kind: ReceiptKind, seq?: number): string {
-  const readable = `${grant.assignment_id}_g${grant.generation}_${kind === "progress" ? `p${seq}` : kind}`;
+export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "claim_token">, receipt: { kind: ReceiptKind; seq?: number }): string {
+  const readable = `${grant.assignment_id}_g${grant.generation}_${receipt.kind === "progress" ? `p${receipt.seq}` : receipt.kind}`;
   const tag = createHmac("sha256", grant.claim_token).update(readable).digest("base64url");
   const id = `${readable}_${tag.slice(0, TAG_CHARS)}`;
   // Long assignment ids: the full tag alone keeps the id deterministic and inside the token limit.
@@ -33,6 +33,5 @@ export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "c
  * fresh one without looking it up (`ReceiptProcessor`).
  */
 export function isClaimReceiptId(receipt: Receipt, generation: number): boolean {
-  const seq = receipt.kind === "progress" ? receipt.seq : undefined;
-  return receipt.receipt_id === receiptId({ assignment_id: receipt.assignment_id, generation, claim_token: receipt.claim_token }, receipt.kind, seq);
+  return receipt.receipt_id === receiptId({ assignment_id: receipt.assignment_id, generation, claim_token: receipt.claim_token }, receipt);
 }

@@ -5,6 +5,7 @@ import { executionStores } from "../../src/kv/buckets.js";
 import { AssignmentRecord } from "../../src/execution/model/records.js";
 import { DEDUP_MARGIN_MS, type ReceiptInput } from "../../src/execution/receipts/receipt-processor.js";
 import type { Grant, Receipt } from "../../src/wire/messages.js";
+import { receiptId } from "../../src/wire/receipt-ids.js";
 import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
@@ -38,7 +39,8 @@ describe("receipt index lookups", () => {
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
     return reply.grant;
   };
-  const acceptedBody = (g: Grant) => ({ kind: "accepted" as const, operation_key: g.operation_key, argument_digest: g.argument_digest });
+  /** The grant's `accepted` under its claim-bound id. */
+  const claimAccepted = (g: Grant): Receipt => exec.accepted(g, receiptId(g, { kind: "accepted" }));
   /** The gateway's lookups so far, by outcome, from its /metrics. */
   const lookups = async (): Promise<{ read: number; skipped: number }> => {
     const text = await (await fetch(`${gw.baseUrl}/metrics`)).text();
@@ -52,7 +54,7 @@ describe("receipt index lookups", () => {
   it("decides a call's receipts under claim-bound ids without a lookup, and answers their resends and conflicts as before", async () => {
     const g = await claimedCall();
     const receipts = [
-      exec.claimReceipt(g, acceptedBody(g)),
+      claimAccepted(g),
       exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { half: true } }),
       exec.claimReceipt(g, { kind: "completed", result: { v: 1 } }),
     ];
@@ -87,7 +89,7 @@ describe("receipt index lookups", () => {
     const early = exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { early: true } });
     const before = await lookups();
     expect(await exec.post(early)).toMatchObject({ status: "rejected", code: "illegal_transition" });
-    expect((await exec.post(exec.claimReceipt(g, acceptedBody(g)))).status).toBe("recorded");
+    expect((await exec.post(claimAccepted(g))).status).toBe("recorded");
     expect((await lookups()).skipped).toBe(before.skipped + 2);
     // Running now, where a new progress would be recorded: the same receipt keeps the answer it got.
     expect(await exec.send({ ...early, replayed: true })).toMatchObject({ status: "rejected", code: "illegal_transition" });
@@ -116,7 +118,7 @@ describe("receipt index lookups", () => {
 
   it("looks up a receipt delivered again, and one processed later than the window after its claim", async () => {
     const g = await claimedCall();
-    const accepted = exec.claimReceipt(g, acceptedBody(g));
+    const accepted = claimAccepted(g);
     expect((await exec.post(accepted)).status).toBe("recorded");
     // Another gateway that remembers the assignment (it names the claim) and counts its lookups.
     const store = await executionStores(nc);

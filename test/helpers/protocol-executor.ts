@@ -164,7 +164,7 @@ export class ProtocolExecutor {
 
   /** A receipt under the id `receiptId` mints for it, as the ToolRunner names its receipts (bound to the claim, kind and seq). */
   claimReceipt(grant: Grant, body: ReceiptBody): Receipt {
-    return this.receipt(grant, body, receiptId(grant, body.kind, body.kind === "progress" ? body.seq : undefined));
+    return this.receipt(grant, body, receiptId(grant, body));
   }
 
   /** The `accepted` receipt of a grant, naming the grant's argument digest as a real executor does. */

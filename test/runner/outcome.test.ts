@@ -56,16 +56,16 @@ describe("receipts", () => {
 
   it("derives ids from the claim (assignment, generation, token) and the receipt (kind, seq) only", () => {
     const claim = { assignment_id: "asg-9", generation: 2, claim_token: "t".repeat(43) };
-    expect(receiptId(claim, "accepted")).toMatch(/^asg-9_g2_accepted_[A-Za-z0-9_-]{22}$/);
-    expect(receiptId(claim, "progress", 3)).toMatch(/^asg-9_g2_p3_[A-Za-z0-9_-]{22}$/);
-    expect(receiptId(claim, "reconciliation_required")).toMatch(/^asg-9_g2_reconciliation_required_/);
-    expect(receiptId(claim, "progress", 3)).toBe(receiptId({ ...claim }, "progress", 3));
+    expect(receiptId(claim, { kind: "accepted" })).toMatch(/^asg-9_g2_accepted_[A-Za-z0-9_-]{22}$/);
+    expect(receiptId(claim, { kind: "progress", seq: 3 })).toMatch(/^asg-9_g2_p3_[A-Za-z0-9_-]{22}$/);
+    expect(receiptId(claim, { kind: "reconciliation_required" })).toMatch(/^asg-9_g2_reconciliation_required_/);
+    expect(receiptId(claim, { kind: "progress", seq: 3 })).toBe(receiptId({ ...claim }, { kind: "progress", seq: 3 }));
     // Without the token nobody can tell the id in advance (the stream de-duplicates ids across executors).
-    expect(receiptId({ ...claim, claim_token: "u".repeat(43) }, "accepted")).not.toBe(receiptId(claim, "accepted"));
-    expect(receiptId(claim, "accepted")).not.toContain(claim.claim_token);
-    const long = receiptId({ ...claim, assignment_id: "a".repeat(128) }, "completed");
+    expect(receiptId({ ...claim, claim_token: "u".repeat(43) }, { kind: "accepted" })).not.toBe(receiptId(claim, { kind: "accepted" }));
+    expect(receiptId(claim, { kind: "accepted" })).not.toContain(claim.claim_token);
+    const long = receiptId({ ...claim, assignment_id: "a".repeat(128) }, { kind: "completed" });
     expect(long).toMatch(/^r_[A-Za-z0-9_-]{43}$/);
-    expect(receiptId({ ...claim, assignment_id: "a".repeat(128) }, "completed")).toBe(long);
+    expect(receiptId({ ...claim, assignment_id: "a".repeat(128) }, { kind: "completed" })).toBe(long);
   });
 
   it("sends the saved body with the claim token and the replay flag as transport fields", () => {

@@ -66,9 +66,9 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     const [open] = await store.listOpen();
     expect(open).toMatchObject({ assignmentId: grant.assignment_id, phase: "accepting", grant });
     const receipts = await store.listReceipts(open!);
-    expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[receiptId(grant, "accepted"), "accepted", undefined]]);
+    expect(receipts.map((r) => [r.receiptId, r.kind, r.answer])).toEqual([[receiptId(grant, { kind: "accepted" }), "accepted", undefined]]);
     expect(receipts[0]!.body).toEqual({
-      receipt_id: receiptId(grant, "accepted"),
+      receipt_id: receiptId(grant, { kind: "accepted" }),
       assignment_id: grant.assignment_id,
       executor_id: "exec-1",
       kind: "accepted",
@@ -147,7 +147,11 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     await store.createAssignment(local(first), [
       buildReceipt(first, { kind: "accepted", operation_key: first.operation_key, argument_digest: first.argument_digest }, 1),
     ]);
-    await store.recordAnswer(receiptId(first, "accepted"), { status: "rejected", code: "lease_expired", answeredAt: 2 }, transition("accepting", "refuse"));
+    await store.recordAnswer(
+      receiptId(first, { kind: "accepted" }),
+      { status: "rejected", code: "lease_expired", answeredAt: 2 },
+      transition("accepting", "refuse"),
+    );
     await store.createAssignment(local(second), [
       buildReceipt(second, { kind: "accepted", operation_key: second.operation_key, argument_digest: second.argument_digest }, 3),
     ]);

@@ -86,7 +86,7 @@ describe("the runner's receipts and the wire's bounds", () => {
   it("makes receipt ids the wire takes as ids, however long the assignment id", () => {
     for (const assignment_id of ["a", "a".repeat(60), "a".repeat(128)]) {
       for (const kind of Receipt.options.map((o) => o.shape.kind.value))
-        expect(Id.safeParse(receiptId({ ...grant, assignment_id }, kind, 1)).success, `${kind} of ${assignment_id.length}`).toBe(true);
+        expect(Id.safeParse(receiptId({ ...grant, assignment_id }, { kind, seq: 1 })).success, `${kind} of ${assignment_id.length}`).toBe(true);
     }
   });
 
