@@ -3,7 +3,7 @@ import { buildContextPreview, canonicalJson, compactByteLength } from "../budget
 import { isTerminalAssignmentState } from "../execution/model/assignment-states.js";
 import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
 import { claimTokenMatches } from "../execution/claims/claim-token.js";
-import { appliedEntries } from "../execution/receipts/receipt-index.js";
+import { appliedEntries, progressIndexEntry } from "../execution/receipts/receipt-index.js";
 import { receiptBodyDigest } from "../wire/digest.js";
 import type { ExecutorEvidence, RegistryHistory, Stamped, StoredHistory, StoredReceipt } from "./history.js";
 
@@ -54,6 +54,8 @@ export interface CheckReport {
     receipt_index: Record<string, number>;
     /** Receipts the tool calls applied that have no index entry (the assignment record is their index). */
     applied_receipts: number;
+    /** Progress receipts indexed by their own progress entry (store layout 3), with no index entry. */
+    indexed_by_progress: number;
     progress: number;
     projections: number;
     /** Settlements of background tasks, each a history entry of its run. */
@@ -97,10 +99,13 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   const assignments = new Map(h.assignments.map((a) => [a.value.assignment_id, a.value]));
   const bySeq = new Map(h.receipts.map((r) => [r.seq, r]));
   const inStream = new Set(h.receipts.flatMap((r) => (r.receipt ? [r.receipt.receipt_id] : [])));
-  const index = new Map(h.index.map((e) => [e.receipt_id, e]));
+  // A progress receipt under its claim-bound id may be indexed by its progress entry (store layout 3).
+  const byProgress = h.progress.flatMap((p) => progressIndexEntry(p) ?? []);
+  const indexEntries = [...h.index, ...byProgress];
+  const index = new Map(indexEntries.map((e) => [e.receipt_id, e]));
   // A receipt its assignment applied has no index entry of its own (the record is its index); older histories have both.
   const applied = h.assignments.flatMap(({ value: a }) => appliedEntries(a).filter((e) => index.get(e.receipt_id)?.assignment_id !== a.assignment_id));
-  const knownByAssignment = groupBy([...h.index, ...applied], (e) => e.assignment_id);
+  const knownByAssignment = groupBy([...indexEntries, ...applied], (e) => e.assignment_id);
   const known: Known = (receiptId, assignmentId) => index.get(receiptId) ?? knownByAssignment.get(assignmentId)?.find((e) => e.receipt_id === receiptId);
 
   for (const { value: a } of h.assignments) {
@@ -113,7 +118,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   }
   for (const { value: run } of h.runs) checkTaskResults(run, assignments, add);
   if (h.registry) checkClaimsGranted(h.assignments, h.registry, add);
-  checkIndex(h.index, bySeq, add);
+  checkIndex(indexEntries, bySeq, add);
   checkEveryReceiptIndexed(h.receipts, assignments, known, add);
   checkProgress(h, known, add);
   for (const run of h.runs) checkRunEnd(run, assignments, knownByAssignment, bySeq, add);
@@ -139,6 +144,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
       receipts_in_stream: h.receipts.length,
       receipt_index: tally(h.index.map((e) => e.status)),
       applied_receipts: applied.length,
+      indexed_by_progress: byProgress.length,
       progress: h.progress.length,
       projections: h.projections.length,
       task_results: h.runs.reduce((n, r) => n + (r.value.task_results?.length ?? 0), 0),

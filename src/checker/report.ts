@@ -18,7 +18,7 @@ export function formatReport(report: CheckReport, limit = 50): string {
   const lines = [
     `runs: ${shown(c.runs)}`,
     `tool calls: ${shown(c.tool_calls)}; background task results ${c.task_results}`,
-    `receipts: ${c.receipts_in_stream} in the stream; index ${shown(c.receipt_index)}; applied by tool calls ${c.applied_receipts}; progress ${c.progress}; projections ${c.projections}`,
+    `receipts: ${c.receipts_in_stream} in the stream; index ${shown(c.receipt_index)}; applied by tool calls ${c.applied_receipts}; indexed by their progress ${c.indexed_by_progress}; progress ${c.progress}; projections ${c.projections}`,
     `executors: ${c.side_effects} side effects, ${c.outbox_receipts} outbox receipts`,
   ];
   if (report.ok) return [...lines, "check-history: no violations"].join("\n");

@@ -36,7 +36,8 @@ import { OperatorDetach } from "./operations/operator-detach.js";
 import { OperatorSettlement } from "./operations/operator-settle.js";
 import { PresenceService } from "./claims/presence.js";
 import { ProgressStore } from "./receipts/progress-store.js";
-import { ProjectionStore, type StoreLayout } from "./receipts/projection-store.js";
+import { ProjectionStore } from "./receipts/projection-store.js";
+import { CURRENT_STORE_LAYOUT, type StoreLayout } from "./model/store-layout.js";
 import { ReceiptConsumer } from "./receipts/receipt-consumer.js";
 import { ReceiptIndex } from "./receipts/receipt-index.js";
 import { ReceiptLog } from "./receipts/receipt-log.js";
@@ -92,7 +93,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   replicas: 1,
   maxClaimsPerExecutor: 64,
   eventHeartbeatMs: 15_000,
-  storeLayout: 2,
+  storeLayout: CURRENT_STORE_LAYOUT,
 };
 
 /** What the execution path reads from the configuration plane (ConfigStore provides all of it). */
@@ -211,8 +212,8 @@ export async function startExecution(deps: {
     options.leaseMs,
     presence.ttlMs,
   );
-  const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignmentStore);
-  const progress = new ProgressStore(await store("progress", ProgressEntry));
+  const progress = new ProgressStore(await store("progress", ProgressEntry), options.storeLayout);
+  const index = new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignmentStore, progress);
   const projectionStore = (await store("projections", ProjectionRecord)).observeWrites((_previous, next) =>
     metrics.projectionStored(next.context_preview.truncated),
   );

@@ -4,6 +4,7 @@ import { NatsEnvShape } from "../nats/connect.js";
 import { DEFAULT_DATA_DIR, DEFAULT_EMBEDDED_NATS_PORT } from "../nats/local-nats.js";
 import { ReplicasSchema } from "../streams/definitions.js";
 import { envVar, parseEnv, renderEnvTable } from "../validation/env.js";
+import { CURRENT_STORE_LAYOUT, STORE_LAYOUTS } from "../execution/model/store-layout.js";
 
 const port = (min: number) => z.coerce.number().int().min(min).max(65535);
 const ms = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -56,10 +57,10 @@ const GatewayEnvShape = {
       "MCP sessions one replica keeps open; beyond it the least recently used is closed (a client disconnect: its tool calls go on; the client initializes again)",
     allowed: "integer 1..1000000",
   }),
-  TOOLGATE_STORE_LAYOUT: envVar(z.coerce.number().int().min(1).max(2).default(2), {
+  TOOLGATE_STORE_LAYOUT: envVar(z.coerce.number().pipe(z.literal(STORE_LAYOUTS)).default(CURRENT_STORE_LAYOUT), {
     meaning:
-      "what this gateway writes: 2 stores a completed call's projection in its assignment record; 1 in the projections bucket, as releases before 2 did (they read nothing else). Every layout is read. Upgrading a running cluster: set 1 until no gateway of an earlier release runs, then 2",
-    allowed: "1 or 2",
+      "what this gateway writes: 3 stores a completed call's projection in its assignment record and indexes a progress receipt under its claim-bound id by its progress entry; 2 writes the receipt index entry of such a progress receipt too, as releases of layout 2 did (they read layouts 1 and 2 only); 1 stores projections in the projections bucket, as releases before 2 did (they read nothing else). Every layout is read. Upgrading a running cluster: set the layout of its oldest release until no gateway of an earlier release runs, then 3",
+    allowed: "1, 2 or 3",
   }),
   TOOLGATE_RECEIPT_CONCURRENCY: envVar(z.coerce.number().int().min(1).max(4096).default(64), {
     meaning:

@@ -119,7 +119,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
         replicas: config.TOOLGATE_STREAM_REPLICAS,
         maxClaimsPerExecutor: config.TOOLGATE_MAX_CLAIMS_PER_EXECUTOR,
         receiptConcurrency: config.TOOLGATE_RECEIPT_CONCURRENCY,
-        storeLayout: config.TOOLGATE_STORE_LAYOUT === 1 ? 1 : 2,
+        storeLayout: config.TOOLGATE_STORE_LAYOUT,
         ...options.execution,
       },
     });

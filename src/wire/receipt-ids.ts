@@ -35,3 +35,18 @@ export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "c
 export function isClaimReceiptId(receipt: Receipt, generation: number): boolean {
   return receipt.receipt_id === receiptId({ assignment_id: receipt.assignment_id, generation, claim_token: receipt.claim_token }, receipt);
 }
+
+/** The readable form of a progress receipt's claim-bound id: `<assignment>_g<generation>_p<seq>_<tag>`. */
+const READABLE_PROGRESS_ID = new RegExp(`^(.+)_g(?:0|[1-9][0-9]*)_p([1-9][0-9]*)_[A-Za-z0-9_-]{${TAG_CHARS}}$`);
+
+/**
+ * The assignment and seq a progress receipt id names, when it has the readable form `receiptId`
+ * mints (any id may look so; only a check against the claim, `isClaimReceiptId`, says it is one).
+ * Where the progress of a claim-bound id is stored as its own index entry, this is how it is found.
+ */
+export function progressIdPlace(id: string): { assignment_id: string; seq: number } | null {
+  const m = READABLE_PROGRESS_ID.exec(id);
+  if (!m) return null;
+  const seq = Number(m[2]);
+  return Number.isSafeInteger(seq) ? { assignment_id: m[1]!, seq } : null;
+}

@@ -324,6 +324,31 @@ describe("history checker on crafted records", () => {
     expect(rulesOf(h, evidence)).toEqual(["receipt_lost"]);
   });
 
+  it("passes progress indexed by its own entry (store layout 3), and holds that entry to the stream's copy", () => {
+    const { h } = history();
+    // The progress receipts' index entries move into their progress entries.
+    const moved = h.index.filter((e) => e.kind === "progress");
+    h.index = h.index.filter((e) => e.kind !== "progress");
+    h.progress = h.progress.map((p) => {
+      const e = moved.find((m) => m.receipt_id === p.receipt_id)!;
+      return { ...p, indexed: { executor_id: e.executor_id, body_digest: e.body_digest, stream_seq: e.stream_seq } };
+    });
+    const report = checkHistory(h);
+    expect(report.violations).toEqual([]);
+    expect(report.counts).toMatchObject({ receipt_index: {}, indexed_by_progress: 3 });
+
+    h.progress[0]!.indexed!.body_digest = "0".repeat(64);
+    h.progress[1]!.indexed!.stream_seq = 1;
+    const mismatches = checkHistory(h).violations;
+    expect(mismatches.map((v) => [v.rule, v.receipt_id])).toEqual([
+      ["index_mismatch", "a-0_p1"],
+      ["index_mismatch", "a-1_p1"],
+    ]);
+    // Without either index, a progress receipt in the stream was never processed.
+    h.progress = [];
+    expect(checkHistory(h).violations.map((v) => [v.rule, v.receipt_id])).toEqual(["a-0_p1", "a-1_p1", "a-2_p1"].map((id) => ["receipt_not_indexed", id]));
+  });
+
   it("a receipt applied twice: a second final recorded, progress stored twice", () => {
     const { h } = history();
     const dup = h.receipts.find((r) => r.receipt?.receipt_id === "a-0_completed")!;

@@ -13,6 +13,7 @@ import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, R
 import { Watchlist } from "../../src/execution/claims/watchlist.js";
 import type { ExecutionMetrics } from "../../src/metrics/metrics.js";
 import { createLogger } from "../../src/log/logger.js";
+import { CURRENT_STORE_LAYOUT, type StoreLayout } from "../../src/execution/model/store-layout.js";
 
 /**
  * A receipt processor of the execution path's own parts on a gateway's buckets: another gateway,
@@ -25,6 +26,7 @@ export async function processorOnSameBuckets(
     watchlist?: (watches: VersionedStore<WatchEntry>) => Watchlist;
     metrics?: Pick<ExecutionMetrics, "receiptIndexLookup">;
     now?: () => number;
+    layout?: StoreLayout;
   } = {},
 ): Promise<ReceiptProcessor> {
   const store = await executionStores(nc);
@@ -33,13 +35,20 @@ export async function processorOnSameBuckets(
   const watches = await store("watch", WatchEntry);
   const watchlist = own.watchlist ? own.watchlist(watches) : new Watchlist(watches);
   const log = createLogger({ level: "silent" });
+  const layout = own.layout ?? CURRENT_STORE_LAYOUT;
+  const progress = new ProgressStore(await store("progress", ProgressEntry), layout);
   return new ReceiptProcessor({
     runs,
     assignments,
-    index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments),
-    progress: new ProgressStore(await store("progress", ProgressEntry)),
+    index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments, progress),
+    progress,
     events: new RunEventLog(nc, jetstream(nc), log),
-    projections: new ProjectionStore(await store("projections", ProjectionRecord), new ReceiptLog(await jetstreamManager(nc)), 2, () => nc.info!.max_payload),
+    projections: new ProjectionStore(
+      await store("projections", ProjectionRecord),
+      new ReceiptLog(await jetstreamManager(nc)),
+      layout,
+      () => nc.info!.max_payload,
+    ),
     watchlist,
     tasks: new BackgroundTasks(runs, assignments, watchlist, log),
     log,

@@ -6,7 +6,7 @@ import type { OperatorOutcome } from "../../src/execution/operations/operator-se
 import { mapTools } from "../../src/mcp-executor/index.js";
 import type { ReconcileOutcome, ToolDefinition as RunnerTool, ToolContext } from "../../src/runner/index.js";
 import { buildReceipt, type ReceiptContent } from "../../src/runner/receipts.js";
-import { receiptId } from "../../src/wire/receipt-ids.js";
+import { progressIdPlace, receiptId } from "../../src/wire/receipt-ids.js";
 import { Candidate, Grant, Receipt, TaskSubmission } from "../../src/wire/messages.js";
 import { ErrorBody, Id, Reason, TOOL_NAME_MAX_LENGTH, ToolKind } from "../../src/wire/primitives.js";
 
@@ -88,6 +88,21 @@ describe("the runner's receipts and the wire's bounds", () => {
       for (const kind of Receipt.options.map((o) => o.shape.kind.value))
         expect(Id.safeParse(receiptId({ ...grant, assignment_id }, { kind, seq: 1 })).success, `${kind} of ${assignment_id.length}`).toBe(true);
     }
+  });
+
+  it("reads the assignment and seq back from a progress id of the readable form, and from no other", () => {
+    for (const [assignment_id, generation, seq] of [
+      ["asg_x_g1_p2", 0, 1],
+      ["a-b_c", 12, 340],
+    ] as const) {
+      const id = receiptId({ ...grant, assignment_id, generation }, { kind: "progress", seq });
+      expect(progressIdPlace(id)).toEqual({ assignment_id, seq });
+    }
+    expect(progressIdPlace(receiptId(grant, { kind: "completed" }))).toBeNull();
+    expect(progressIdPlace(receiptId({ ...grant, assignment_id: "a".repeat(100) }, { kind: "progress", seq: 1 }))).toBeNull(); // the long form
+    expect(progressIdPlace("rc-free-form")).toBeNull();
+    expect(progressIdPlace(`a_g01_p1_${"A".repeat(22)}`)).toBeNull();
+    expect(progressIdPlace(`a_g1_p${"9".repeat(20)}_${"A".repeat(22)}`)).toBeNull(); // beyond a safe integer
   });
 
   it("speaks every receipt kind of the wire, and no other (types)", () => {

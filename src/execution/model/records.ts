@@ -223,8 +223,22 @@ export const ReceiptIndexEntry = z
   .strict();
 export type ReceiptIndexEntry = z.infer<typeof ReceiptIndexEntry>;
 
-/** One stored progress report, keyed `<assignment>.<seq>`. */
-export const ProgressEntry = z.object({ assignment_id: Id, seq: z.number().int().positive(), receipt_id: Id, progress: z.unknown(), at: Millis }).strict();
+/**
+ * One stored progress report, keyed `<assignment>.<seq>`. Under store layout 3, an entry whose
+ * receipt id is the one bound to its claim (`receiptId`, which names the assignment and the seq, so
+ * the entry is found from the id alone) is also that receipt's index entry (`indexed`): no entry of
+ * the receipt index is written for it.
+ */
+export const ProgressEntry = z
+  .object({
+    assignment_id: Id,
+    seq: z.number().int().positive(),
+    receipt_id: Id,
+    progress: z.unknown(),
+    at: Millis,
+    indexed: z.object({ executor_id: Id, body_digest: Sha256Hex, stream_seq: z.number().int().positive() }).strict().optional(),
+  })
+  .strict();
 export type ProgressEntry = z.infer<typeof ProgressEntry>;
 
 /** Executor presence, keyed `<scope>.<executor>`; lives as long as heartbeats refresh it. */

@@ -3,15 +3,7 @@ import type { AssignmentRecord, CarriedProjection, ProjectionRecord } from "../m
 import type { ReceiptLog } from "./receipt-log.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import { encode } from "../../wire/codec.js";
-
-/**
- * Where a completed call's projection is stored, by store layout: 1 keeps it in the projections
- * bucket, an entry of its own written after the completion; 2 has the compare-and-set that
- * completes the call carry it in the assignment record (one write and one round trip fewer per
- * call). A release before layout 2 cannot read a record that carries it, so a cluster stays on 1
- * until every gateway runs a release that reads both (`TOOLGATE_STORE_LAYOUT`).
- */
-export type StoreLayout = 1 | 2;
+import type { StoreLayout } from "../model/store-layout.js";
 
 /** Room left beside the record as it was for what the completing write adds (its `final`, `outcome`, `replaced`) and the message's headers. */
 const RECORD_MARGIN_BYTES = 4_096;
@@ -20,7 +12,8 @@ const RECORD_MARGIN_BYTES = 4_096;
  * The projection of each completed assignment: formed once, from the first `completed` receipt,
  * with the tool's `max_result_context_bytes`. Whoever stores first wins and everyone serves that one
  * forever, so the model's context prefix never changes under it (not after a restart, nor after
- * the projection algorithm changes). Both layouts are read, whichever this gateway writes.
+ * the projection algorithm changes). Both places are read, whichever this gateway writes
+ * (`StoreLayout`: the bucket under 1, the completing record from 2 on).
  */
 export class ProjectionStore {
   constructor(
@@ -34,12 +27,12 @@ export class ProjectionStore {
 
   /**
    * What the compare-and-set completing `a` with receipt `receiptId` adds to the record: the
-   * projection under layout 2, nothing under 1 (`store` writes it afterwards). Nor under 2 when the
+   * projection from layout 2 on, nothing under 1 (`store` writes it afterwards). Nor from 2 on when the
    * record would then not fit in one message (arguments close to the server's limit): that call's
    * projection goes to the bucket, where every reader also looks.
    */
   carried(a: AssignmentRecord, receiptId: string, result: unknown): Pick<AssignmentRecord, "projection"> {
-    if (this.layout !== 2) return {};
+    if (this.layout < 2) return {};
     const projection = this.form(a, receiptId, result);
     return encode({ ...a, projection }).byteLength + RECORD_MARGIN_BYTES <= this.maxMessageBytes() ? { projection } : {};
   }

@@ -1,22 +1,27 @@
 import type { ReceiptAnswer, ReceiptQuery, ReceiptQueryReply } from "../../wire/messages.js";
-import type { AppliedReceipt, AssignmentRecord, ReceiptIndexEntry } from "../model/records.js";
+import type { AppliedReceipt, AssignmentRecord, ProgressEntry, ReceiptIndexEntry } from "../model/records.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
+import type { ProgressStore } from "./progress-store.js";
 
 /**
  * The permanent receipt index, `receipt_id` -> body digest and the answer given. The stream's
  * de-duplication window is minutes; this is forever, so a resend long after still gets the same
  * answer, and the same id with another body is a conflict. A receipt an assignment's compare-and-set
  * applied has no entry of its own: the assignment record already holds its id and digest
- * (`appliedEntries`), which saves a write and a round trip per applied receipt.
+ * (`appliedEntries`), which saves a write and a round trip per applied receipt; nor, under store
+ * layout 3, has a progress receipt under its claim-bound id: its progress entry is its index entry.
  */
 export class ReceiptIndex {
   constructor(
     private readonly store: VersionedStore<ReceiptIndexEntry>,
     private readonly assignments: VersionedStore<AssignmentRecord>,
+    /** Where a progress receipt under its claim-bound id is indexed by its own entry (store layout 3). */
+    private readonly progress: ProgressStore,
   ) {}
 
   async get(receiptId: string): Promise<ReceiptIndexEntry | null> {
-    return (await this.store.get(receiptId))?.value ?? null;
+    const [indexed, progress] = await Promise.all([this.store.get(receiptId), this.progress.indexEntry(receiptId)]);
+    return indexed?.value ?? progress;
   }
 
   /** Writes the entry once; returns the one that stands (an earlier writer's, if any). */
@@ -84,4 +89,11 @@ export function appliedEntry(a: AssignmentRecord, receiptId: string): ReceiptInd
 /** For an edge that takes `applied` (the assignment's `accepted` or `final`) off the record: keep it among `replaced`, so the assignment still answers for it. */
 export function replacing(a: AssignmentRecord, applied: AppliedReceipt | null): Pick<AssignmentRecord, "replaced"> {
   return applied && a.claim ? { replaced: [...(a.replaced ?? []), { ...applied, executor_id: a.claim.executor_id }] } : {};
+}
+
+/** The index entry a progress entry stands for, if it stands for one (`indexed`): its receipt, recorded. */
+export function progressIndexEntry(p: ProgressEntry): ReceiptIndexEntry | null {
+  if (!p.indexed) return null;
+  const { executor_id, body_digest, stream_seq } = p.indexed;
+  return { receipt_id: p.receipt_id, assignment_id: p.assignment_id, executor_id, kind: "progress", body_digest, status: "recorded", stream_seq, at: p.at };
 }

@@ -11,7 +11,7 @@ import type { ProgressStore } from "./progress-store.js";
 import { progressEvent } from "../events/run-events.js";
 import type { ProjectionStore } from "./projection-store.js";
 import type { ReceiptIndex } from "./receipt-index.js";
-import { appliedEntry, replacing } from "./receipt-index.js";
+import { appliedEntry, progressIndexEntry, replacing } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "../model/records.js";
 import { runTakesWork } from "../model/run-states.js";
 import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
@@ -47,7 +47,8 @@ const EVENT_BY_KIND: Readonly<Record<ReceiptKind, AssignmentEvent>> = {
   reconciliation_required: "require_reconciliation",
 };
 
-type Verdict = { status: "recorded" | "duplicate" | "late_ignored" | "rejected"; code?: RefusalCode; reason?: string };
+/** `indexed`: the receipt is indexed where it was stored (its progress entry, store layout 3), so it takes no entry of the receipt index. */
+type Verdict = { status: "recorded" | "duplicate" | "late_ignored" | "rejected"; code?: RefusalCode; reason?: string; indexed?: true };
 const rejected = (code: RefusalCode, reason: string): Verdict => ({ status: "rejected", code, reason });
 const RECORDED: Verdict = { status: "recorded" };
 
@@ -87,7 +88,10 @@ export class ReceiptProcessor {
 
   async process(input: ReceiptInput): Promise<ReceiptAnswer> {
     const r = input.receipt;
-    const answer = (v: Verdict): ReceiptAnswer => ({ receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v });
+    const answer = (verdict: Verdict): ReceiptAnswer => {
+      const { indexed: _indexed, ...v } = verdict;
+      return { receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v };
+    };
     if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
     // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
     if (r.executor_id !== input.subjectExecutorId) return answer(rejected("malformed", "published on the subject of another executor"));
@@ -138,7 +142,7 @@ export class ReceiptProcessor {
     }
     // The assignment indexes what its compare-and-set applied (now, or just before on another gateway); an entry for a conflicting body would hide it.
     const heldByAssignment = r.kind !== "progress" && (verdict.status === "recorded" || verdict.code === "receipt_conflict");
-    if (heldByAssignment || verdict.status === "duplicate") return answer(verdict);
+    if (heldByAssignment || verdict.indexed || verdict.status === "duplicate") return answer(verdict);
     const entry: ReceiptIndexEntry = {
       receipt_id: r.receipt_id,
       assignment_id: r.assignment_id,
@@ -196,7 +200,7 @@ export class ReceiptProcessor {
     // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
     if (r.kind === "accepted" && r.argument_digest !== a.argument_digest)
       return rejected("argument_digest_mismatch", "the accepted receipt names other arguments than the assignment's: do not start");
-    if (r.kind === "progress") return this.recordProgress(a, r);
+    if (r.kind === "progress") return this.recordProgress(a, r, claim, input.streamSeq, digest);
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
     const res = await this.deps.assignments.mutate(
@@ -262,16 +266,30 @@ export class ReceiptProcessor {
     return !runTakesWork(a, (await this.deps.runs.get(a.run_id))?.value ?? null);
   }
 
-  private async recordProgress(a: AssignmentRecord, r: Extract<Receipt, { kind: "progress" }>): Promise<Verdict> {
+  /**
+   * Stores a progress report once per seq. An entry that also stands as its receipt's index entry
+   * (`ProgressStore.entryOf`) answers for a resend itself; the same seq from another receipt is a
+   * conflict.
+   */
+  private async recordProgress(
+    a: AssignmentRecord,
+    r: Extract<Receipt, { kind: "progress" }>,
+    claim: ClaimRecord,
+    streamSeq: number,
+    digest: string,
+  ): Promise<Verdict> {
     if (a.state !== "running" && a.state !== "submitted") {
       if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
       return { status: "late_ignored", reason: `the assignment is already ${a.state}; the progress is stored in the stream only` };
     }
-    const entry = { assignment_id: a.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: this.now() };
-    const stored = await this.deps.progress.record(entry);
-    if (stored === "conflict") return rejected("progress_conflict", `progress seq ${r.seq} was already reported by another receipt`);
-    if (stored === "created") this.deps.events.publish(progressEvent(a.run_id, entry));
-    return RECORDED;
+    const entry = this.deps.progress.entryOf(r, claim.generation, { body_digest: digest, stream_seq: streamSeq, at: this.now() });
+    const { created, standing } = await this.deps.progress.record(entry);
+    if (standing.receipt_id !== r.receipt_id) return rejected("progress_conflict", `progress seq ${r.seq} was already reported by another receipt`);
+    if (created) this.deps.events.publish(progressEvent(a.run_id, entry));
+    const indexedBy = progressIndexEntry(standing);
+    if (!indexedBy) return RECORDED;
+    // Stored before (the same message on another gateway, or a resend): its entry answers as the index would.
+    return { ...(created ? RECORDED : replayed(indexedBy, digest, streamSeq)), indexed: true };
   }
 }
 

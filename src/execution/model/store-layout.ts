@@ -1,0 +1,19 @@
+/**
+ * What a gateway writes where, by store layout; every gateway of this release reads them all. A
+ * release reads only the layouts up to the one it introduced, so a cluster stays on the layout its
+ * oldest gateway reads until every gateway runs a release that reads the next
+ * (`TOOLGATE_STORE_LAYOUT`):
+ * - 1: a completed call's projection is an entry of the projections bucket, written after the
+ *   compare-and-set that completed the call;
+ * - 2: that compare-and-set carries the projection in the assignment record (one write and one round
+ *   trip fewer per call);
+ * - 3: as 2, and a progress receipt under its claim-bound id (`receiptId`) is indexed by its own
+ *   progress entry instead of an entry of the receipt index (one write and one round trip fewer per
+ *   progress report).
+ */
+export type StoreLayout = 1 | 2 | 3;
+
+export const STORE_LAYOUTS = [1, 2, 3] as const satisfies readonly StoreLayout[];
+
+/** The layout of this release, and the default. */
+export const CURRENT_STORE_LAYOUT: StoreLayout = 3;
