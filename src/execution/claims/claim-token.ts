@@ -15,7 +15,14 @@ export function claimTokenSha256(token: string): string {
 
 /** Constant-time comparison of a presented token against a stored sha256 (hex). */
 export function claimTokenMatches(presented: string, storedSha256: string): boolean {
+  return claimTokenMatcher(presented)(storedSha256);
+}
+
+/** `claimTokenMatches` for one presented token against any number of stored hashes: the token is hashed once. */
+export function claimTokenMatcher(presented: string): (storedSha256: string) => boolean {
   const a = Buffer.from(claimTokenSha256(presented), "hex");
-  const b = Buffer.from(storedSha256, "hex");
-  return a.length === b.length && timingSafeEqual(a, b);
+  return (storedSha256) => {
+    const b = Buffer.from(storedSha256, "hex");
+    return a.length === b.length && timingSafeEqual(a, b);
+  };
 }

@@ -5,7 +5,7 @@ import { isClaimReceiptId } from "../../wire/receipt-ids.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../../wire/messages.js";
 import { isRunEndState, nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
-import { claimTokenMatches } from "../claims/claim-token.js";
+import { claimTokenMatcher } from "../claims/claim-token.js";
 import type { RunEventLog } from "../events/event-log.js";
 import type { ProgressStore } from "./progress-store.js";
 import { progressEvent } from "../events/run-events.js";
@@ -107,8 +107,9 @@ export class ReceiptProcessor {
     // A remembered assignment only names the claim here (a claim never changes once made); when the
     // index may hold the receipt, it is read beside the assignment. Progress is never decided on a
     // remembered assignment (no compare-and-set of it follows): it trusts none.
+    const proof: ClaimProof = { executor_id: r.executor_id, matches: claimTokenMatcher(r.claim_token) };
     const remembered = this.deps.assignments.remembered(r.assignment_id);
-    const lookup = remembered === undefined || this.indexMayHold(input, remembered);
+    const lookup = remembered === undefined || this.indexMayHold(input, remembered, proof);
     this.deps.metrics?.receiptIndexLookup(lookup ? "read" : "skipped");
     const [known, recent] = await Promise.all([
       lookup ? this.deps.index.get(r.receipt_id) : null,
@@ -116,7 +117,7 @@ export class ReceiptProcessor {
     ]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
     // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
-    let found = await this.deps.assignments.confirm(r.assignment_id, recent, (a) => startsCompareAndSet(a, r, known));
+    let found = await this.deps.assignments.confirm(r.assignment_id, recent, (a) => startsCompareAndSet(a, r, known, proof));
     let verdict: Verdict;
     for (;;) {
       // A receipt the assignment applied is indexed by the assignment record itself.
@@ -125,7 +126,7 @@ export class ReceiptProcessor {
       if (!found) return answer(rejected("not_found", `assignment '${r.assignment_id}' does not exist`));
       const a = found.value;
       if (a.scope !== input.scope) return answer(rejected("out_of_scope", `assignment '${a.assignment_id}' is not in scope '${input.scope}'`));
-      const claim = provenClaim(a, r);
+      const claim = provenClaim(a, proof);
       if (!claim) {
         // Not indexed: a forger must not be able to squat the receipt id of the real holder. Logged (once) by the consumer.
         return answer(rejected("invalid_token", "no claim of this assignment by this executor matches the claim token"));
@@ -172,10 +173,10 @@ export class ReceiptProcessor {
    *   the index read itself (it is outside the window), as two receipts processed at once always did.
    * What the assignment applied it answers for itself (`appliedEntry`), read or not.
    */
-  private indexMayHold(input: ReceiptInput, a: AssignmentRecord): boolean {
+  private indexMayHold(input: ReceiptInput, a: AssignmentRecord, proof: ClaimProof): boolean {
     const r = input.receipt;
     if (input.redelivered || input.msgId !== r.receipt_id) return true;
-    const claim = provenClaim(a, r);
+    const claim = provenClaim(a, proof);
     if (!claim || this.now() - claim.claimed_at > this.deps.dedupWindowMs - DEDUP_MARGIN_MS) return true;
     return !isClaimReceiptId(r, claim.generation);
   }
@@ -294,8 +295,8 @@ export class ReceiptProcessor {
 }
 
 /** Whether a remembered assignment may decide `r`: a receipt not stored before, applied by compare-and-set, of a claim it holds. */
-function startsCompareAndSet(a: AssignmentRecord, r: Receipt, indexed: ReceiptIndexEntry | null): boolean {
-  return indexed === null && r.kind !== "progress" && appliedEntry(a, r.receipt_id) === null && provenClaim(a, r) !== null;
+function startsCompareAndSet(a: AssignmentRecord, r: Receipt, indexed: ReceiptIndexEntry | null, proof: ClaimProof): boolean {
+  return indexed === null && r.kind !== "progress" && appliedEntry(a, r.receipt_id) === null && provenClaim(a, proof) !== null;
 }
 
 /**
@@ -311,10 +312,16 @@ function reachesCompareAndSet(a: AssignmentRecord, claim: ClaimRecord, r: Receip
   );
 }
 
+/** What a receipt presents as proof of its claim: its executor, and its token (hashed once per receipt, however often compared). */
+interface ClaimProof {
+  executor_id: string;
+  matches: (tokenSha256: string) => boolean;
+}
+
 /** The claim the receipt proves (current or an earlier one), by executor and constant-time token comparison. */
-function provenClaim(a: AssignmentRecord, r: Receipt): ClaimRecord | null {
+function provenClaim(a: AssignmentRecord, proof: ClaimProof): ClaimRecord | null {
   for (const claim of a.claim ? [a.claim, ...a.past_claims] : a.past_claims) {
-    if (claim.executor_id === r.executor_id && claimTokenMatches(r.claim_token, claim.token_sha256)) return claim;
+    if (claim.executor_id === proof.executor_id && proof.matches(claim.token_sha256)) return claim;
   }
   return null;
 }
