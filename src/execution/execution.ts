@@ -189,7 +189,7 @@ export async function startExecution(deps: {
   assignmentStore.observeWrites((_previous, next) => runLookup.remember(next.assignment_id, next.run_id));
   const control = new ControlChannel(js, jsm);
   const watchlist = new Watchlist(await store("watch", WatchEntry));
-  const candidates = new CandidateQueue(js, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
+  const candidates = new CandidateQueue(nc, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs, options.dispatchGraceMs);
   const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);
   const presenceStore = await store("presence", PresenceRecord);

@@ -39,7 +39,7 @@ export async function toolCallCreation(
   const assignments = given.assignments ?? (await store("assignments", AssignmentRecord));
   const watches = await store("watch", WatchEntry);
   const watchlist = new Watchlist(watches);
-  const candidates = given.candidates ?? new CandidateQueue(jetstream(nc), await jetstreamManager(nc), { replicas: 1, ackWaitMs: 30_000 });
+  const candidates = given.candidates ?? new CandidateQueue(nc, await jetstreamManager(nc), { replicas: 1, ackWaitMs: 30_000 });
   const dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, 60_000, 10_000);
   return { service: new ToolCallService(runs, assignments, tools, dispatcher, watchlist, () => nc.info!.max_payload), dispatcher, watches };
 }

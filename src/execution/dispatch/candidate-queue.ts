@@ -1,4 +1,5 @@
-import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, PubHeaders, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { ConsumerDefinitionSchema, ensureStreams, type ConsumerDefinition } from "../../streams/index.js";
 import { isMessageGone } from "../../nats/jetstream-codes.js";
 import { decode, encode } from "../../wire/codec.js";
@@ -26,12 +27,15 @@ export interface CandidateOf {
  */
 export class CandidateQueue {
   private readonly ensured = new Map<string, Promise<void>>();
+  private readonly js: JetStreamClient;
 
   constructor(
-    private readonly js: JetStreamClient,
+    private readonly nc: NatsConnection,
     private readonly jsm: JetStreamManager,
     private readonly options: { replicas: number; ackWaitMs: number },
-  ) {}
+  ) {
+    this.js = jetstream(nc);
+  }
 
   /** The durable consumer of a scope, declared like every object of `streams/` (made once, then checked). */
   scopeConsumerDefinition(scope: string): ConsumerDefinition {
@@ -63,9 +67,22 @@ export class CandidateQueue {
   async publish(scope: string, candidate: Candidate): Promise<number> {
     await this.ensureScopeConsumer(scope);
     const ack = await this.js.publish(subjects.candidate(scope, candidate.binding_id, candidate.assignment_id), encode(candidate), {
-      msgID: `${candidate.assignment_id}.${candidate.generation}`,
+      msgID: candidateMsgId(candidate),
     });
     return ack.seq;
+  }
+
+  /**
+   * `publish` without asking for the PubAck: nothing says the stream stored it. For a new call's
+   * first offer, whose creation watch (written before it) offers the call again should its
+   * candidate never reach the stream (`LeaseSweeper`); a second publish under the same
+   * `Nats-Msg-Id` is de-duplicated as before.
+   */
+  async post(scope: string, candidate: Candidate): Promise<void> {
+    await this.ensureScopeConsumer(scope);
+    const h = headers();
+    h.set(PubHeaders.MsgIdHdr, candidateMsgId(candidate));
+    this.nc.publish(subjects.candidate(scope, candidate.binding_id, candidate.assignment_id), encode(candidate), { headers: h });
   }
 
   /** The assignment's newest candidate still in the stream, with its sequence; null when none is. */
@@ -120,4 +137,9 @@ export class CandidateQueue {
       if (!isMessageGone(err)) throw err;
     }
   }
+}
+
+/** The de-duplication key of a candidate: one per assignment generation. */
+function candidateMsgId(candidate: Candidate): string {
+  return `${candidate.assignment_id}.${candidate.generation}`;
 }

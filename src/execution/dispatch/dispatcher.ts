@@ -59,7 +59,8 @@ export class Dispatcher {
   ): Promise<{ created: true; assignment: AssignmentRecord | null } | { created: false; existing: Versioned<AssignmentRecord> }> {
     const id = record.assignment_id;
     const write = this.assignments.create(id, record);
-    const offered = Promise.all([write, this.offer(record)]);
+    // Its PubAck is not waited for: the creation watch offers the call again if the candidate never lands.
+    const offered = Promise.all([write, this.offer(record, { confirmed: false })]);
     const listing = offered.then(([res]) => (res.created ? this.list(record, run) : null));
     // A creation that fails or loses lists nothing: a claim waiting on it lists the call itself.
     this.creating.set(id, { written: write.catch(() => undefined), listing: listing.catch(() => null) });
@@ -134,17 +135,20 @@ export class Dispatcher {
   /**
    * The candidate of the assignment's current generation. Nothing of it is written back into the
    * assignment: it is found by its subject. Should the run end meanwhile, the run's end takes the
-   * candidate back, or an executor claiming it is refused `withdrawn`.
+   * candidate back, or an executor claiming it is refused `withdrawn` (also the fate of one the
+   * end looked for before the stream stored it). `confirmed: false` publishes it without waiting
+   * for its PubAck: a new call's, which its creation watch stands over.
    */
-  private async offer(a: AssignmentRecord): Promise<void> {
-    await this.candidates.publish(a.scope, {
+  private async offer(a: AssignmentRecord, { confirmed = true } = {}): Promise<void> {
+    const candidate = {
       assignment_id: a.assignment_id,
       run_id: a.run_id,
       tool_name: a.tool_name,
       binding_id: a.binding_id,
       generation: a.generation,
       created_at: a.created_at,
-    });
+    };
+    await (confirmed ? this.candidates.publish(a.scope, candidate) : this.candidates.post(a.scope, candidate));
   }
 
   /**

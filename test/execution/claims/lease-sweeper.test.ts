@@ -60,7 +60,7 @@ describe("the lease sweeper, on an injected clock", () => {
     assignments = await store("assignments", AssignmentRecord);
     watches = await store("watch", WatchEntry);
     watchlist = new Watchlist(watches);
-    candidates = new CandidateQueue(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
+    candidates = new CandidateQueue(nc, jsm, { replicas: 1, ackWaitMs: 30_000 });
     dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, REOFFER_MS, GRACE_MS, now);
     const log = createLogger({ level: "silent" });
     const tasks = new BackgroundTasks(runs, assignments, watchlist, log, now);
@@ -100,10 +100,9 @@ describe("the lease sweeper, on an injected clock", () => {
     await nats?.stop();
   });
 
-  /** A new read tool call of the run, dispatched by the real path: pending, generation 0, its candidate in the stream, watched for a re-offer. */
-  const dispatched = async (): Promise<AssignmentRecord> => {
-    const id = `asg-sweep-${++n}`;
-    await assignments.put(id, {
+  /** A new read tool call of the run, not yet written. */
+  const newCall = (id: string): AssignmentRecord =>
+    ({
       assignment_id: id,
       run_id: RUN,
       tool_call_id: null,
@@ -119,7 +118,11 @@ describe("the lease sweeper, on an injected clock", () => {
       compensates: null,
       created_at: clock,
       updated_at: clock,
-    } as AssignmentRecord);
+    }) as AssignmentRecord;
+  /** A new read tool call of the run, dispatched by the real path: pending, generation 0, its candidate in the stream, watched for a re-offer. */
+  const dispatched = async (): Promise<AssignmentRecord> => {
+    const id = `asg-sweep-${++n}`;
+    await assignments.put(id, newCall(id));
     const a = await dispatcher.dispatch(id);
     expect(a).toMatchObject({ state: "pending", generation: 0, candidate_seq: null });
     expect((await candidates.find(a!))?.candidate).toMatchObject({ assignment_id: id, generation: 0 });
@@ -193,6 +196,28 @@ describe("the lease sweeper, on an injected clock", () => {
     expect(after).toMatchObject({ state: "pending", generation: 1, claim: null });
     expect(await candidates.waiting(after, 1)).toBe(true);
     expect(await take(a.assignment_id)).toMatchObject({ generation: 1 });
+  });
+
+  it("offers a new call again when its first candidate, published without a PubAck, never reached the stream", async () => {
+    // A creation whose candidate is lost on its way (the publish asks for no PubAck, so nothing tells it).
+    class LostFirstOffer extends CandidateQueue {
+      override async post(): Promise<void> {}
+    }
+    const runs = await (await executionStores(nc))("runs", RunRecord);
+    const creating = new Dispatcher(runs, assignments, new LostFirstOffer(nc, jsm, { replicas: 1, ackWaitMs: 30_000 }), watchlist, REOFFER_MS, GRACE_MS, now);
+    const id = `asg-sweep-lost-${++n}`;
+    const record = newCall(id);
+    await creating.watchCreation(id, record.created_at);
+    const created = await creating.create(record, (await runs.get(RUN))!);
+    expect(created).toMatchObject({ created: true, assignment: { state: "pending", generation: 0 } });
+    expect(await candidates.find(record)).toBeNull();
+
+    // Its creation watch comes due: no candidate of generation 0 will ever reach an executor.
+    clock = record.created_at + GRACE_MS;
+    await sweeper.sweepOnce();
+    const after = await current(id);
+    expect(after).toMatchObject({ state: "pending", generation: 1, claim: null });
+    expect(await take(id)).toMatchObject({ generation: 1 });
   });
 
   it("keeps the watch of a creation whose assignment is missing for a minute past its time (a slow creation still lands under it)", async () => {

@@ -14,7 +14,7 @@ describe("a candidate on its assignment's own subject", () => {
   beforeAll(async () => {
     stream = await startCandidateStream();
     nc = stream.nc;
-    queue = new CandidateQueue(jetstream(nc), stream.jsm, { replicas: 1, ackWaitMs: 30_000 });
+    queue = new CandidateQueue(nc, stream.jsm, { replicas: 1, ackWaitMs: 30_000 });
   });
   afterAll(() => stream?.close());
 

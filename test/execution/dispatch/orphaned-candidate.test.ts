@@ -42,7 +42,7 @@ describe("an orphaned candidate", () => {
     await js.publish(subjects.candidate(scope, "tasks", "asg-12"), encode(candidate(12)), { msgID: "asg-12.0" });
     expect(orphanSeq).toBeLessThanOrEqual((await jsm.consumers.info(STREAMS.candidates, candidateConsumer(scope))).ack_floor.stream_seq);
 
-    const orphans = new CandidateQueue(js, jsm, { replicas: 1, ackWaitMs: 30_000 });
+    const orphans = new CandidateQueue(nc, jsm, { replicas: 1, ackWaitMs: 30_000 });
     const of = (n: number) => ({ scope, binding_id: "tasks", assignment_id: `asg-${n}` });
     await expect(orphans.waiting(of(10), 0)).resolves.toBe(false);
     await expect(jsm.streams.getMessage(STREAMS.candidates, { seq: orphanSeq })).resolves.toBeNull();

@@ -49,7 +49,7 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
     dying = new RunService(
       await store("runs", RunRecord),
       assignments,
-      new CandidateQueue(js, jsm, { replicas: 1, ackWaitMs: 30_000 }),
+      new CandidateQueue(fx.nc, jsm, { replicas: 1, ackWaitMs: 30_000 }),
       fx.gw.gateway.store,
       new ControlChannel(js, jsm),
       new Watchlist(watches),

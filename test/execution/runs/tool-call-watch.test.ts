@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
 import { AssignmentRecord, RunRecord, type WatchEntry } from "../../../src/execution/model/records.js";
 import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
@@ -26,6 +26,17 @@ class ClaimedOnPublish extends CandidateQueue {
 
   override async publish(scope: string, candidate: Candidate): Promise<number> {
     const seq = await super.publish(scope, candidate);
+    await this.claimed(candidate);
+    return seq;
+  }
+
+  /** A new call's first offer, published without its PubAck. */
+  override async post(scope: string, candidate: Candidate): Promise<void> {
+    await super.post(scope, candidate);
+    await this.claimed(candidate);
+  }
+
+  private async claimed(candidate: Candidate): Promise<void> {
     const claim = {
       executor_id: "exec-fast",
       generation: candidate.generation,
@@ -37,7 +48,6 @@ class ClaimedOnPublish extends CandidateQueue {
       write: { ...cur, state: "claimed", claim, updated_at: Date.now() },
       result: undefined,
     }));
-    return seq;
   }
 }
 
@@ -54,7 +64,7 @@ describe("a tool call claimed before its creating request finished", () => {
     const jsm = await jetstreamManager(nc);
     await ensureStreams(jsm, loadDefinitions(), { replicas: 1 });
     assignments = await (await executionStores(nc))("assignments", AssignmentRecord);
-    const candidates = new ClaimedOnPublish(jetstream(nc), jsm, { replicas: 1, ackWaitMs: 30_000 });
+    const candidates = new ClaimedOnPublish(nc, jsm, { replicas: 1, ackWaitMs: 30_000 });
     candidates.assignments = assignments;
     ({ service, watches } = await toolCallCreation(nc, oneReadTool("fast.read", "b-fast", SCOPE), { assignments, candidates }));
     await (await (await executionStores(nc))("runs", RunRecord)).put(RUN, activeRun(RUN, "fast"));
