@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -44,10 +45,15 @@ class ClaimedOnPublish extends CandidateQueue {
       claimed_at: Date.now(),
       lease_expires_at: Date.now() + 30_000,
     };
-    await this.assignments.mutate(candidate.assignment_id, (cur) => ({
-      write: { ...cur, state: "claimed", claim, updated_at: Date.now() },
-      result: undefined,
-    }));
+    // As a claim on the creating gateway does, it waits for the assignment's write (the candidate may be stored first).
+    for (;;) {
+      const res = await this.assignments.mutate(candidate.assignment_id, (cur) => ({
+        write: { ...cur, state: "claimed", claim, updated_at: Date.now() },
+        result: undefined,
+      }));
+      if (res) return;
+      await delay(5);
+    }
   }
 }
 
