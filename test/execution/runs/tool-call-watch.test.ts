@@ -1,4 +1,3 @@
-import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -10,6 +9,7 @@ import type { VersionedStore } from "../../../src/kv/versioned-store.js";
 import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
 import type { Candidate } from "../../../src/wire/messages.js";
 import { activeRun, oneReadTool, toolCallCreation } from "../../helpers/tool-call-creation.js";
+import { until } from "../../helpers/until.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 
 /**
@@ -46,14 +46,18 @@ class ClaimedOnPublish extends CandidateQueue {
       lease_expires_at: Date.now() + 30_000,
     };
     // As a claim on the creating gateway does, it waits for the assignment's write (the candidate may be stored first).
-    for (;;) {
-      const res = await this.assignments.mutate(candidate.assignment_id, (cur) => ({
-        write: { ...cur, state: "claimed", claim, updated_at: Date.now() },
-        result: undefined,
-      }));
-      if (res) return;
-      await delay(5);
-    }
+    await until(
+      "the assignment's write, to claim it",
+      () =>
+        this.assignments
+          .mutate(candidate.assignment_id, (cur) => ({
+            write: { ...cur, state: "claimed", claim, updated_at: Date.now() },
+            result: undefined,
+          }))
+          .then((res) => res ?? undefined),
+      5_000,
+      5,
+    );
   }
 }
 
