@@ -20,7 +20,7 @@ export async function bucketStores(nc: NatsConnection): Promise<<T>(bucket: stri
   const kvm = new Kvm(nc);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
-  return async (bucket, schema) => new VersionedStore(await openBucket(kvm, jsm, bucket), schema, { bucket, js, jsm });
+  return async (bucket, schema) => new VersionedStore(await openBucket(kvm, jsm, bucket), schema, { bucket, nc, js, jsm });
 }
 
 /** Binds an existing bucket, its reads direct gets where that is safe (above). */

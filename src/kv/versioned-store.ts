@@ -39,9 +39,10 @@ export class ContentionError extends Error {
  * compare-and-set on the revision the decision was made from. A conflicting write re-reads and
  * re-decides, so concurrent gateways (and concurrent requests in one) can never lose an update.
  */
-/** What listing a bucket needs besides the KV handle: its name and the JetStream APIs. */
+/** What listing and purging a bucket needs besides the KV handle: its name, the connection and the JetStream APIs. */
 export interface BucketAccess {
   readonly bucket: string;
+  readonly nc: NatsConnection;
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
 }
@@ -150,7 +151,28 @@ export class VersionedStore<T> {
    */
   async erase(key: string): Promise<void> {
     this.cache?.forget(key);
-    await this.access.jsm.streams.purge(kvStreamName(this.access.bucket), { filter: `$KV.${this.access.bucket}.${key}` });
+    await this.access.jsm.streams.purge(kvStreamName(this.access.bucket), { filter: this.subjectOf(key) });
+  }
+
+  /**
+   * `erase`, published with no reply subject: the server carries the purge out and answers nobody, so
+   * it costs one message instead of a request, its answer and the promise and timer waiting for it.
+   * Nothing says whether it was done: for a removal that may be lost (a sweeper finds what is left).
+   * Throws only on a closed connection. `flushed` tells when the server has received it.
+   */
+  eraseUnanswered(key: string): void {
+    this.cache?.forget(key);
+    const { nc, js, bucket } = this.access;
+    nc.publish(`${js.apiPrefix}.STREAM.PURGE.${kvStreamName(bucket)}`, JSON.stringify({ filter: this.subjectOf(key) }));
+  }
+
+  /** Resolves once the server has received every message this store's connection sent before (a ping answered). */
+  flushed(): Promise<void> {
+    return this.access.nc.flush();
+  }
+
+  private subjectOf(key: string): string {
+    return `$KV.${this.access.bucket}.${key}`;
   }
 
   /** Deletes `key` only if it is still at `revision`; false when someone wrote it since. */
@@ -210,7 +232,7 @@ export class VersionedStore<T> {
   async purgeRemoved(removed: ReadonlyArray<{ key: string; revision: number }>): Promise<void> {
     const stream = kvStreamName(this.access.bucket);
     await forEachConcurrently(removed, PURGE_CONCURRENCY, async ({ key, revision }) => {
-      await this.access.jsm.streams.purge(stream, { filter: `$KV.${this.access.bucket}.${key}`, seq: revision + 1 });
+      await this.access.jsm.streams.purge(stream, { filter: this.subjectOf(key), seq: revision + 1 });
     });
   }
 

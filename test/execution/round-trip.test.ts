@@ -328,35 +328,33 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     expect(await storedAssignment(id)).toEqual(stored);
   });
 
-  it("answers a final receipt without waiting for its watch to go, and a stop waits for that", async () => {
+  it("erases a settled call's watch with a purge that asks for no answer, which a stop flushes to the server", async () => {
     const runId = await newRun();
     const id = await newToolCall(runId);
     const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
     if (reply.status !== "granted") throw new Error(reply.reason);
-    // A watchlist whose release hangs until the test lets it go (a purge stuck behind a leader election, say).
-    let letGo!: () => void;
-    const gate = new Promise<void>((resolve) => (letGo = resolve));
+    // Every purge of the watch bucket, as the server receives it.
+    const purges: Array<{ filter: string; reply: string }> = [];
+    const spy = nc.subscribe("$JS.API.STREAM.PURGE.KV_tg_watch", {
+      callback: (_err, m) => {
+        purges.push({ filter: (JSON.parse(m.string()) as { filter: string }).filter, reply: m.reply ?? "" });
+      },
+    });
+    await nc.flush();
     let watchlist!: Watchlist;
-    class StalledRelease extends Watchlist {
-      override async release(assignmentId: string): Promise<void> {
-        await gate;
-        await super.release(assignmentId);
-      }
-    }
-    const processor = await processorOnSameBuckets(nc, { watchlist: (watches) => (watchlist = new StalledRelease(watches)) });
+    const processor = await processorOnSameBuckets(nc, { watchlist: (watches) => (watchlist = new Watchlist(watches)) });
     const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id, msgId: undefined, redelivered: false };
     expect(await processor.process({ ...input, receipt: exec.accepted(reply.grant), streamSeq: 1_000_001 })).toMatchObject({ status: "recorded" });
-    const done = exec.receipt(reply.grant, { kind: "completed", result: { fast: true } });
-    expect(await processor.process({ ...input, receipt: done, streamSeq: 1_000_002 })).toMatchObject({ status: "recorded", kind: "completed" });
     const watches = await new Kvm(nc).open("tg_watch");
     expect((await watches.get(id))?.operation).toBe("PUT");
-    let stopped = false;
-    const stopping = watchlist.settled().then(() => (stopped = true));
-    await new Promise((r) => setTimeout(r, 50));
-    expect(stopped).toBe(false);
-    letGo();
-    await stopping;
-    expect(await watches.get(id)).toBeNull();
+    const done = exec.receipt(reply.grant, { kind: "completed", result: { fast: true } });
+    expect(await processor.process({ ...input, receipt: done, streamSeq: 1_000_002 })).toMatchObject({ status: "recorded", kind: "completed" });
+    await watchlist.settled();
+    // The server received it (a stop waits for that), and carries it out with nobody to answer.
+    await until("the purge to reach the server", () => (purges.length > 0 ? true : undefined));
+    expect(purges).toEqual([{ filter: `$KV.tg_watch.${id}`, reply: "" }]);
+    await until("the watch to be erased", async () => ((await watches.get(id)) === null ? true : undefined));
+    spy.unsubscribe();
   });
 
   it("answers a redelivered final receipt as it was applied, even where a gateway remembers the assignment before it and the run ended since", async () => {

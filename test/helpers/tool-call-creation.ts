@@ -21,7 +21,7 @@ export async function bucketStore<T, S extends VersionedStore<T>>(
 ): Promise<S> {
   const jsm = await jetstreamManager(nc);
   const bucket = EXECUTION_BUCKETS[role];
-  return new Store(await openBucket(new Kvm(nc), jsm, bucket), schema, { bucket, js: jetstream(nc), jsm });
+  return new Store(await openBucket(new Kvm(nc), jsm, bucket), schema, { bucket, nc, js: jetstream(nc), jsm });
 }
 
 /**

@@ -14,7 +14,7 @@ type Value = z.infer<typeof Value>;
 /** A store of `Value`s on a new bucket, on `nc`. */
 async function storeOn(nc: NatsConnection, bucket: string): Promise<VersionedStore<Value>> {
   const kv = await new Kvm(nc).create(bucket, { history: 5 });
-  return new VersionedStore(kv, Value, { bucket, js: jetstream(nc), jsm: await jetstreamManager(nc) });
+  return new VersionedStore(kv, Value, { bucket, nc, js: jetstream(nc), jsm: await jetstreamManager(nc) });
 }
 
 /** Waits until `view` holds `key` at `n` (undefined: holds no value). */

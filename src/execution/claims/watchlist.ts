@@ -18,7 +18,8 @@ const runEndKey = (runId: string): string => `end.${runId}`;
  */
 export class Watchlist {
   private purging: Promise<void> | undefined;
-  private readonly releasing = new Set<Promise<void>>();
+  /** An unanswered release was sent since `settled` last flushed the connection. */
+  private unflushed = false;
 
   constructor(private readonly store: VersionedStore<WatchEntry>) {}
 
@@ -52,15 +53,19 @@ export class Watchlist {
   }
 
   /**
-   * `release` without waiting for it: what settled the assignment need not wait for its watch to go
-   * (a purge is the slowest request of a call). One that fails or is cut short by a stop leaves the
-   * watch for a sweeper, which finds the assignment settled and drops it. `settled` waits for these.
+   * `release` without a request: the purge is published with no reply subject (`eraseUnanswered`),
+   * since what settled the assignment need not wait for its watch to go, nor hear that it went. One
+   * the server does not carry out (a stream leader being elected) or never receives (a stop) leaves
+   * the watch for a sweeper, which finds the assignment settled and drops it. `settled` waits until
+   * the server has received these.
    */
-  releaseLater(assignmentId: string, onError: (err: unknown) => void): void {
-    const released = this.release(assignmentId)
-      .catch(onError)
-      .finally(() => this.releasing.delete(released));
-    this.releasing.add(released);
+  releaseUnanswered(assignmentId: string, onError: (err: unknown) => void): void {
+    try {
+      this.store.eraseUnanswered(assignmentId);
+      this.unflushed = true;
+    } catch (err) {
+      onError(err);
+    }
   }
 
   /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
@@ -92,8 +97,10 @@ export class Watchlist {
     return live;
   }
 
-  /** Resolves once the releases and the purge of removal markers in flight, if any, have ended (tests, shutdown). */
+  /** Resolves once the server has received the unanswered releases sent, and the purge of removal markers in flight has ended (tests, shutdown). */
   async settled(): Promise<void> {
-    await Promise.all([this.purging, ...this.releasing]);
+    const flushing = this.unflushed ? this.store.flushed() : undefined;
+    this.unflushed = false;
+    await Promise.all([this.purging, flushing]);
   }
 }

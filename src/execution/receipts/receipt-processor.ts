@@ -240,9 +240,9 @@ export class ReceiptProcessor {
     // Confirmed work keeps the claim's watch, which now checks on its executor's presence (detach on expiry).
     // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.
     // A submitted task is watched by its deadline instead (`afterReceipt`).
-    // The answer does not wait for the watch to go (see `releaseLater`).
+    // The answer does not wait for the watch to go, nor asks the server to say it went (see `releaseUnanswered`).
     if (res.written && r.kind !== "accepted" && r.kind !== "submission")
-      this.deps.watchlist.releaseLater(a.assignment_id, (err) =>
+      this.deps.watchlist.releaseUnanswered(a.assignment_id, (err) =>
         this.deps.log.warn({ err, assignment_id: a.assignment_id }, "watch of a settled assignment not released; a sweeper drops it"),
       );
     const task = res.result.status === "recorded" ? this.deps.tasks.afterReceipt(res.value) : undefined;

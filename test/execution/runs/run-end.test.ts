@@ -44,7 +44,7 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
     const jsm = await jetstreamManager(fx.nc);
     const bucket = EXECUTION_BUCKETS.assignments;
     // Its process dies at its first compare-and-set of an assignment: the end stops after recording itself.
-    const assignments = new DyingStore(await openBucket(new Kvm(fx.nc), jsm, bucket), AssignmentRecord, { bucket, js, jsm });
+    const assignments = new DyingStore(await openBucket(new Kvm(fx.nc), jsm, bucket), AssignmentRecord, { bucket, nc: fx.nc, js, jsm });
     watches = await store("watch", WatchEntry);
     dying = new RunService(
       await store("runs", RunRecord),

@@ -46,7 +46,7 @@ describe("RunLookup: the run read beside its assignment", () => {
     nats = await startTestNats();
     nc = await connect({ servers: nats.url });
     kv = await new Kvm(nc).create(BUCKET);
-    runs = new VersionedStore(kv, RunRecord, { bucket: BUCKET, js: jetstream(nc), jsm: await jetstreamManager(nc) });
+    runs = new VersionedStore(kv, RunRecord, { bucket: BUCKET, nc, js: jetstream(nc), jsm: await jetstreamManager(nc) });
     await runs.create("run_a", run("run_a"));
     await runs.create("run_b", run("run_b"));
   });
@@ -72,7 +72,7 @@ describe("RunLookup: the run read beside its assignment", () => {
   });
 
   it("reads a remembered run early, and forgets the oldest facts beyond its capacity", async () => {
-    const watched = new WatchedStore(kv, RunRecord, { bucket: BUCKET, js: jetstream(nc), jsm: await jetstreamManager(nc) });
+    const watched = new WatchedStore(kv, RunRecord, { bucket: BUCKET, nc, js: jetstream(nc), jsm: await jetstreamManager(nc) });
     const lookup = new RunLookup(watched, 2);
     lookup.remember("asg_x", "run_b");
     lookup.remember("asg_y", "run_b");
@@ -92,7 +92,7 @@ describe("RunLookup: the run read beside its assignment", () => {
   it("an early read nobody asks for cannot fail the process", async () => {
     const other = await connect({ servers: nats.url });
     const kv = await new Kvm(other).open(BUCKET);
-    const lookup = new RunLookup(new VersionedStore(kv, RunRecord, { bucket: BUCKET, js: jetstream(other), jsm: await jetstreamManager(other) }));
+    const lookup = new RunLookup(new VersionedStore(kv, RunRecord, { bucket: BUCKET, nc: other, js: jetstream(other), jsm: await jetstreamManager(other) }));
     lookup.remember("asg_3", "run_a");
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
