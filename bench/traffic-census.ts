@@ -18,6 +18,7 @@ import type { Candidate } from "../src/wire/messages.js";
 import { receiptId } from "../src/wire/receipt-ids.js";
 import { ADMIN_KEY, seedSession, startExecutionGateway } from "../test/helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../test/helpers/protocol-executor.js";
+import { executorJetStreamMappings } from "../src/security/jsapi-bridge.js";
 
 const CALLS = Number(process.env.CENSUS_CALLS ?? 200);
 const SCOPE = "census";
@@ -38,7 +39,8 @@ function classify(subject: string): string {
 }
 
 async function main(): Promise<void> {
-  const nats = await startTestNats();
+  // Configured as the embedded server is: the executor's pulls reach JetStream by the server's own mapping, as in a secured deployment.
+  const nats = await startTestNats({ config: executorJetStreamMappings() });
   const gw = await startExecutionGateway(nats.url);
   const sessionId = await seedSession(gw.gateway.store, { scope: SCOPE, agent: "census-bot", tools: [{ name: "census.read", binding_id: "b-census" }] });
   const nc = await connect({ servers: nats.url, name: "census-executor" });

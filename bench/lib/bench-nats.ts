@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { natsServerBinary, startNatsServer, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
+import { executorJetStreamMappings } from "../../src/security/jsapi-bridge.js";
 import { freePort } from "./child.js";
 import { BENCH_DRIVER_CONNECTION, trafficTotals } from "./nats-traffic.js";
 import { settledSeqs } from "./stream-writes.js";
@@ -26,7 +27,13 @@ export interface BenchNats {
 
 export async function startBenchNats(storeDir: string): Promise<BenchNats> {
   const monitorPort = await freePort();
-  const server = await startNatsServer({ storeDir: join(storeDir), binary: benchNatsBinary(), args: ["-m", String(monitorPort)] });
+  // Configured as the embedded server is: the executors' pulls reach JetStream by the server's own mapping, as in a secured deployment.
+  const server = await startNatsServer({
+    storeDir: join(storeDir),
+    binary: benchNatsBinary(),
+    config: executorJetStreamMappings(),
+    args: ["-m", String(monitorPort)],
+  });
   const monitorUrl = `http://127.0.0.1:${monitorPort}`;
   const nc = await connect({ servers: server.url, name: BENCH_DRIVER_CONNECTION });
   const jsm = await jetstreamManager(nc);

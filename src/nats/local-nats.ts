@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "../log/logger.js";
+import { executorJetStreamMappings } from "../security/jsapi-bridge.js";
 import { startNatsServer, type NatsServerProcess } from "./nats-server-process.js";
 
 /**
@@ -52,16 +53,18 @@ export interface EmbeddedNats {
  */
 export async function startEmbeddedNats(dataDir: string, port: number, logger: Logger): Promise<EmbeddedNats> {
   const storeDir = resolve(join(dataDir, "nats"));
+  // The executors' pulls are mapped to JetStream by the server itself, as a secured deployment's account layout does.
+  const config = executorJetStreamMappings();
   let server: NatsServerProcess;
   try {
-    server = await startNatsServer({ storeDir, port, ownProcessGroup: true });
+    server = await startNatsServer({ storeDir, port, config, ownProcessGroup: true });
   } catch (err) {
     if (port === 0 || !/address already in use/.test((err as Error).message)) throw err;
     logger.warn(
       { port },
       "the embedded nats-server's port is taken: using a free one instead (see nats.url); set TOOLGATE_EMBEDDED_NATS_PORT to choose another",
     );
-    server = await startNatsServer({ storeDir, port: 0, ownProcessGroup: true });
+    server = await startNatsServer({ storeDir, port: 0, config, ownProcessGroup: true });
   }
   const urlFile = localNatsUrlFile(dataDir);
   mkdirSync(dataDir, { recursive: true });

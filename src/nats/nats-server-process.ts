@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,6 +13,8 @@ export interface NatsServerOptions {
   port?: number;
   /** Extra command-line arguments, e.g. `["-c", "auth.conf"]`. */
   args?: string[];
+  /** Configuration text, written to `nats-server.conf` in the store dir and passed with `-c` (the command line's flags win over it). */
+  config?: string;
   /** Executable; defaults to `natsServerBinary()`. */
   binary?: string;
   /** How long to wait for "Server is ready". */
@@ -73,8 +75,16 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   let port = options.port ?? 0;
   let child!: ChildProcess;
 
+  const configArgs: string[] = [];
+  if (options.config !== undefined) {
+    const file = join(storeDir, "nats-server.conf");
+    mkdirSync(storeDir, { recursive: true });
+    writeFileSync(file, options.config);
+    configArgs.push("-c", file);
+  }
+
   const launch = async (): Promise<void> => {
-    const args = ["-a", "127.0.0.1", "-p", String(port === 0 ? -1 : port), "-js", "-sd", storeDir, ...(options.args ?? [])];
+    const args = ["-a", "127.0.0.1", "-p", String(port === 0 ? -1 : port), "-js", "-sd", storeDir, ...configArgs, ...(options.args ?? [])];
     child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"], detached: options.ownProcessGroup ?? false });
     port = await waitForReady(child, binary, timeoutMs);
   };

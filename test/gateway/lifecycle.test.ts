@@ -9,6 +9,7 @@ import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, bindingExample } from "../helpers/gateway.js";
 import { runCli, serve } from "../helpers/serve.js";
 import { until } from "../helpers/until.js";
+import { executorJetStreamMappings } from "../../src/security/jsapi-bridge.js";
 
 const identities = JSON.stringify([{ name: "admin", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read", "configuration:write"] }]);
 /** A TCP port held by this process, as another program would hold it. */
@@ -97,6 +98,8 @@ describe("gateway process lifecycle", () => {
       const { url } = embeddedNatsOf(gw.logs.join("\n"));
       expect(url).not.toBe(`nats://127.0.0.1:${held.port}`);
       expect(readFileSync(join(dir, "nats.url"), "utf8").trim()).toBe(url);
+      // It maps the executors' pulls to JetStream itself (test/security/executor-jetstream-api.test.ts).
+      expect(readFileSync(join(dir, "nats", "nats-server.conf"), "utf8")).toBe(executorJetStreamMappings());
       const status = await runCli(["status", "--json"], { TOOLGATE_DATA_DIR: dir });
       expect(status.code, status.stderr).toBe(0);
       expect(JSON.parse(status.stdout).server.url).toBe(url.replace("nats://", ""));
