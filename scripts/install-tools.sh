@@ -49,7 +49,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 need_go() {
-  command -v go >/dev/null 2>&1 || { echo "tools: 'go' is needed to build $1 (a current Go toolchain: nats-server 2.15 needs a recent one)" >&2; exit 1; }
+  command -v go >/dev/null 2>&1 && return
+  # Go's own installer puts it in /usr/local/go, which a login shell's PATH has and a cut-down one may not.
+  if [ -x /usr/local/go/bin/go ]; then
+    PATH="$PATH:/usr/local/go/bin"
+    return
+  fi
+  echo "tools: 'go' is needed to build $1 (a current Go toolchain: nats-server 2.15 needs a recent one); install it, or put it on the PATH" >&2
+  exit 1
 }
 
 # go install into its own folder per version, so two lines of the same tool live side by side.
