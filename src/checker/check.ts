@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { buildContextPreview, canonicalJson, compactByteLength } from "../budget/index.js";
 import { isTerminalAssignmentState } from "../execution/model/assignment-states.js";
-import type { AssignmentRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
+import type { AssignmentRecord, ProgressEntry, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
 import { claimTokenMatches } from "../execution/claims/claim-token.js";
 import { appliedEntries, progressIndexEntry } from "../execution/receipts/receipt-index.js";
 import { receiptBodyDigest } from "../wire/digest.js";
@@ -56,6 +56,9 @@ export interface CheckReport {
     applied_receipts: number;
     /** Progress receipts indexed by their own progress entry (store layout 3), with no index entry. */
     indexed_by_progress: number;
+    /** Progress reports their assignment record carries (store layout 4), each applied by its compare-and-set. */
+    progress_in_records: number;
+    /** Progress reports in all: the bucket's entries and those in records. */
     progress: number;
     projections: number;
     /** Settlements of background tasks, each a history entry of its run. */
@@ -101,6 +104,8 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   const inStream = new Set(h.receipts.flatMap((r) => (r.receipt ? [r.receipt.receipt_id] : [])));
   // A progress receipt under its claim-bound id may be indexed by its progress entry (store layout 3).
   const byProgress = h.progress.flatMap((p) => progressIndexEntry(p) ?? []);
+  // Progress reports: the bucket's entries and those the assignment records carry (store layout 4, applied entries of their record).
+  const progress = [...h.progress, ...h.assignments.flatMap(({ value: a }) => a.progress_log ?? [])];
   const indexEntries = [...h.index, ...byProgress];
   const index = new Map(indexEntries.map((e) => [e.receipt_id, e]));
   // A receipt its assignment applied has no index entry of its own (the record is its index); older histories have both.
@@ -118,9 +123,9 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   }
   for (const { value: run } of h.runs) checkTaskResults(run, assignments, add);
   if (h.registry) checkClaimsGranted(h.assignments, h.registry, add);
-  checkIndex(indexEntries, bySeq, add);
+  checkIndex([...indexEntries, ...applied.filter((e) => e.kind === "progress")], bySeq, add);
   checkEveryReceiptIndexed(h.receipts, assignments, known, add);
-  checkProgress(h, known, add);
+  checkProgress(progress, h.index, known, add);
   for (const run of h.runs) checkRunEnd(run, assignments, knownByAssignment, bySeq, add);
   checkProjections(h, assignments, options.snapshot, add);
   for (const bucket of h.createOnly) {
@@ -145,7 +150,8 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
       receipt_index: tally(h.index.map((e) => e.status)),
       applied_receipts: applied.length,
       indexed_by_progress: byProgress.length,
-      progress: h.progress.length,
+      progress_in_records: progress.length - h.progress.length,
+      progress: progress.length,
       projections: h.projections.length,
       task_results: h.runs.reduce((n, r) => n + (r.value.task_results?.length ?? 0), 0),
       side_effects: evidence?.sideEffects.length ?? 0,
@@ -355,9 +361,21 @@ function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<st
   }
 }
 
-function checkProgress(h: StoredHistory, known: Known, add: Add): void {
+function checkProgress(progress: ProgressEntry[], index: ReceiptIndexEntry[], known: Known, add: Add): void {
   const seqsByReceipt = new Map<string, number[]>();
-  for (const p of h.progress) {
+  const receiptBySeq = new Map<string, string>();
+  for (const p of progress) {
+    // One report per seq of an assignment, wherever it is stored.
+    const place = `${p.assignment_id}.${p.seq}`;
+    const other = receiptBySeq.get(place);
+    if (other !== undefined && other !== p.receipt_id)
+      add({
+        rule: "progress_mismatch",
+        message: `progress seq ${p.seq} is stored for two receipts (${other})`,
+        assignment_id: p.assignment_id,
+        receipt_id: p.receipt_id,
+      });
+    receiptBySeq.set(place, p.receipt_id);
     seqsByReceipt.set(p.receipt_id, [...(seqsByReceipt.get(p.receipt_id) ?? []), p.seq]);
     const e = known(p.receipt_id, p.assignment_id);
     if (e && (e.kind !== "progress" || e.assignment_id !== p.assignment_id))
@@ -371,7 +389,7 @@ function checkProgress(h: StoredHistory, known: Known, add: Add): void {
   for (const [receiptId, seqs] of seqsByReceipt) {
     if (seqs.length > 1) add({ rule: "progress_mismatch", message: `one progress receipt stored at seqs ${seqs.join(", ")}`, receipt_id: receiptId });
   }
-  for (const e of h.index) {
+  for (const e of index) {
     if (e.kind === "progress" && e.status === "recorded" && !seqsByReceipt.has(e.receipt_id))
       add({
         rule: "progress_mismatch",

@@ -59,8 +59,8 @@ const GatewayEnvShape = {
   }),
   TOOLGATE_STORE_LAYOUT: envVar(z.coerce.number().pipe(z.literal(STORE_LAYOUTS)).default(CURRENT_STORE_LAYOUT), {
     meaning:
-      "what this gateway writes: 3 stores a completed call's projection in its assignment record and indexes a progress receipt under its claim-bound id by its progress entry; 2 writes the receipt index entry of such a progress receipt too, as releases of layout 2 did (they read layouts 1 and 2 only); 1 stores projections in the projections bucket, as releases before 2 did (they read nothing else). Every layout is read. Upgrading a running cluster: set the layout of its oldest release until no gateway of an earlier release runs, then 3",
-    allowed: "1, 2 or 3",
+      "what this gateway writes: 4 records a progress report by a compare-and-set of its assignment, which carries it in the record (no progress entry; a report that would make the record too large goes to the progress bucket); 3 writes a progress entry instead, which indexes a progress receipt under its claim-bound id, as releases of layout 3 did (they read layouts 1 to 3 only); 2 writes the receipt index entry of such a progress receipt too, as releases of layout 2 did (they read layouts 1 and 2 only); 1 stores projections in the projections bucket, as releases before 2 did (they read nothing else); from 2 on a completed call's projection is stored in its assignment record. Every layout is read. Upgrading a running cluster: set the layout of its oldest release until no gateway of an earlier release runs, then 4",
+    allowed: "1, 2, 3 or 4",
   }),
   TOOLGATE_RECEIPT_CONCURRENCY: envVar(z.coerce.number().int().min(1).max(4096).default(64), {
     meaning:

@@ -349,6 +349,35 @@ describe("history checker on crafted records", () => {
     expect(checkHistory(h).violations.map((v) => [v.rule, v.receipt_id])).toEqual(["a-0_p1", "a-1_p1", "a-2_p1"].map((id) => ["receipt_not_indexed", id]));
   });
 
+  it("passes progress carried by its assignment's record (store layout 4), holds it to the stream's copy and to one receipt per seq", () => {
+    const { h } = history();
+    // The progress receipts move from the bucket and the index into their records' logs.
+    const moved = h.index.filter((e) => e.kind === "progress");
+    h.index = h.index.filter((e) => e.kind !== "progress");
+    for (const { value: a } of h.assignments) {
+      const log = h.progress
+        .filter((p) => p.assignment_id === a.assignment_id)
+        .map((p) => {
+          const e = moved.find((m) => m.receipt_id === p.receipt_id)!;
+          return { ...p, indexed: { executor_id: e.executor_id, body_digest: e.body_digest, stream_seq: e.stream_seq } };
+        });
+      if (log.length > 0) a.progress_log = log;
+    }
+    const bucket = h.progress;
+    h.progress = [];
+    const report = checkHistory(h);
+    expect(report.violations).toEqual([]);
+    expect(report.counts).toMatchObject({ receipt_index: {}, indexed_by_progress: 0, progress_in_records: 3, progress: 3 });
+
+    // The same seq of a call in the bucket too, for another receipt.
+    h.progress = [{ ...bucket[0]!, receipt_id: "a-0_p1_other" }];
+    expect(checkHistory(h).violations.map((v) => [v.rule, v.assignment_id])).toContainEqual(["progress_mismatch", "a-0"]);
+    h.progress = [];
+    const carrying = h.assignments.find(({ value }) => value.progress_log)!.value;
+    carrying.progress_log![0]!.indexed!.stream_seq = 1;
+    expect(checkHistory(h).violations.map((v) => v.rule)).toContain("index_mismatch");
+  });
+
   it("a receipt applied twice: a second final recorded, progress stored twice", () => {
     const { h } = history();
     const dup = h.receipts.find((r) => r.receipt?.receipt_id === "a-0_completed")!;

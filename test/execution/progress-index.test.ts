@@ -14,10 +14,12 @@ import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
 const SCOPE = "progress-index";
 
 /**
- * Store layout 3: a progress receipt under the id bound to its claim is indexed by its own progress
- * entry (the id names the entry's key), not by an entry of the receipt index. Every answer the index
- * gave stays the same: a resend, a conflict, a query, a redelivery; a gateway of layout 2 writes the
- * index entry as before and reads both.
+ * Store layout 3 (a gateway started with `TOOLGATE_STORE_LAYOUT=3`; layout 4 carries progress in the
+ * assignment record instead, test/execution/progress-in-record.test.ts): a progress receipt under
+ * the id bound to its claim is indexed by its own progress entry (the id names the entry's key), not
+ * by an entry of the receipt index. Every answer the index gave stays the same: a resend, a
+ * conflict, a query, a redelivery; a gateway of layout 2 writes the index entry as before and reads
+ * both.
  */
 describe("progress entries as their receipts' index entries", () => {
   let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
@@ -27,6 +29,7 @@ describe("progress entries as their receipts' index entries", () => {
       agent: "progress-bot",
       tools: [{ name: "tasks.read", binding_id: "b-progress", input_schema: { type: "object" } }],
       executor: { id: "exec-progress", start: "heartbeat" },
+      execution: { storeLayout: 3 },
     });
     ({ gw, nc, executor: exec, sessionId } = fx);
   });
@@ -106,7 +109,7 @@ describe("progress entries as their receipts' index entries", () => {
     expect((await exec.post(progress)).status).toBe("recorded");
     const streamSeq = (await progressEntry(g.assignment_id, 1))!.indexed!.stream_seq;
     // Another gateway gets the same message again (its ack was lost), and then another message under the id.
-    const processor = await processorOnSameBuckets(nc);
+    const processor = await processorOnSameBuckets(nc, { layout: 3 });
     const input = (seq: number): ReceiptInput => ({
       scope: SCOPE,
       subjectExecutorId: exec.executorId,

@@ -47,8 +47,8 @@ describe("soak: many runs at once, mixed reads and writes with progress, 5% of r
       expect(report.violations).toEqual([]);
       expect(rig.stats.cancelled).toBeGreaterThan(0);
       expect(report.counts.progress).toBeGreaterThan(0);
-      // The ToolRunner's progress receipts, under their claim-bound ids, are indexed by their own entries (store layout 3).
-      expect(report.counts.indexed_by_progress).toBe(report.counts.progress);
+      // Every progress report is carried by its assignment's record, which answers for its receipt (store layout 4).
+      expect(report.counts.progress_in_records).toBe(report.counts.progress);
       // Flat: after warm-up the gateway does not keep growing with the number of calls it has served.
       expect(rss.end).toBeLessThan(rss.warm * 1.5 + 32 * MB);
     },

@@ -117,6 +117,26 @@ export const RunRecord = z
 export type RunRecord = z.infer<typeof RunRecord>;
 
 /**
+ * One stored progress report: in its assignment record's `progress_log` (store layout 4), or an
+ * entry of the progress bucket keyed `<assignment>.<seq>`. Under store layout 3, a bucket entry whose
+ * receipt id is the one bound to its claim (`receiptId`, which names the assignment and the seq, so
+ * the entry is found from the id alone) is also that receipt's index entry (`indexed`): no entry of
+ * the receipt index is written for it. An entry of a record's log is always indexed: every lookup of
+ * a receipt reads the assignment it names.
+ */
+export const ProgressEntry = z
+  .object({
+    assignment_id: Id,
+    seq: z.number().int().positive(),
+    receipt_id: Id,
+    progress: z.unknown(),
+    at: Millis,
+    indexed: z.object({ executor_id: Id, body_digest: Sha256Hex, stream_seq: z.number().int().positive() }).strict().optional(),
+  })
+  .strict();
+export type ProgressEntry = z.infer<typeof ProgressEntry>;
+
+/**
  * The context projection of a completed assignment as its record carries it (store layout 2): formed
  * by the compare-and-set that completed it, so it is stored exactly once, with the completion.
  */
@@ -179,6 +199,17 @@ export const AssignmentRecord = z
      * cannot read a record that carries it.
      */
     projection: CarriedProjection.optional(),
+    /**
+     * Progress reports, each carried by the compare-and-set that recorded it (store layout 4), by
+     * arrival, until one does not fit (`progress_in_bucket`).
+     * Absent until the first: a release before layout 4 cannot read a record that carries one.
+     */
+    progress_log: z.array(ProgressEntry).optional(),
+    /**
+     * Set by the compare-and-set of the first report the record had no room for: that report and
+     * every later one are entries of the progress bucket (so a seq is in one place only).
+     */
+    progress_in_bucket: z.literal(true).optional(),
     created_at: Millis,
     updated_at: Millis,
   })
@@ -222,24 +253,6 @@ export const ReceiptIndexEntry = z
   })
   .strict();
 export type ReceiptIndexEntry = z.infer<typeof ReceiptIndexEntry>;
-
-/**
- * One stored progress report, keyed `<assignment>.<seq>`. Under store layout 3, an entry whose
- * receipt id is the one bound to its claim (`receiptId`, which names the assignment and the seq, so
- * the entry is found from the id alone) is also that receipt's index entry (`indexed`): no entry of
- * the receipt index is written for it.
- */
-export const ProgressEntry = z
-  .object({
-    assignment_id: Id,
-    seq: z.number().int().positive(),
-    receipt_id: Id,
-    progress: z.unknown(),
-    at: Millis,
-    indexed: z.object({ executor_id: Id, body_digest: Sha256Hex, stream_seq: z.number().int().positive() }).strict().optional(),
-  })
-  .strict();
-export type ProgressEntry = z.infer<typeof ProgressEntry>;
 
 /** Executor presence, keyed `<scope>.<executor>`; lives as long as heartbeats refresh it. */
 export const PresenceRecord = z

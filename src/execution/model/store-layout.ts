@@ -9,11 +9,15 @@
  *   trip fewer per call);
  * - 3: as 2, and a progress receipt under its claim-bound id (`receiptId`) is indexed by its own
  *   progress entry instead of an entry of the receipt index (one write and one round trip fewer per
- *   progress report).
+ *   progress report);
+ * - 4: as 3, and a progress report is recorded by a compare-and-set of its assignment, which
+ *   carries it in the record (`progress_log`) and indexes its receipt: no progress entry is written,
+ *   and the report is decided on the value this gateway last wrote (no read first), as `accepted`
+ *   and `completed` are. A report that would make the record too large is an entry of the bucket.
  */
-export type StoreLayout = 1 | 2 | 3;
+export type StoreLayout = 1 | 2 | 3 | 4;
 
-export const STORE_LAYOUTS = [1, 2, 3] as const satisfies readonly StoreLayout[];
+export const STORE_LAYOUTS = [1, 2, 3, 4] as const satisfies readonly StoreLayout[];
 
 /** The layout of this release, and the default. */
-export const CURRENT_STORE_LAYOUT: StoreLayout = 3;
+export const CURRENT_STORE_LAYOUT: StoreLayout = 4;

@@ -44,8 +44,8 @@ export class CompensationService {
 
     const id = compensationIdFor(assignmentId);
     const now = this.now();
-    // Its own operation: none of the original's receipts (the replaced ones) or background task is its.
-    const { task: _task, replaced: _replaced, ...call } = original;
+    // Its own operation: none of the original's receipts (the replaced ones, its progress), background task or projection is its.
+    const { task: _task, replaced: _replaced, progress_log: _progress, progress_in_bucket: _inBucket, projection: _projection, ...call } = original;
     const record: AssignmentRecord = {
       ...call,
       assignment_id: id,

@@ -1,4 +1,5 @@
-import type { ProgressEntry, ReceiptIndexEntry } from "../model/records.js";
+import type { AssignmentRecord, ProgressEntry, ReceiptIndexEntry } from "../model/records.js";
+import { encode } from "../../wire/codec.js";
 import { progressIndexEntry } from "./receipt-index.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Receipt } from "../../wire/messages.js";
@@ -7,8 +8,24 @@ import type { StoreLayout } from "../model/store-layout.js";
 
 type ProgressReceipt = Extract<Receipt, { kind: "progress" }>;
 
+/** What a stored report keeps of its receipt's storing: the body's digest, its place in the receipts stream, when. */
+export interface StoredReport {
+  body_digest: string;
+  stream_seq: number;
+  at: number;
+}
+
 /**
- * Progress of running assignments, one create-only entry per `<assignment>.<seq>`. Receipts may be
+ * Reports one assignment record carries at most, and the largest it carries (encoded): the record
+ * must still fit in one message beside its arguments, claims, receipts and projection (the creation
+ * leaves 64 KiB of room for those).
+ */
+const MAX_CARRIED_REPORTS = 16;
+const MAX_CARRIED_REPORT_BYTES = 1_024;
+
+/**
+ * Progress of running assignments, one report per `<assignment>.<seq>`: carried by the assignment's
+ * record (store layout 4, while it has room), else a create-only entry of the progress bucket. Receipts may be
  * processed out of order (several gateways share one consumer), so the order is the `seq`, not the
  * arrival: gaps are allowed (a lost report never blocks a final result) and a late lower seq still
  * fills its place. The same seq from another receipt is a conflict.
@@ -21,11 +38,36 @@ export class ProgressStore {
   ) {}
 
   /**
-   * The entry of progress receipt `r`, of the claim of `generation`. Under layout 3 it also holds
+   * The entry `a`'s compare-and-set appends to its record for progress receipt `r` (store layout 4):
+   * always its receipt's index entry too, since every lookup of a receipt reads the assignment it
+   * names. Null when the report goes to the bucket instead (`entryOf`): an earlier layout, a record
+   * whose reports went there since one did not fit, one that carries MAX_CARRIED_REPORTS already, or
+   * a large report.
+   */
+  carriedEntry(a: AssignmentRecord, r: ProgressReceipt, stored: StoredReport): ProgressEntry | null {
+    if (this.layout < 4 || a.progress_in_bucket || (a.progress_log?.length ?? 0) >= MAX_CARRIED_REPORTS) return null;
+    const entry: ProgressEntry = {
+      assignment_id: r.assignment_id,
+      seq: r.seq,
+      receipt_id: r.receipt_id,
+      progress: r.progress,
+      at: stored.at,
+      indexed: { executor_id: r.executor_id, body_digest: stored.body_digest, stream_seq: stored.stream_seq },
+    };
+    return encode(entry).byteLength <= MAX_CARRIED_REPORT_BYTES ? entry : null;
+  }
+
+  /** Whether this layout records progress by a compare-and-set of the assignment (which may still send a report to the bucket). */
+  get carriedByRecords(): boolean {
+    return this.layout >= 4;
+  }
+
+  /**
+   * The bucket entry of progress receipt `r`, of the claim of `generation`. Under layout 3 it also holds
    * what the receipt index would (`indexed`) when the receipt's id is the readable one `receiptId`
    * binds to that claim: only the claim's holder can mint it, and it names this entry's key.
    */
-  entryOf(r: ProgressReceipt, generation: number, stored: { body_digest: string; stream_seq: number; at: number }): ProgressEntry {
+  entryOf(r: ProgressReceipt, generation: number, stored: StoredReport): ProgressEntry {
     const entry: ProgressEntry = { assignment_id: r.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: stored.at };
     const place = progressIdPlace(r.receipt_id);
     const findable = place?.assignment_id === r.assignment_id && place.seq === r.seq && isClaimReceiptId(r, generation);
@@ -39,10 +81,12 @@ export class ProgressStore {
     return res.created ? { created: true, standing: entry } : { created: false, standing: res.existing.value };
   }
 
-  /** All progress of an assignment, by seq. */
-  async list(assignmentId: string): Promise<ProgressEntry[]> {
-    const entries = await this.store.entries(`${assignmentId}.*`);
-    return entries.map((e) => e.value).sort((a, b) => a.seq - b.seq);
+  /** All progress of an assignment, by seq: what its record carries and what the bucket holds. */
+  async list(a: AssignmentRecord): Promise<ProgressEntry[]> {
+    const carried = a.progress_log ?? [];
+    const seqs = new Set(carried.map((p) => p.seq));
+    const entries = (await this.store.entries(`${a.assignment_id}.*`)).map((e) => e.value).filter((p) => !seqs.has(p.seq));
+    return [...carried, ...entries].sort((x, y) => x.seq - y.seq);
   }
 
   /**

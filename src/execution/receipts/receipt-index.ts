@@ -9,7 +9,8 @@ import type { ProgressStore } from "./progress-store.js";
  * answer, and the same id with another body is a conflict. A receipt an assignment's compare-and-set
  * applied has no entry of its own: the assignment record already holds its id and digest
  * (`appliedEntries`), which saves a write and a round trip per applied receipt; nor, under store
- * layout 3, has a progress receipt under its claim-bound id: its progress entry is its index entry.
+ * layout 3, has a progress receipt under its claim-bound id: its progress entry is its index entry;
+ * under 4 its assignment's compare-and-set applies it, as it does `accepted`.
  */
 export class ReceiptIndex {
   constructor(
@@ -72,13 +73,15 @@ export function storedAnswer(entry: ReceiptIndexEntry): ReceiptAnswer {
 
 /**
  * The receipts an assignment's compare-and-sets applied, as the index entries they stand for:
- * `accepted` and an executor's `final` (both applied under the current claim), and those a later
- * edge replaced. An operator's settlement is no executor's receipt and stands for no entry.
+ * `accepted` and an executor's `final` (both applied under the current claim), those a later
+ * edge replaced, and the progress reports its record carries (store layout 4). An operator's
+ * settlement is no executor's receipt and stands for no entry.
  */
 export function appliedEntries(a: AssignmentRecord): ReceiptIndexEntry[] {
   const holder = a.claim?.executor_id;
   const current = [a.accepted, a.settled_by ? null : a.final].flatMap((applied) => (applied && holder ? [{ ...applied, executor_id: holder }] : []));
-  return [...current, ...(a.replaced ?? [])].map((applied) => ({ ...applied, assignment_id: a.assignment_id, status: "recorded" as const }));
+  const applied = [...current, ...(a.replaced ?? [])].map((e) => ({ ...e, assignment_id: a.assignment_id, status: "recorded" as const }));
+  return [...applied, ...(a.progress_log ?? []).flatMap((p) => progressIndexEntry(p) ?? [])];
 }
 
 /** The index entry of `receiptId` if the assignment applied it. */

@@ -14,7 +14,7 @@ import type { ReceiptIndex } from "./receipt-index.js";
 import { appliedEntry, progressIndexEntry, replacing } from "./receipt-index.js";
 import type { AppliedReceipt, AssignmentRecord, ClaimRecord, Outcome, ReceiptIndexEntry, RunRecord } from "../model/records.js";
 import { runTakesWork } from "../model/run-states.js";
-import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
+import type { Decision, Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 import { BackgroundTasks } from "../tasks/background-tasks.js";
 
@@ -105,19 +105,21 @@ export class ReceiptProcessor {
     }
 
     // A remembered assignment only names the claim here (a claim never changes once made); when the
-    // index may hold the receipt, it is read beside the assignment. Progress is never decided on a
-    // remembered assignment (no compare-and-set of it follows): it trusts none.
+    // index may hold the receipt, it is read beside the assignment. Progress recorded in the bucket
+    // (before store layout 4) is never decided on a remembered assignment (no compare-and-set of it
+    // follows): it trusts none.
     const proof: ClaimProof = { executor_id: r.executor_id, matches: claimTokenMatcher(r.claim_token) };
+    const bySet = appliedBySet(r, this.deps.progress.carriedByRecords);
     const remembered = this.deps.assignments.remembered(r.assignment_id);
     const lookup = remembered === undefined || this.indexMayHold(input, remembered, proof);
     this.deps.metrics?.receiptIndexLookup(lookup ? "read" : "skipped");
     const [known, recent] = await Promise.all([
       lookup ? this.deps.index.get(r.receipt_id) : null,
-      this.deps.assignments.recent(r.assignment_id, r.kind === "progress" ? () => false : undefined),
+      this.deps.assignments.recent(r.assignment_id, bySet ? undefined : () => false),
     ]);
     // What this process remembers of the assignment (it claimed it, say) only serves a new receipt of
     // the claim it knows, which a compare-and-set applies; anything else is decided on a fresh read.
-    let found = await this.deps.assignments.confirm(r.assignment_id, recent, (a) => startsCompareAndSet(a, r, known, proof));
+    let found = await this.deps.assignments.confirm(r.assignment_id, recent, (a) => bySet && startsCompareAndSet(a, r, known, proof));
     let verdict: Verdict;
     for (;;) {
       // A receipt the assignment applied is indexed by the assignment record itself.
@@ -133,7 +135,7 @@ export class ReceiptProcessor {
       }
       // A remembered assignment decides nothing before the compare-and-set (the run ended, another
       // claim holds it): a verdict reached there, a lost write's retry among them, rests on a fresh read.
-      const confirmed = await this.deps.assignments.confirm(r.assignment_id, found, (remembered) => reachesCompareAndSet(remembered, claim, r));
+      const confirmed = await this.deps.assignments.confirm(r.assignment_id, found, (remembered) => bySet && reachesCompareAndSet(remembered, claim, r));
       if (confirmed !== found) {
         found = confirmed;
         continue;
@@ -201,7 +203,7 @@ export class ReceiptProcessor {
     // The digest never changes on an assignment, so checking it outside the compare-and-set is safe.
     if (r.kind === "accepted" && r.argument_digest !== a.argument_digest)
       return rejected("argument_digest_mismatch", "the accepted receipt names other arguments than the assignment's: do not start");
-    if (r.kind === "progress") return this.recordProgress(a, r, claim, input.streamSeq, digest);
+    if (r.kind === "progress") return this.recordProgress(found, r, claim, input.streamSeq, digest);
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
     const res = await this.deps.assignments.mutate(
@@ -268,24 +270,52 @@ export class ReceiptProcessor {
   }
 
   /**
-   * Stores a progress report once per seq. An entry that also stands as its receipt's index entry
-   * (`ProgressStore.entryOf`) answers for a resend itself; the same seq from another receipt is a
-   * conflict.
+   * Stores a progress report once per seq. From store layout 4 the assignment's compare-and-set
+   * records it in the record, which then answers for its receipt as it does for `accepted`; a report
+   * the record has no room for is an entry of the bucket. A bucket entry that also stands as its
+   * receipt's index entry (`ProgressStore.entryOf`) answers for a resend itself. The same seq from
+   * another receipt is a conflict.
    */
   private async recordProgress(
-    a: AssignmentRecord,
+    found: Versioned<AssignmentRecord>,
     r: Extract<Receipt, { kind: "progress" }>,
     claim: ClaimRecord,
     streamSeq: number,
     digest: string,
   ): Promise<Verdict> {
-    if (a.state !== "running" && a.state !== "submitted") {
-      if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
-      return { status: "late_ignored", reason: `the assignment is already ${a.state}; the progress is stored in the stream only` };
+    const stored = { body_digest: digest, stream_seq: streamSeq, at: this.now() };
+    let a = found.value;
+    if (this.deps.progress.carriedByRecords) {
+      const res = await this.deps.assignments.mutate(
+        a.assignment_id,
+        (cur): Decision<AssignmentRecord, Verdict | null> => {
+          const held = appliedEntry(cur, r.receipt_id);
+          if (held) return { result: { ...replayed(held, digest, streamSeq), indexed: true } };
+          if (isRunEndState(cur.state)) return { result: runEnded(cur, r.kind) };
+          if (cur.claim?.token_sha256 !== claim.token_sha256)
+            return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
+          const refusal = progressRefusal(cur);
+          if (refusal) return { result: refusal };
+          if (cur.progress_log?.some((p) => p.seq === r.seq)) return { result: progressConflict(r.seq) };
+          const entry = this.deps.progress.carriedEntry(cur, r, stored);
+          if (entry) return { write: { ...cur, progress_log: [...(cur.progress_log ?? []), entry] }, result: { ...RECORDED, indexed: true } };
+          // No room in the record: this report and every later one go to the bucket (below), marked so once.
+          return cur.progress_in_bucket ? { result: null } : { write: { ...cur, progress_in_bucket: true }, result: null };
+        },
+        found,
+      );
+      if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
+      if (res.result) {
+        if (res.written) this.deps.events.publish(progressEvent(a.run_id, res.value.progress_log!.at(-1)!));
+        return res.result;
+      }
+      a = res.value;
     }
-    const entry = this.deps.progress.entryOf(r, claim.generation, { body_digest: digest, stream_seq: streamSeq, at: this.now() });
+    const refusal = progressRefusal(a);
+    if (refusal) return refusal;
+    const entry = this.deps.progress.entryOf(r, claim.generation, stored);
     const { created, standing } = await this.deps.progress.record(entry);
-    if (standing.receipt_id !== r.receipt_id) return rejected("progress_conflict", `progress seq ${r.seq} was already reported by another receipt`);
+    if (standing.receipt_id !== r.receipt_id) return progressConflict(r.seq);
     if (created) this.deps.events.publish(progressEvent(a.run_id, entry));
     const indexedBy = progressIndexEntry(standing);
     if (!indexedBy) return RECORDED;
@@ -294,9 +324,25 @@ export class ReceiptProcessor {
   }
 }
 
+/** Progress is taken while the work runs (or its task does); before `accepted` was confirmed it is refused, after the end kept for audit only. */
+function progressRefusal(a: AssignmentRecord): Verdict | null {
+  if (a.state === "running" || a.state === "submitted") return null;
+  if (a.state === "claimed") return rejected("illegal_transition", "progress before `accepted` was confirmed");
+  return { status: "late_ignored", reason: `the assignment is already ${a.state}; the progress is stored in the stream only` };
+}
+
+function progressConflict(seq: number): Verdict {
+  return rejected("progress_conflict", `progress seq ${seq} was already reported by another receipt`);
+}
+
+/** Whether `r` is applied by a compare-and-set of its assignment: every receipt but progress, and progress too from store layout 4. */
+function appliedBySet(r: Receipt, progressBySet: boolean): boolean {
+  return r.kind !== "progress" || progressBySet;
+}
+
 /** Whether a remembered assignment may decide `r`: a receipt not stored before, applied by compare-and-set, of a claim it holds. */
 function startsCompareAndSet(a: AssignmentRecord, r: Receipt, indexed: ReceiptIndexEntry | null, proof: ClaimProof): boolean {
-  return indexed === null && r.kind !== "progress" && appliedEntry(a, r.receipt_id) === null && provenClaim(a, proof) !== null;
+  return indexed === null && appliedEntry(a, r.receipt_id) === null && provenClaim(a, proof) !== null;
 }
 
 /**
@@ -307,7 +353,7 @@ function reachesCompareAndSet(a: AssignmentRecord, claim: ClaimRecord, r: Receip
   return (
     (a.compensates !== null || (!isRunEndState(a.state) && a.state !== "reconciliation_required")) &&
     claim.token_sha256 === a.claim?.token_sha256 &&
-    r.kind !== "progress" &&
+    (r.kind !== "progress" || progressRefusal(a) === null) &&
     (r.kind !== "accepted" || r.argument_digest === a.argument_digest)
   );
 }

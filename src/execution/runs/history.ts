@@ -35,7 +35,7 @@ export class HistoryReader {
   async assignment(assignmentId: string, { withProgress = true } = {}): Promise<AssignmentView> {
     const a = (await this.assignments.get(assignmentId))?.value;
     if (!a) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
-    return this.view(a, withProgress && mayHaveProgress(a) ? this.progress.list(assignmentId) : Promise.resolve([]));
+    return this.view(a, withProgress && mayHaveProgress(a) ? this.progress.list(a) : Promise.resolve([]));
   }
 
   /**
@@ -103,7 +103,7 @@ export class HistoryReader {
         state: a.state,
         task: a.task,
         task_cancel: a.task_cancel,
-        progress: (await this.progress.list(a.assignment_id)).map(({ seq, progress, at }) => ({ seq, progress, at })),
+        progress: (await this.progress.list(a)).map(({ seq, progress, at }) => ({ seq, progress, at })),
         results: (run.task_results ?? []).filter((t) => t.assignment_id === a.assignment_id).length,
       })),
     );
