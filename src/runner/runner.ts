@@ -389,20 +389,25 @@ export class ToolRunner {
     await this.presence.beat();
     const open = await this.store.listOpen();
     await this.reportHeld(open);
-    const resumed: Array<() => Promise<void>> = [];
+    // What an earlier process saved goes out first, ahead of anything sent for its claim from now on:
+    // every claim's saved receipts are queued before any claim continues (a held task's report, say,
+    // must not overtake its own submission).
+    const resends: Array<() => void> = [];
+    const continuations: Array<() => Promise<void>> = [];
+    let resent!: () => void;
+    const queued = new Promise<void>((resolve) => (resent = resolve));
     for (const local of open) {
       if (local.phase === "awaiting_reconciliation") continue;
       const receipts = await this.store.listReceipts(local);
+      resends.push(() => this.outbox.resume(local.grant, receipts));
       if (local.phase === "submitted") {
         // Its task runs in the product, not in this process: held for `runner.tasks`, no handler, no slot.
-        this.holdTask(local.grant, receipts);
-        resumed.push(async () => this.outbox.resume(local.grant, receipts));
+        this.holdTask(local.grant, receipts, queued);
         continue;
       }
       const execution = this.hold(local.grant);
       this.logger.info({ assignment_id: local.assignmentId, phase: local.phase }, "resuming assignment from the store");
-      resumed.push(async () => {
-        this.outbox.resume(local.grant, receipts);
+      continuations.push(async () => {
         if (local.phase === "confirmed") await execution.start("confirmed", receipts);
         else if (local.phase === "running" && local.grant.tool_kind === "read") await execution.start("running", receipts);
         else if (local.phase === "running") await execution.reportRestarted();
@@ -416,7 +421,9 @@ export class ToolRunner {
     ];
     this.logger.info({ executor_id: this.executorId, scope: this.options.scope, tools: [...this.tools.keys()] }, "tool runner started");
     return async () => {
-      for (const resume of resumed)
+      for (const resend of resends) resend();
+      resent();
+      for (const resume of continuations)
         await resume().catch((err: unknown) =>
           this.logger.error({ err: errorText(err) }, "could not resume a claim from the store; it is resumed on the next start"),
         );
@@ -426,10 +433,10 @@ export class ToolRunner {
     };
   }
 
-  /** Holds the task of a claim whose submission is saved (found among its receipts). */
-  private holdTask(grant: Grant, receipts: readonly OutboxReceipt[]): void {
+  /** Holds the task of a claim whose submission is saved (found among its receipts); its reports wait until `queued` (its saved receipts queued again). */
+  private holdTask(grant: Grant, receipts: readonly OutboxReceipt[], queued: Promise<void>): void {
     const saved = receipts.find((r) => r.kind === "submission")?.body as { task_ref: string; status: string } | undefined;
-    if (saved) this.tasks.hold(grant, saved, receipts);
+    if (saved) this.tasks.hold(grant, saved, receipts, queued);
     else this.logger.error({ assignment_id: grant.assignment_id }, "submitted assignment without its submission receipt in the store");
   }
 

@@ -32,7 +32,11 @@ export class UnknownTaskError extends Error {
 export class RunnerTasks {
   private readonly held = new Map<string, HeldTask>();
   private readonly byAssignment = new Map<string, string>();
-  /** Submissions being saved: a product fast enough to report before the save ended waits for it. */
+  /**
+   * Submissions being saved, or (found in the store at start-up) being queued again for sending: a
+   * product fast enough to report before then waits for it, so its report goes out after the
+   * submission (the outbox keeps a claim's queue order).
+   */
   private readonly saving = new Map<string, Promise<void>>();
 
   constructor(
@@ -42,11 +46,20 @@ export class RunnerTasks {
     private readonly stopHook: (grant: Grant) => ((request: TaskStopRequest) => void | Promise<void>) | undefined,
   ) {}
 
-  /** Holds a task whose submission is saved; `saved` are the claim's receipts so far (its progress continues their seq). */
-  hold(grant: Grant, task: { task_ref: string; status: string }, saved: readonly OutboxReceipt[]): void {
+  /**
+   * Holds a task whose submission is saved; `saved` are the claim's receipts so far (its progress
+   * continues their seq). Reports for it wait for `queued`, when given: a task found at start-up,
+   * whose saved receipts the outbox has yet to queue again.
+   */
+  hold(grant: Grant, task: { task_ref: string; status: string }, saved: readonly OutboxReceipt[], queued?: Promise<void>): void {
     const nextSeq = saved.filter((r) => r.kind === "progress").length + 1;
     this.held.set(task.task_ref, { taskRef: task.task_ref, status: task.status, grant, progress: new ProgressReporter(grant, this.outbox(), nextSeq) });
     this.byAssignment.set(grant.assignment_id, task.task_ref);
+    if (!queued) return;
+    this.saving.set(task.task_ref, queued);
+    void queued.then(() => {
+      if (this.saving.get(task.task_ref) === queued) this.saving.delete(task.task_ref);
+    });
   }
 
   /** Whether `taskRef` is taken by a task still waiting for its outcome here (or being submitted). */

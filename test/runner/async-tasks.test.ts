@@ -381,6 +381,60 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
     expect(history.task_results[0]).toMatchObject({ state: "completed", context_preview: { result: { report: `job-${assignment.assignment_id}`, pages: 3 } } });
   });
 
+  it("after a restart, a held task's report waits for its saved submission to go out first, though another claim resumes ahead of it", async () => {
+    const scope = "reports-order";
+    const binding = `${scope}-write`;
+    const taskBinding = `${scope}-task`;
+    await gw.api("POST", "/v1/bindings", { binding_id: binding, executor_scope: scope, tool_kind: "write" });
+    await gw.api("POST", "/v1/bindings", { binding_id: taskBinding, executor_scope: scope, tool_kind: "write" });
+    await gw.api("POST", "/v1/toolsets/order-tools/versions", {
+      version: "v1",
+      tools: [
+        { name: "tasks.create", description: "Create a task", binding_id: binding, input_schema: { type: "object" }, output_schema: { type: "object" } },
+        {
+          name: "reports.generate",
+          description: "Generate a report",
+          binding_id: taskBinding,
+          input_schema: { type: "object" },
+          output_schema: { type: "object" },
+        },
+      ],
+    });
+    const agent = await gw.api("POST", "/v1/agents/order-agent/versions", { toolset: "order-tools", toolset_version: "v1", max_context_tokens: 100_000 });
+    const session = (await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-42" })).session_id;
+    const env = {
+      NATS_URL: nats.url,
+      RUNNER_STORE: join(dir, "order.db"),
+      EFFECTS_DB: join(dir, "order-effects.db"),
+      EXECUTOR_ID: `exec-${scope}`,
+      SCOPE: scope,
+      BINDING: binding,
+      TASK_BINDING: taskBinding,
+      TOOLGATE_TASK_CRASH: "after_submission_saved",
+      // The write stays running across the restart, where its claim resumes ahead of the task's and waits for an answer.
+      HANDLER_HOLD_MS: "60000",
+      // The business system reports the held task the moment the restarted runner is there.
+      TASK_WORK_MS: "0",
+    };
+    const first = startExecutor(env);
+    const run = await gw.api("POST", `/v1/sessions/${session}/runs`);
+    const write = (await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.create", arguments: { title: "slow" } })).assignment;
+    await inState(write.assignment_id, "running");
+    const report = (await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "reports.generate", arguments: { title: "order" } })).assignment;
+    expect(await exited(first)).toBe("SIGKILL");
+
+    startExecutor(env);
+    const a = await inState(report.assignment_id, "completed");
+    // The submission was applied before the task's result: the call is a task, its result an entry of its own.
+    expect(a.task?.task_ref).toBe(`job-${report.assignment_id}`);
+    const history = await until("the task result", async () => {
+      const h = await gw.api("GET", `/v1/runs/${run.run_id}/history`);
+      return h.task_results.length === 1 ? h : undefined;
+    });
+    expect(history.task_results[0]).toMatchObject({ assignment_id: report.assignment_id, state: "completed" });
+    expect((await inState(write.assignment_id, "reconciliation_required")).state).toBe("reconciliation_required");
+  });
+
   it("leaves a history the checker finds consistent: every task settled once, each settlement its own entry", async () => {
     await until("no submitted task left", async () => {
       const h = await readHistory(nc);
