@@ -66,10 +66,8 @@ export class CandidateQueue {
    */
   async publish(scope: string, candidate: Candidate): Promise<number> {
     await this.ensureScopeConsumer(scope);
-    const ack = await this.js.publish(subjects.candidate(scope, candidate.binding_id, candidate.assignment_id), encode(candidate), {
-      msgID: candidateMsgId(candidate),
-    });
-    return ack.seq;
+    const { subject, data, msgId } = candidateMessage(scope, candidate);
+    return (await this.js.publish(subject, data, { msgID: msgId })).seq;
   }
 
   /**
@@ -80,9 +78,10 @@ export class CandidateQueue {
    */
   async post(scope: string, candidate: Candidate): Promise<void> {
     await this.ensureScopeConsumer(scope);
+    const { subject, data, msgId } = candidateMessage(scope, candidate);
     const h = headers();
-    h.set(PubHeaders.MsgIdHdr, candidateMsgId(candidate));
-    this.nc.publish(subjects.candidate(scope, candidate.binding_id, candidate.assignment_id), encode(candidate), { headers: h });
+    h.set(PubHeaders.MsgIdHdr, msgId);
+    this.nc.publish(subject, data, { headers: h });
   }
 
   /** The assignment's newest candidate still in the stream, with its sequence; null when none is. */
@@ -139,7 +138,11 @@ export class CandidateQueue {
   }
 }
 
-/** The de-duplication key of a candidate: one per assignment generation. */
-function candidateMsgId(candidate: Candidate): string {
-  return `${candidate.assignment_id}.${candidate.generation}`;
+/** A candidate as published: on its assignment's own subject, de-duplicated once per assignment generation. */
+function candidateMessage(scope: string, candidate: Candidate): { subject: string; data: Uint8Array; msgId: string } {
+  return {
+    subject: subjects.candidate(scope, candidate.binding_id, candidate.assignment_id),
+    data: encode(candidate),
+    msgId: `${candidate.assignment_id}.${candidate.generation}`,
+  };
 }

@@ -46,14 +46,7 @@ export class ProgressStore {
    */
   carriedEntry(a: AssignmentRecord, r: ProgressReceipt, stored: StoredReport): ProgressEntry | null {
     if (this.layout < 4 || a.progress_in_bucket || (a.progress_log?.length ?? 0) >= MAX_CARRIED_REPORTS) return null;
-    const entry: ProgressEntry = {
-      assignment_id: r.assignment_id,
-      seq: r.seq,
-      receipt_id: r.receipt_id,
-      progress: r.progress,
-      at: stored.at,
-      indexed: { executor_id: r.executor_id, body_digest: stored.body_digest, stream_seq: stored.stream_seq },
-    };
+    const entry: ProgressEntry = { ...reportOf(r, stored), indexed: indexFacts(r, stored) };
     return encode(entry).byteLength <= MAX_CARRIED_REPORT_BYTES ? entry : null;
   }
 
@@ -68,11 +61,11 @@ export class ProgressStore {
    * binds to that claim: only the claim's holder can mint it, and it names this entry's key.
    */
   entryOf(r: ProgressReceipt, generation: number, stored: StoredReport): ProgressEntry {
-    const entry: ProgressEntry = { assignment_id: r.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: stored.at };
+    const entry = reportOf(r, stored);
     const place = progressIdPlace(r.receipt_id);
     const findable = place?.assignment_id === r.assignment_id && place.seq === r.seq && isClaimReceiptId(r, generation);
     if (this.layout < 3 || !findable) return entry;
-    return { ...entry, indexed: { executor_id: r.executor_id, body_digest: stored.body_digest, stream_seq: stored.stream_seq } };
+    return { ...entry, indexed: indexFacts(r, stored) };
   }
 
   /** Writes the entry once; returns the one that stands (an earlier writer's, if any) and whether this write made it. */
@@ -99,6 +92,16 @@ export class ProgressStore {
     const stored = (await this.store.get(progressKey(place)))?.value;
     return stored?.receipt_id === receiptId ? progressIndexEntry(stored) : null;
   }
+}
+
+/** The report itself, as either place stores it. */
+function reportOf(r: ProgressReceipt, stored: StoredReport): ProgressEntry {
+  return { assignment_id: r.assignment_id, seq: r.seq, receipt_id: r.receipt_id, progress: r.progress, at: stored.at };
+}
+
+/** What the receipt index would hold of the report's receipt, kept beside the report where it stands as its index entry. */
+function indexFacts(r: ProgressReceipt, stored: StoredReport): NonNullable<ProgressEntry["indexed"]> {
+  return { executor_id: r.executor_id, body_digest: stored.body_digest, stream_seq: stored.stream_seq };
 }
 
 function progressKey(place: { assignment_id: string; seq: number }): string {

@@ -209,11 +209,8 @@ export class ReceiptProcessor {
     const res = await this.deps.assignments.mutate(
       a.assignment_id,
       (cur) => {
-        const held = appliedEntry(cur, r.receipt_id);
-        if (held) return { result: replayed(held, digest, input.streamSeq) };
-        // The run's end got there first: the compare-and-set that settled it ordered the two.
-        if (isRunEndState(cur.state)) return { result: runEnded(cur, r.kind) };
-        if (cur.claim?.token_sha256 !== claim.token_sha256) return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
+        const settled = decidedOnCurrent(cur, r, claim, digest, input.streamSeq);
+        if (settled) return { result: settled };
         if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
           return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
         const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
@@ -289,11 +286,8 @@ export class ReceiptProcessor {
       const res = await this.deps.assignments.mutate(
         a.assignment_id,
         (cur): Decision<AssignmentRecord, Verdict | null> => {
-          const held = appliedEntry(cur, r.receipt_id);
-          if (held) return { result: { ...replayed(held, digest, streamSeq), indexed: true } };
-          if (isRunEndState(cur.state)) return { result: runEnded(cur, r.kind) };
-          if (cur.claim?.token_sha256 !== claim.token_sha256)
-            return { result: rejected("lease_expired", "the claim expired while this receipt was processed") };
+          const settled = decidedOnCurrent(cur, r, claim, digest, streamSeq);
+          if (settled) return { result: settled };
           const refusal = progressRefusal(cur);
           if (refusal) return { result: refusal };
           if (cur.progress_log?.some((p) => p.seq === r.seq)) return { result: progressConflict(r.seq) };
@@ -322,6 +316,19 @@ export class ReceiptProcessor {
     // Stored before (the same message on another gateway, or a resend): its entry answers as the index would.
     return { ...(created ? RECORDED : replayed(indexedBy, digest, streamSeq)), indexed: true };
   }
+}
+
+/**
+ * What a compare-and-set decider answers before looking at the receipt's own edge, on the current
+ * value: a receipt the assignment applied already (it is indexed there), the run's end that got
+ * there first (the compare-and-set that settled it ordered the two), a claim that expired meanwhile.
+ */
+function decidedOnCurrent(cur: AssignmentRecord, r: Receipt, claim: ClaimRecord, digest: string, streamSeq: number): Verdict | undefined {
+  const held = appliedEntry(cur, r.receipt_id);
+  if (held) return { ...replayed(held, digest, streamSeq), indexed: true };
+  if (isRunEndState(cur.state)) return runEnded(cur, r.kind);
+  if (cur.claim?.token_sha256 !== claim.token_sha256) return rejected("lease_expired", "the claim expired while this receipt was processed");
+  return undefined;
 }
 
 /** Progress is taken while the work runs (or its task does); before `accepted` was confirmed it is refused, after the end kept for audit only. */
