@@ -1,16 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm } from "@nats-io/kv";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
-import { AssignmentRecord, ProgressEntry } from "../../src/execution/model/records.js";
+import { AssignmentRecord } from "../../src/execution/model/records.js";
 import type { ReceiptInput } from "../../src/execution/receipts/receipt-processor.js";
 import { executionStores } from "../../src/kv/buckets.js";
 import type { Grant, Receipt } from "../../src/wire/messages.js";
-import { decode } from "../../src/wire/codec.js";
 import { receiptId } from "../../src/wire/receipt-ids.js";
 import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
+import { receiptIndexed, storedAssignment, storedProgressEntry } from "../helpers/stored-records.js";
 
 const SCOPE = "progress-record";
 
@@ -50,13 +49,9 @@ describe("progress carried by its assignment's record", () => {
     expect((await exec.post(exec.accepted(call.grant, receiptId(call.grant, { kind: "accepted" })))).status).toBe("recorded");
     return call;
   };
-  const record = async (assignmentId: string): Promise<AssignmentRecord> =>
-    decode(AssignmentRecord, (await (await new Kvm(nc).open("tg_assignments")).get(assignmentId))!.value);
-  const bucketEntry = async (assignmentId: string, seq: number): Promise<ProgressEntry | null> => {
-    const entry = await (await new Kvm(nc).open("tg_progress")).get(`${assignmentId}.${seq}`);
-    return entry?.operation === "PUT" ? decode(ProgressEntry, entry.value) : null;
-  };
-  const indexEntryExists = async (id: string): Promise<boolean> => (await (await new Kvm(nc).open("tg_receipt_index")).get(id)) !== null;
+  const record = (assignmentId: string) => storedAssignment(nc, assignmentId);
+  const bucketEntry = (assignmentId: string, seq: number) => storedProgressEntry(nc, assignmentId, seq);
+  const indexEntryExists = (id: string) => receiptIndexed(nc, id);
   const report = (g: Grant, seq: number, progress: unknown) => exec.claimReceipt(g, { kind: "progress", seq, progress });
   const listed = async (assignmentId: string): Promise<Array<{ seq: number; progress: unknown }>> =>
     ((await gw.api("GET", `/v1/assignments/${assignmentId}`)).progress as Array<{ seq: number; progress: unknown }>).map(({ seq, progress }) => ({

@@ -1,15 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Kvm } from "@nats-io/kv";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
-import { ProgressEntry } from "../../src/execution/model/records.js";
 import type { ReceiptInput } from "../../src/execution/receipts/receipt-processor.js";
 import type { Grant, Receipt } from "../../src/wire/messages.js";
-import { decode } from "../../src/wire/codec.js";
 import { progressIdPlace, receiptId } from "../../src/wire/receipt-ids.js";
 import { startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
+import { receiptIndexed, storedProgressEntry } from "../helpers/stored-records.js";
 
 const SCOPE = "progress-index";
 
@@ -48,12 +46,9 @@ describe("progress entries as their receipts' index entries", () => {
     expect((await exec.post(exec.accepted(reply.grant, receiptId(reply.grant, { kind: "accepted" })))).status).toBe("recorded");
     return reply.grant;
   };
-  const progressEntry = async (assignmentId: string, seq: number): Promise<ProgressEntry | null> => {
-    const entry = await (await new Kvm(nc).open("tg_progress")).get(`${assignmentId}.${seq}`);
-    return entry?.operation === "PUT" ? decode(ProgressEntry, entry.value) : null;
-  };
+  const progressEntry = (assignmentId: string, seq: number) => storedProgressEntry(nc, assignmentId, seq);
   const complete = async (g: Grant) => expect((await exec.post(exec.claimReceipt(g, { kind: "completed", result: {} }))).status).toBe("recorded");
-  const indexEntryExists = async (id: string): Promise<boolean> => (await (await new Kvm(nc).open("tg_receipt_index")).get(id)) !== null;
+  const indexEntryExists = (id: string) => receiptIndexed(nc, id);
 
   it("stores no index entry for progress under its claim-bound id, and answers resends, conflicts and queries from the progress entry", async () => {
     const g = await runningCall();

@@ -16,6 +16,7 @@ import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
 import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
+import { receiptIndexed, storedAssignment as storedRecord } from "../helpers/stored-records.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
 const SCOPE = "prod";
@@ -504,14 +505,8 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     return (await jetstreamManager(nc)).streams.getMessage(STREAMS.candidates, { last_by_subj: subjects.candidate(SCOPE, a.binding_id, assignmentId) });
   }
 
-  async function storedAssignment(assignmentId: string): Promise<AssignmentRecord> {
-    const entry = await (await new Kvm(nc).open("tg_assignments")).get(assignmentId);
-    return decode(AssignmentRecord, entry!.value);
-  }
-
-  async function indexed(receiptId: string): Promise<boolean> {
-    return (await (await new Kvm(nc).open("tg_receipt_index")).get(receiptId)) !== null;
-  }
+  const storedAssignment = (assignmentId: string) => storedRecord(nc, assignmentId);
+  const indexed = (receiptId: string) => receiptIndexed(nc, receiptId);
 
   /** Messages ever written to the receipt index bucket (it is create-only: one per entry). */
   async function indexWrites(): Promise<number> {

@@ -335,35 +335,7 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
   });
 
   it("submit, the executor is SIGKILLed right after saving the submission, restarts and completes the task from its store", async () => {
-    const scope = "reports-crash";
-    const binding = `${scope}-write`;
-    const taskBinding = `${scope}-task`;
-    await gw.api("POST", "/v1/bindings", { binding_id: binding, executor_scope: scope, tool_kind: "write" });
-    await gw.api("POST", "/v1/bindings", { binding_id: taskBinding, executor_scope: scope, tool_kind: "write" });
-    await gw.api("POST", "/v1/toolsets/crash-tools/versions", {
-      version: "v1",
-      tools: [
-        {
-          name: "reports.generate",
-          description: "Generate a report",
-          binding_id: taskBinding,
-          input_schema: { type: "object" },
-          output_schema: { type: "object" },
-        },
-      ],
-    });
-    const agent = await gw.api("POST", "/v1/agents/crash-agent/versions", { toolset: "crash-tools", toolset_version: "v1", max_context_tokens: 100_000 });
-    const session = (await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-42" })).session_id;
-    const env = {
-      NATS_URL: nats.url,
-      RUNNER_STORE: join(dir, "crash.db"),
-      EFFECTS_DB: join(dir, "crash-effects.db"),
-      EXECUTOR_ID: `exec-${scope}`,
-      SCOPE: scope,
-      BINDING: binding,
-      TASK_BINDING: taskBinding,
-      TOOLGATE_TASK_CRASH: "after_submission_saved",
-    };
+    const { session, env } = await crashScope("reports-crash", ["reports.generate"]);
     const first = startExecutor(env);
     const run = await gw.api("POST", `/v1/sessions/${session}/runs`);
     const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "reports.generate", arguments: { title: "crash" } });
@@ -382,35 +354,10 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
   });
 
   it("after a restart, a held task's report waits for its saved submission to go out first, though another claim resumes ahead of it", async () => {
-    const scope = "reports-order";
-    const binding = `${scope}-write`;
-    const taskBinding = `${scope}-task`;
-    await gw.api("POST", "/v1/bindings", { binding_id: binding, executor_scope: scope, tool_kind: "write" });
-    await gw.api("POST", "/v1/bindings", { binding_id: taskBinding, executor_scope: scope, tool_kind: "write" });
-    await gw.api("POST", "/v1/toolsets/order-tools/versions", {
-      version: "v1",
-      tools: [
-        { name: "tasks.create", description: "Create a task", binding_id: binding, input_schema: { type: "object" }, output_schema: { type: "object" } },
-        {
-          name: "reports.generate",
-          description: "Generate a report",
-          binding_id: taskBinding,
-          input_schema: { type: "object" },
-          output_schema: { type: "object" },
-        },
-      ],
-    });
-    const agent = await gw.api("POST", "/v1/agents/order-agent/versions", { toolset: "order-tools", toolset_version: "v1", max_context_tokens: 100_000 });
-    const session = (await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-42" })).session_id;
+    const crash = await crashScope("reports-order", ["tasks.create", "reports.generate"]);
+    const session = crash.session;
     const env = {
-      NATS_URL: nats.url,
-      RUNNER_STORE: join(dir, "order.db"),
-      EFFECTS_DB: join(dir, "order-effects.db"),
-      EXECUTOR_ID: `exec-${scope}`,
-      SCOPE: scope,
-      BINDING: binding,
-      TASK_BINDING: taskBinding,
-      TOOLGATE_TASK_CRASH: "after_submission_saved",
+      ...crash.env,
       // The write stays running across the restart, where its claim resumes ahead of the task's and waits for an answer.
       HANDLER_HOLD_MS: "60000",
       // The business system reports the held task the moment the restarted runner is there.
@@ -444,6 +391,42 @@ describe("async business tasks: submit now, the outcome later (real NATS, real g
     expect(report.violations).toEqual([]);
     expect(report.counts.tool_calls.completed).toBeGreaterThanOrEqual(5);
   });
+
+  /**
+   * A scope served by the crash executor (test/fixtures/crash-executor.ts), which SIGKILLs itself once
+   * right after saving a submission: its bindings, a toolset of `tools` (`tasks.create` a write,
+   * `reports.generate` a write that submits a task) and a session, and the executor's environment.
+   */
+  async function crashScope(scope: string, tools: Array<"tasks.create" | "reports.generate">) {
+    const binding = `${scope}-write`;
+    const taskBinding = `${scope}-task`;
+    await gw.api("POST", "/v1/bindings", { binding_id: binding, executor_scope: scope, tool_kind: "write" });
+    await gw.api("POST", "/v1/bindings", { binding_id: taskBinding, executor_scope: scope, tool_kind: "write" });
+    const described = { "tasks.create": ["Create a task", binding], "reports.generate": ["Generate a report", taskBinding] } as const;
+    await gw.api("POST", `/v1/toolsets/${scope}-tools/versions`, {
+      version: "v1",
+      tools: tools.map((name) => ({
+        name,
+        description: described[name][0],
+        binding_id: described[name][1],
+        input_schema: { type: "object" },
+        output_schema: { type: "object" },
+      })),
+    });
+    const agent = await gw.api("POST", `/v1/agents/${scope}-agent/versions`, { toolset: `${scope}-tools`, toolset_version: "v1", max_context_tokens: 100_000 });
+    const session: string = (await gw.api("POST", "/v1/sessions", { agent_version: agent.agent_version, subject: "user-42" })).session_id;
+    const env: Record<string, string> = {
+      NATS_URL: nats.url,
+      RUNNER_STORE: join(dir, `${scope}.db`),
+      EFFECTS_DB: join(dir, `${scope}-effects.db`),
+      EXECUTOR_ID: `exec-${scope}`,
+      SCOPE: scope,
+      BINDING: binding,
+      TASK_BINDING: taskBinding,
+      TOOLGATE_TASK_CRASH: "after_submission_saved",
+    };
+    return { session, env };
+  }
 
   function startExecutor(env: Record<string, string>): ChildProcess {
     const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
