@@ -20,8 +20,12 @@ export interface Versioned<T> {
 /** A value as `recent` found it: `cached` when it came from this process's memory, so possibly stale. */
 export type Recent<T> = Versioned<T> & { readonly cached: boolean };
 
-/** What a `mutate` decider returns: a new value to write, or no write; `result` is handed back either way. */
-export type Decision<T, R> = { write: T; result: R } | { write?: undefined; result: R };
+/**
+ * What a `mutate` decider returns: a new value to write, or no write; `result` is handed back either
+ * way. `encoded` is the value's encoding when the decider made it already (to measure the record):
+ * then it is written as it is instead of being encoded a second time.
+ */
+export type Decision<T, R> = { write: T; encoded?: Uint8Array; result: R } | { write?: undefined; encoded?: undefined; result: R };
 
 /**
  * A compare-and-set to decide again: another writer got there first (also what `create` of an
@@ -236,11 +240,11 @@ export class VersionedStore<T> {
     });
   }
 
-  /** Creates `key` unless it exists; then returns what is there instead. */
-  async create(key: string, value: T): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
+  /** Creates `key` unless it exists; then returns what is there instead. `encoded`: the value's encoding, when the caller made it already. */
+  async create(key: string, value: T, encoded = encode(value)): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       try {
-        const revision = await this.kv.create(key, encode(value));
+        const revision = await this.kv.create(key, encoded);
         this.cache?.store(key, { value, revision });
         for (const observe of this.observers) observe(undefined, value);
         return { created: true, revision };
@@ -276,7 +280,7 @@ export class VersionedStore<T> {
         return { result: decision.result, value: current.value, written: false, revision: current.revision };
       }
       try {
-        const revision = await this.kv.update(key, encode(decision.write), current.revision);
+        const revision = await this.kv.update(key, decision.encoded ?? encode(decision.write), current.revision);
         this.cache?.store(key, { value: decision.write, revision });
         for (const observe of this.observers) observe(current.value, decision.write);
         return { result: decision.result, value: decision.write, written: true, revision };

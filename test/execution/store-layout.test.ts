@@ -91,11 +91,12 @@ describe("store layouts: where a completed call's projection is stored", () => {
     const receipts = new ReceiptLog(await jetstreamManager(nc));
     const withLimit = async (limit: number) => new ProjectionStore(await store("projections", ProjectionRecord), receipts, 2, () => limit);
     const receiptId = record.final!.receipt_id;
-    const carried = (await withLimit(Number.MAX_SAFE_INTEGER)).carried(record, receiptId, { page: 3 });
-    expect(carried.projection).toMatchObject({ receipt_id: receiptId, context_preview: { result: { page: 3 } } });
-    // What the decision measures: the record with its projection, and room for the completing write's own fields.
-    const needed = encode({ ...record, ...carried }).byteLength + 4_096;
-    expect((await withLimit(needed)).carried(record, receiptId, { page: 3 })).toHaveProperty("projection");
-    expect((await withLimit(needed - 64)).carried(record, receiptId, { page: 3 })).toEqual({});
+    const carrying = (await withLimit(Number.MAX_SAFE_INTEGER)).carrying(record, receiptId, { page: 3 });
+    expect(carrying.write.projection).toMatchObject({ receipt_id: receiptId, context_preview: { result: { page: 3 } } });
+    // What the decision measures is what is written: the completed record with its projection, and room for the message's headers.
+    expect(carrying.encoded).toEqual(encode(carrying.write));
+    const needed = carrying.encoded!.byteLength + 4_096;
+    expect((await withLimit(needed)).carrying(record, receiptId, { page: 3 }).write).toHaveProperty("projection");
+    expect((await withLimit(needed - 64)).carrying(record, receiptId, { page: 3 })).toEqual({ write: record });
   });
 });

@@ -56,9 +56,11 @@ export class Dispatcher {
   async create(
     record: AssignmentRecord,
     run: Versioned<RunRecord>,
+    /** The record's encoding, when the caller made it already (to measure it). */
+    encoded?: Uint8Array,
   ): Promise<{ created: true; assignment: AssignmentRecord | null } | { created: false; existing: Versioned<AssignmentRecord> }> {
     const id = record.assignment_id;
-    const write = this.assignments.create(id, record);
+    const write = this.assignments.create(id, record, encoded);
     // Its PubAck is not waited for: the creation watch offers the call again if the candidate never lands.
     const offered = Promise.all([write, this.offer(record, { confirmed: false })]);
     const listing = offered.then(([res]) => (res.created ? this.list(record, run) : null));

@@ -72,20 +72,17 @@ export class OperatorSettlement {
       const to = nextAssignmentState(cur.state, EVENT[request.outcome]);
       if (cur.state !== "reconciliation_required" || !to) return { result: false };
       const final = { receipt_id: receiptId, kind: request.outcome, body_digest: digest, stream_seq: ack.seq, at };
-      const projection = request.outcome === "completed" && to === "completed" ? this.projections.carried(cur, receiptId, request.result) : {};
-      return {
-        write: {
-          ...cur,
-          state: to,
-          final,
-          outcome: outcomeOf(request),
-          settled_by: { operator, at },
-          ...replacing(cur, cur.final),
-          ...projection,
-          updated_at: at,
-        },
-        result: true,
+      const next: AssignmentRecord = {
+        ...cur,
+        state: to,
+        final,
+        outcome: outcomeOf(request),
+        settled_by: { operator, at },
+        ...replacing(cur, cur.final),
+        updated_at: at,
       };
+      if (request.outcome === "completed" && to === "completed") return { ...this.projections.carrying(next, receiptId, request.result), result: true };
+      return { write: next, result: true };
     });
     if (!res) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     // Lost to the executor's own reconcile: the operator receipt stays in the stream, unapplied.

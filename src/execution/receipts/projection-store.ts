@@ -5,7 +5,7 @@ import type { VersionedStore } from "../../kv/versioned-store.js";
 import { encode } from "../../wire/codec.js";
 import type { StoreLayout } from "../model/store-layout.js";
 
-/** Room left beside the record as it was for what the completing write adds (its `final`, `outcome`, `replaced`) and the message's headers. */
+/** Room left in the message beside the completed record: its headers and subject. */
 const RECORD_MARGIN_BYTES = 4_096;
 
 /**
@@ -26,15 +26,18 @@ export class ProjectionStore {
   ) {}
 
   /**
-   * What the compare-and-set completing `a` with receipt `receiptId` adds to the record: the
-   * projection from layout 2 on, nothing under 1 (`store` writes it afterwards). Nor from 2 on when the
-   * record would then not fit in one message (arguments close to the server's limit): that call's
-   * projection goes to the bucket, where every reader also looks.
+   * The write of the compare-and-set that completes an assignment as `next` with receipt
+   * `receiptId`: `next` carrying the projection from layout 2 on, with its encoding (measured
+   * against the message limit, so the store writes these bytes and encodes nothing again); `next`
+   * as it is under layout 1 (`store` writes the projection afterwards), or when the record would not
+   * fit in one message with it (arguments close to the server's limit): that call's projection goes
+   * to the bucket, where every reader also looks.
    */
-  carried(a: AssignmentRecord, receiptId: string, result: unknown): Pick<AssignmentRecord, "projection"> {
-    if (this.layout < 2) return {};
-    const projection = this.form(a, receiptId, result);
-    return encode({ ...a, projection }).byteLength + RECORD_MARGIN_BYTES <= this.maxMessageBytes() ? { projection } : {};
+  carrying(next: AssignmentRecord, receiptId: string, result: unknown): { write: AssignmentRecord; encoded?: Uint8Array } {
+    if (this.layout < 2) return { write: next };
+    const write = { ...next, projection: this.form(next, receiptId, result) };
+    const encoded = encode(write);
+    return encoded.byteLength + RECORD_MARGIN_BYTES <= this.maxMessageBytes() ? { write, encoded } : { write: next };
   }
 
   /**

@@ -216,21 +216,14 @@ export class ReceiptProcessor {
         const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
         if (!to) return { result: rejected("illegal_transition", `a ${r.kind} receipt cannot move an assignment that is ${cur.state}`) };
         // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
-        // The completing write carries the projection (store layout 2).
         const next: AssignmentRecord =
           r.kind === "accepted"
             ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
             : r.kind === "submission"
               ? BackgroundTasks.submitted(cur, r, to, applied)
-              : {
-                  ...cur,
-                  state: to,
-                  final: applied,
-                  outcome: outcomeOf(r),
-                  ...replacing(cur, cur.final),
-                  ...(r.kind === "completed" && to === "completed" ? this.deps.projections.carried(cur, r.receipt_id, r.result) : {}),
-                  updated_at: applied.at,
-                };
+              : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
+        // The completing write carries the projection (store layout 2).
+        if (r.kind === "completed" && to === "completed") return { ...this.deps.projections.carrying(next, r.receipt_id, r.result), result: RECORDED };
         return { write: next, result: RECORDED };
       },
       found,

@@ -85,7 +85,7 @@ export class ToolCallService {
       updated_at: now,
     };
 
-    this.checkStoredSize(record);
+    const encoded = this.encodedWithinLimit(record);
 
     const earlier = req.tool_call_id === undefined ? null : await this.assignments.get(assignmentId);
     if (earlier) return { assignment: await this.replay(earlier.value, record), created: false };
@@ -93,7 +93,7 @@ export class ToolCallService {
     // Watched first: should this process die between the steps below, a sweeper finishes the dispatch;
     // once the candidate is out, the same watch looks for a candidate taken but never claimed.
     const watch = await this.dispatcher.watchCreation(assignmentId, now);
-    const res = await this.dispatcher.create(record, found);
+    const res = await this.dispatcher.create(record, found, encoded);
     // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
     const dispatched = res.assignment;
@@ -104,11 +104,15 @@ export class ToolCallService {
     return { assignment: dispatched ?? record, created: true };
   }
 
-  /** Arguments too large to store the call in one NATS message, with room left for its claims and receipts: a 400 on `arguments`. */
-  private checkStoredSize(record: AssignmentRecord): void {
+  /**
+   * The record's encoding, which its creation then writes; arguments too large to store the call in
+   * one NATS message, with room left for its claims and receipts, are a 400 on `arguments`.
+   */
+  private encodedWithinLimit(record: AssignmentRecord): Uint8Array {
     const allowed = this.maxMessageBytes() - ASSIGNMENT_ROOM_BYTES;
-    const size = encode(record).byteLength;
-    if (size <= allowed) return;
+    const encoded = encode(record);
+    const size = encoded.byteLength;
+    if (size <= allowed) return encoded;
     const bound = `at most ${allowed} bytes for the stored tool call: the NATS server's max_payload (${this.maxMessageBytes()}) less ${ASSIGNMENT_ROOM_BYTES} for its claims and receipts`;
     throw ToolgateError.validation(
       [tooBigDetail("arguments", size, bound, "stored with these arguments, the tool call")],
