@@ -7,6 +7,7 @@ import { ContextWindows } from "../context/context-windows.js";
 import { contextRoutes } from "../context/routes.js";
 import { configRoutes } from "../config/routes.js";
 import { coalesceWrites } from "../nats/coalesced-writes.js";
+import { skipSettledRequestErrors } from "../nats/settled-requests.js";
 import { ExecutorStore } from "../executors/executor-store.js";
 import { executorRoutes } from "../executors/routes.js";
 import { dryRunRoutes } from "../dryrun/route.js";
@@ -92,6 +93,7 @@ export async function createGateway(options: GatewayOptions = {}): Promise<Gatew
   try {
     const nc = await connect(natsConnectionOptions({ ...config, NATS_URL: config.NATS_URL ?? embeddedNats!.server.url }, "gateway"));
     coalesceWrites(nc);
+    skipSettledRequestErrors();
     const metrics = new GatewayMetrics();
     undoStart.unshift(() => nc.close());
     metrics.watchNats(nc);

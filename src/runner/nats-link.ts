@@ -1,5 +1,6 @@
 import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { coalesceWrites } from "../nats/coalesced-writes.js";
+import { skipSettledRequestErrors } from "../nats/settled-requests.js";
 import { jetstream, PubHeaders, type Consumer, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { decode, encode } from "../wire/codec.js";
@@ -96,6 +97,8 @@ export class NatsLink {
       }));
     // A connection of its own writes its socket once per turn of the event loop (see coalesceWrites).
     if (!given) coalesceWrites(nc);
+    // Process-wide: no error built for every answered request (see skipSettledRequestErrors).
+    skipSettledRequestErrors();
     return new NatsLink(nc, !given, scope, executorId, requestTimeoutMs, logger);
   }
 
