@@ -26,8 +26,9 @@ const RECHECK_MS = 5_000;
  * Waits for the assignment to reach one of `until` (default: settled) and resolves with it; resolves
  * undefined once `signal` aborts. New progress entries are handed to `onProgress` in order.
  * The run's events are subscribed to before the record is read, so no write after that read goes
- * unseen; an event of this assignment reaching a state of `until` is confirmed by reading the
- * record (events are notifications, the record is the truth). Nothing is made on the server for the
+ * unseen; an event of this assignment reaching a state of `until` is confirmed on the record
+ * (events are notifications, the record is the truth): the one this process remembers when it
+ * is terminal (this process most often wrote it), else one read. Nothing is made on the server for the
  * wait (no consumer): the subscription is plain, and should it lose an event (a reconnect), the
  * record is read again after `RECHECK_MS` without one. If the subscription fails, the record is read
  * once more before the failure is reported: a settled call is still answered.
@@ -79,9 +80,10 @@ export async function settledView(
         });
       if (signal.aborted) return undefined;
       // Settled by an event (its progress came before it), or a quiet spell that may hide a lost event.
-      const quiet = !settledEvent && !failure;
+      const told = settledEvent;
+      const quiet = !told && !failure;
       settledEvent = false;
-      current = await sources.history.assignment(call.assignment_id, { withProgress: quiet });
+      current = await sources.history.assignment(call.assignment_id, { withProgress: quiet, settled: told });
       current.progress.forEach(report);
       if (failure && !until.has(current.state)) throw failure;
     }

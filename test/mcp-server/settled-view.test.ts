@@ -13,6 +13,7 @@ describe("waiting for a tool call's answer", () => {
   let fx: ExecutionFixture;
   let spy: NatsConnection;
   let consumersMade = 0;
+  let assignmentReads = 0;
 
   beforeAll(async () => {
     fx = await startExecutionFixture({
@@ -23,6 +24,7 @@ describe("waiting for a tool call's answer", () => {
     });
     spy = await connect({ servers: fx.nats.url });
     spy.subscribe("$JS.API.CONSUMER.CREATE.>", { callback: () => void consumersMade++ });
+    spy.subscribe("$JS.API.DIRECT.GET.KV_tg_assignments.>", { callback: () => void assignmentReads++ });
     await spy.flush();
   });
   afterAll(async () => {
@@ -60,6 +62,31 @@ describe("waiting for a tool call's answer", () => {
     await spy.flush();
     expect(consumersMade).toBe(before);
     expect(getEventListeners(session, "abort")).toHaveLength(0);
+  });
+
+  it("confirms the settling event on the record this gateway wrote, without reading it again", async () => {
+    const call = await newCall();
+    const history = fx.gw.gateway.execution.history;
+    // The reads each look at the record makes, after the first (made before any event).
+    const laterReads: number[] = [];
+    let looks = 0;
+    const counted = {
+      assignment: async (...args: Parameters<typeof history.assignment>) => {
+        const first = looks++ === 0;
+        await spy.flush();
+        const before = assignmentReads;
+        const view = await history.assignment(...args);
+        await spy.flush();
+        if (!first) laterReads.push(assignmentReads - before);
+        return view;
+      },
+    } as unknown as typeof history;
+    const answered = settledView({ history: counted, events: fx.gw.gateway.execution.events }, call, new AbortController().signal, () => undefined);
+    await complete(call.assignment_id);
+    expect(await answered).toMatchObject({ state: "completed", context_preview: { result: { done: true } } });
+    // Woken by the events (progress, then completed): the completed record, remembered, answers.
+    expect(laterReads.length).toBeGreaterThan(0);
+    expect(laterReads.every((n) => n === 0)).toBe(true);
   });
 
   it("answers when the events never reach it, by reading the record again after a quiet spell", async () => {

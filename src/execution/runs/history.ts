@@ -1,5 +1,6 @@
 import { ToolgateError } from "../../errors/toolgate-error.js";
 import { forEachConcurrently } from "../../kv/concurrently.js";
+import { isTerminalAssignmentState } from "../model/assignment-states.js";
 import type { ProgressStore } from "../receipts/progress-store.js";
 import type { ProjectionStore } from "../receipts/projection-store.js";
 import type { AssignmentRecord, ProgressEntry, RunRecord, SubmittedTask } from "../model/records.js";
@@ -31,9 +32,14 @@ export class HistoryReader {
   /**
    * The assignment as it stands. Its progress is listed (four requests) only when it can have any,
    * and only when asked for: a caller that follows the progress events itself passes `withProgress: false`.
+   * `settled`: the caller was told (by the run's event) that the assignment reached a settled state.
+   * A terminal state this process remembers (it wrote the settling compare-and-set, most often) is
+   * then served without a read: a terminal state never changes, nor the outcome and projection
+   * written with it. Any other is read.
    */
-  async assignment(assignmentId: string, { withProgress = true } = {}): Promise<AssignmentView> {
-    const a = (await this.assignments.get(assignmentId))?.value;
+  async assignment(assignmentId: string, { withProgress = true, settled = false } = {}): Promise<AssignmentView> {
+    const found = settled ? await this.assignments.recent(assignmentId, (a) => isTerminalAssignmentState(a.state)) : await this.assignments.get(assignmentId);
+    const a = found?.value;
     if (!a) throw new ToolgateError("assignment_not_found", `assignment '${assignmentId}' does not exist`);
     return this.view(a, withProgress && mayHaveProgress(a) ? this.progress.list(a) : Promise.resolve([]));
   }
