@@ -54,9 +54,14 @@ export class RunService {
     return res.run;
   }
 
-  /** The run of `sessionId` named `runId`: created on first use, the stored one after (whichever process made it). */
+  /**
+   * The run of `sessionId` named `runId`: created on first use, the stored one after (whichever
+   * process made it). One this process remembers is not read again: that it exists and whose session
+   * it is never change (a run is never removed), and its state is as this process last saw it, for
+   * the caller to decide on afresh (a tool call's creation reads a run that looks ended).
+   */
   async open(sessionId: string, runId: string): Promise<RunRecord> {
-    const known = await this.runs.get(runId);
+    const known = await this.runs.recent(runId);
     const run = known ? known.value : (await this.write(sessionId, runId)).run;
     if (run.session_id !== sessionId) throw new ToolgateError("run_id_collision", `run '${runId}' belongs to another session`);
     return run;
