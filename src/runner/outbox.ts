@@ -16,9 +16,6 @@ export interface OutboxTiming {
 /** Called with the definitive answer to a receipt; must record it in the store before resolving. */
 export type AnswerHandler = (receipt: OutboxReceipt, answer: StoredAnswer) => Promise<void>;
 
-/** Receipts whose answer changes no phase of their claim (`answerChange`): the next receipt need not wait for its record. */
-const ANSWERS_RECORDED_BESIDE: ReadonlySet<OutboxReceipt["kind"]> = new Set(["progress", "submission"]);
-
 /** One claim's receipts waiting for their answers, in save order, and the drain sending them. */
 interface Lane {
   queue: OutboxReceipt[];
@@ -129,21 +126,12 @@ export class Outbox {
         const answer = await this.deliver(grant, next);
         if (!answer) return; // closing
         const { status, code, reason } = answer;
-        const handled = this.onAnswered(next, {
+        await this.onAnswered(next, {
           status: status as StoredAnswer["status"],
           answeredAt: Date.now(),
           ...(code ? { code } : {}),
           ...(reason ? { reason } : {}),
         });
-        // The order the gateway sees rests on the answer's arrival, not on its record. An answer that
-        // moves no phase (progress, a submission) is recorded beside the next send: the store writes
-        // in order, and one lost to a crash only makes the next start resend its receipt. One that
-        // moves a phase (a handler may start on it, the claim ends on it) is recorded first.
-        if (ANSWERS_RECORDED_BESIDE.has(next.kind))
-          handled.catch((err: unknown) =>
-            this.logger.error({ err, receipt_id: next.receiptId }, "receipt answer not recorded; the next start resends the receipt"),
-          );
-        else await handled;
         lane.queue.shift();
       }
     } catch (err) {

@@ -4,8 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { createLogger } from "../../src/log/logger.js";
-import { SqliteRunnerStore, type StoredAnswer, type PhaseChange, type ToolRunner } from "../../src/runner/index.js";
-import { progressIdPlace } from "../../src/wire/receipt-ids.js";
+import { SqliteRunnerStore, type ToolRunner } from "../../src/runner/index.js";
 import { decode } from "../../src/wire/codec.js";
 import { Receipt } from "../../src/wire/messages.js";
 import { subjects } from "../../src/wire/subjects.js";
@@ -112,55 +111,5 @@ describe("ToolRunner: how receipts are sent", () => {
     expect(completed.slice(1).every((s) => s.asksPubAck && s.receiptId === completed[0]!.receiptId)).toBe(true);
     gw = await startExecutionGateway(nats.url, SHORT_LEASES);
     await until("the call completed", async () => ((await stateOf(id)) === "completed" ? true : undefined));
-  });
-
-  it("sends the next receipt while a progress answer is still being recorded (it moves no phase)", async () => {
-    const scope = "send-held";
-    const executorId = "exec-send-held";
-    const onWire: Array<Receipt["kind"]> = [];
-    const sub = nc.subscribe(subjects.receipt(scope, executorId, "*"), { callback: (_err, m: Msg) => void onWire.push(decode(Receipt, m.data).kind) });
-    await nc.flush();
-    const held = await publishTasksAgent(gw, { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent`, executorId });
-    /** The runner's store, its records of progress answers held until `let go`. */
-    class ProgressAnswersHeld extends SqliteRunnerStore {
-      readonly waiting: Array<() => void> = [];
-      override async recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
-        if (progressIdPlace(receiptId)) await new Promise<void>((letGo) => this.waiting.push(letGo));
-        return super.recordAnswer(receiptId, answer, change);
-      }
-    }
-    const store = new ProgressAnswersHeld(join(dir, "held.db"));
-    const heldRunner = await startTasksReadRunner({
-      natsUrl: nats.url,
-      executorId,
-      scope,
-      store,
-      logger: createLogger({ name: "toolgate-runner", level: "warn", destination: sink.stream }),
-      async handler(ctx) {
-        await ctx.progress({ step: 1 });
-        return { tasks: [] };
-      },
-    });
-    try {
-      const run = await gw.api("POST", `/v1/sessions/${held.sessionId}/runs`);
-      const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: { cursor: "now" } });
-      await until("the completed receipt sent", async () => (onWire.includes("completed") ? true : undefined));
-      // Sent while the progress answer's record still waits: the lane did not wait for it.
-      expect(store.waiting).toHaveLength(1);
-      await until("the call completed", async () => ((await stateOf(assignment.assignment_id)) === "completed" ? true : undefined));
-      store.waiting.forEach((letGo) => letGo());
-      // Recorded all the same, in the order of the answers.
-      const key = { assignmentId: assignment.assignment_id as string, generation: 0 };
-      await until("every answer recorded", async () => ((await store.listReceipts(key)).every((r) => r.answer) ? true : undefined));
-      expect((await store.listReceipts(key)).map((r) => [r.kind, r.answer?.status])).toEqual([
-        ["accepted", "recorded"],
-        ["progress", "recorded"],
-        ["completed", "recorded"],
-      ]);
-    } finally {
-      sub.unsubscribe();
-      store.waiting.forEach((letGo) => letGo());
-      await heldRunner.close({ deadlineMs: 1_000 });
-    }
   });
 });
