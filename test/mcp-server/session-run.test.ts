@@ -1,14 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { sessionMcpRunId } from "../../src/execution/model/ids.js";
 import { createToolCall } from "../../src/mcp-server/session-tools.js";
 import { startExecutionFixture, type ExecutionFixture } from "../helpers/execution-gateway.js";
+import { DirectReads } from "../helpers/direct-reads.js";
 
 /** The run an MCP session's tool calls go to: made on the first call, then remembered by the gateway. */
 describe("an MCP session's run", () => {
   let fx: ExecutionFixture;
-  let spy: NatsConnection;
-  let runReads = 0;
+  let runReads: DirectReads;
 
   beforeAll(async () => {
     fx = await startExecutionFixture({
@@ -17,23 +16,20 @@ describe("an MCP session's run", () => {
       tools: [{ name: "m.read", binding_id: "b-mcprun" }],
       executor: { id: "exec-mcprun", start: "heartbeat" },
     });
-    spy = await connect({ servers: fx.nats.url });
-    spy.subscribe("$JS.API.DIRECT.GET.KV_tg_runs.>", { callback: () => void runReads++ });
-    await spy.flush();
+    runReads = await DirectReads.of(fx.nats.url, "tg_runs");
   });
   afterAll(async () => {
-    await spy?.close();
+    await runReads?.close();
     await fx?.close();
   });
 
   /** Creates a tool call in the session's run, and says how many reads of the run it made. */
   const call = async () => {
-    await spy.flush();
-    const before = runReads;
-    const created = await createToolCall(fx.gw.gateway.execution, fx.sessionId, sessionMcpRunId(fx.sessionId), { name: "m.read", arguments: {} });
-    await spy.flush();
+    const { value: created, reads } = await runReads.during(() =>
+      createToolCall(fx.gw.gateway.execution, fx.sessionId, sessionMcpRunId(fx.sessionId), { name: "m.read", arguments: {} }),
+    );
     if (!("call" in created)) throw new Error(`no call created: ${JSON.stringify(created.answer)}`);
-    return { call: created.call, reads: runReads - before };
+    return { call: created.call, reads };
   };
 
   it("is made by the first call and not read again by the next ones", async () => {

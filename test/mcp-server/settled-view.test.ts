@@ -4,6 +4,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { settledView, SETTLED } from "../../src/mcp-server/settled-view.js";
 import type { AssignmentView } from "../../src/execution/runs/views.js";
 import { startExecutionFixture, type ExecutionFixture } from "../helpers/execution-gateway.js";
+import { DirectReads } from "../helpers/direct-reads.js";
 
 /**
  * The wait behind an MCP `tools/call`: the run's events tell it when to read the record, and no
@@ -13,7 +14,7 @@ describe("waiting for a tool call's answer", () => {
   let fx: ExecutionFixture;
   let spy: NatsConnection;
   let consumersMade = 0;
-  let assignmentReads = 0;
+  let assignmentReads: DirectReads;
 
   beforeAll(async () => {
     fx = await startExecutionFixture({
@@ -24,11 +25,12 @@ describe("waiting for a tool call's answer", () => {
     });
     spy = await connect({ servers: fx.nats.url });
     spy.subscribe("$JS.API.CONSUMER.CREATE.>", { callback: () => void consumersMade++ });
-    spy.subscribe("$JS.API.DIRECT.GET.KV_tg_assignments.>", { callback: () => void assignmentReads++ });
     await spy.flush();
+    assignmentReads = await DirectReads.of(fx.nats.url, "tg_assignments");
   });
   afterAll(async () => {
     await spy?.close();
+    await assignmentReads?.close();
     await fx?.close();
   });
 
@@ -73,12 +75,9 @@ describe("waiting for a tool call's answer", () => {
     const counted = {
       assignment: async (...args: Parameters<typeof history.assignment>) => {
         const first = looks++ === 0;
-        await spy.flush();
-        const before = assignmentReads;
-        const view = await history.assignment(...args);
-        await spy.flush();
-        if (!first) laterReads.push(assignmentReads - before);
-        return view;
+        const { value, reads } = await assignmentReads.during(() => history.assignment(...args));
+        if (!first) laterReads.push(reads);
+        return value;
       },
     } as unknown as typeof history;
     const answered = settledView({ history: counted, events: fx.gw.gateway.execution.events }, call, new AbortController().signal, () => undefined);

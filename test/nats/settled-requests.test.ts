@@ -12,7 +12,8 @@ import { startTestNats, type TestNats } from "../helpers/nats.js";
 const require = createRequire(import.meta.url);
 const errorsModule = require(join(dirname(require.resolve("@nats-io/nats-core/internal")), "errors.js")) as { RequestError: typeof RequestError };
 
-function countRequestErrors(): { count(): number; restore(): void } {
+/** How many `RequestError`s nats-core built while `step` ran. */
+async function requestErrorsBuilt(step: () => Promise<void>): Promise<number> {
   const original = errorsModule.RequestError;
   let built = 0;
   errorsModule.RequestError = class extends original {
@@ -21,7 +22,12 @@ function countRequestErrors(): { count(): number; restore(): void } {
       built++;
     }
   };
-  return { count: () => built, restore: () => void (errorsModule.RequestError = original) };
+  try {
+    await step();
+  } finally {
+    errorsModule.RequestError = original;
+  }
+  return built;
 }
 
 describe("skipSettledRequestErrors: no error built for a request that was answered", () => {
@@ -46,24 +52,12 @@ describe("skipSettledRequestErrors: no error built for a request that was answer
   };
 
   it("builds none where nats-core built one per answered request, and requests answer as before", async () => {
-    const before = countRequestErrors();
-    try {
-      await answered(20);
-    } finally {
-      before.restore();
-    }
     // nats-core as pinned builds one per answered request: were it ever to stop, this patch could go.
-    expect(before.count()).toBe(20);
+    expect(await requestErrorsBuilt(() => answered(20))).toBe(20);
 
     expect(skipSettledRequestErrors()).toBe(true);
     expect(skipSettledRequestErrors()).toBe(true); // twice changes nothing
-    const after = countRequestErrors();
-    try {
-      await answered(20);
-    } finally {
-      after.restore();
-    }
-    expect(after.count()).toBe(0);
+    expect(await requestErrorsBuilt(() => answered(20))).toBe(0);
   });
 
   it("still fails a request nobody answers, or that no one listens to, with its own error", async () => {
