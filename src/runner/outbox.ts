@@ -19,6 +19,9 @@ export type AnswerHandler = (receipt: OutboxReceipt, answer: StoredAnswer) => Pr
 /** One claim's receipts waiting for their answers, in save order, and the drain sending them. */
 interface Lane {
   queue: OutboxReceipt[];
+  /** A drain is sending the queue; cleared by the drain itself, in the step that finds the queue empty. */
+  draining: boolean;
+  /** The last drain started (`flush` waits for it). */
   done: Promise<void> | undefined;
 }
 
@@ -90,14 +93,11 @@ export class Outbox {
   send(grant: Grant, saved: readonly OutboxReceipt[]): void {
     const key = `${grant.assignment_id}/${grant.generation}`;
     let lane = this.lanes.get(key);
-    if (!lane) this.lanes.set(key, (lane = { queue: [], done: undefined }));
+    if (!lane) this.lanes.set(key, (lane = { queue: [], draining: false, done: undefined }));
     lane.queue.push(...saved);
-    if (lane.done || lane.queue.length === 0) return;
-    const draining = lane;
-    draining.done = this.drain(grant, draining).finally(() => {
-      draining.done = undefined;
-      if (draining.queue.length === 0 && this.lanes.get(key) === draining) this.lanes.delete(key);
-    });
+    if (lane.draining || lane.queue.length === 0) return;
+    lane.draining = true;
+    lane.done = this.drain(key, grant, lane);
   }
 
   /** Routes an answer that arrived on `tg.ans.<scope>.<executor>` to the receipt waiting for it. */
@@ -109,7 +109,7 @@ export class Outbox {
 
   /** Resolves when every lane is idle, or after `timeoutMs`, whichever is first. */
   async flush(timeoutMs: number): Promise<void> {
-    const lanes = Promise.all([...this.lanes.values()].flatMap((l) => l.done ?? []));
+    const lanes = Promise.all([...this.lanes.values()].flatMap((l) => (l.draining && l.done ? [l.done] : [])));
     await Promise.race([lanes, sleep(timeoutMs, this.stop.signal)]);
   }
 
@@ -119,7 +119,7 @@ export class Outbox {
     for (const done of [...this.waiters.values()]) done(undefined);
   }
 
-  private async drain(grant: Grant, lane: Lane): Promise<void> {
+  private async drain(key: string, grant: Grant, lane: Lane): Promise<void> {
     try {
       for (let next = lane.queue[0]; next; next = lane.queue[0]) {
         if (this.stop.signal.aborted) return;
@@ -137,6 +137,13 @@ export class Outbox {
     } catch (err) {
       // The receipt stays unanswered in the store and at the head of the lane: the next send or start-up tries it again.
       if (!this.stop.signal.aborted) this.logger.error({ err, assignment_id: grant.assignment_id }, "outbox lane stopped");
+    } finally {
+      // In the very step that found the queue empty (or stopped): a receipt saved after it, even in
+      // the same turn of the event loop, finds the lane idle and starts a drain of its own. Cleared
+      // any later (once this promise settled), it would wait in the queue for the claim's next send,
+      // and a claim's last receipt has none.
+      lane.draining = false;
+      if (lane.queue.length === 0 && this.lanes.get(key) === lane) this.lanes.delete(key);
     }
   }
 

@@ -1,0 +1,74 @@
+import { describe, expect, it } from "vitest";
+import { createLogger } from "../../src/log/logger.js";
+import { Outbox } from "../../src/runner/outbox.js";
+import type { NatsLink } from "../../src/runner/nats-link.js";
+import { buildReceipt } from "../../src/runner/receipts.js";
+import type { OutboxReceipt, RunnerStore } from "../../src/runner/store.js";
+import type { Receipt } from "../../src/wire/messages.js";
+import { sampleGrant } from "./helpers/grants.js";
+
+/**
+ * The order of one claim's lane, microtask by microtask. The gateway and the store are stand-ins
+ * here (the link answers every receipt at once, the store saves nothing): what is under test is
+ * when the lane sends, which no real gateway or disk can time to the microtask.
+ */
+describe("Outbox lane", () => {
+  const grant = sampleGrant();
+  const progress = (seq: number) => buildReceipt(grant, { kind: "progress", seq, progress: { step: seq } }, 0);
+  const completed = buildReceipt(grant, { kind: "completed", result: { ok: true } }, 0);
+
+  function outboxWith(opts: { saving: (receipt: OutboxReceipt) => Promise<void>; onAnswered: (receipt: OutboxReceipt) => Promise<void> }) {
+    const sent: string[] = [];
+    const link = {
+      postReceipt(receipt: Receipt) {
+        sent.push(receipt.receipt_id);
+        queueMicrotask(() =>
+          outbox.handleAnswer({ receipt_id: receipt.receipt_id, assignment_id: receipt.assignment_id, kind: receipt.kind, status: "recorded" }),
+        );
+      },
+    } as unknown as NatsLink;
+    const store = { appendReceipt: (receipt: OutboxReceipt) => opts.saving(receipt) } as unknown as RunnerStore;
+    const outbox: Outbox = new Outbox(store, link, { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000 }, createLogger({ level: "silent" }), (receipt) =>
+      opts.onAnswered(receipt),
+    );
+    return { outbox, sent };
+  }
+
+  it("sends a receipt saved while the lane's drain is finishing (its loop found the queue empty)", async () => {
+    // The last receipt of the claim finishes saving in the same turn as the answer to the one before
+    // it, two microtasks after that answer was recorded: after the drain's loop found nothing left,
+    // before the drain's promise settled.
+    let saved!: () => void;
+    const save = new Promise<void>((resolve) => (saved = resolve));
+    const { outbox, sent } = outboxWith({
+      saving: async (receipt) => {
+        if (receipt.kind === "completed") await save;
+      },
+      onAnswered: async (receipt) => {
+        if (receipt.kind === "progress") saved();
+      },
+    });
+    outbox.send(grant, [progress(1)]);
+    const appended = outbox.append(grant, completed);
+    await appended;
+    await outbox.flush(1_000);
+    expect(sent).toEqual([progress(1).receiptId, completed.receiptId]);
+    outbox.close();
+  });
+
+  it("sends a claim's receipts one after the other's answer, in save order", async () => {
+    const answered: string[] = [];
+    const { outbox, sent } = outboxWith({
+      saving: async () => undefined,
+      onAnswered: async (receipt) => {
+        answered.push(receipt.receiptId);
+      },
+    });
+    const receipts = [progress(1), progress(2), completed];
+    for (const receipt of receipts) await outbox.append(grant, receipt);
+    await outbox.flush(1_000);
+    expect(sent).toEqual(receipts.map((r) => r.receiptId));
+    expect(answered).toEqual(sent);
+    outbox.close();
+  });
+});
