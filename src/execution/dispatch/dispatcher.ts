@@ -120,13 +120,16 @@ export class Dispatcher {
    * Whether the run lists the call, listing it if not: a claim's check, since a creation lists its
    * call after offering it (or died in between). `run` is the run as the caller has it. A creation
    * of this process still listing the call is waited for (not raced with a second compare-and-set);
-   * otherwise a run that does not list the call is read afresh, and the listing written only if
-   * still missing.
+   * one that has listed it since the caller took `run` left the run it wrote in this process's
+   * memory, which answers (a listing is never undone); otherwise a run that does not list the call
+   * is read afresh, and the listing written only if still missing.
    */
   async ensureListed(a: AssignmentRecord, run: RunRecord): Promise<Listing> {
     if (runListsWork(a, run)) return "listed";
     const creation = this.creating.get(a.assignment_id);
-    return (creation && (await creation.listing)) ?? this.list(a);
+    if (creation) return (await creation.listing) ?? this.list(a);
+    const remembered = this.runs.remembered(a.run_id);
+    return remembered && runListsWork(a, remembered) ? "listed" : this.list(a);
   }
 
   /** Settled once this process's creation of the assignment has its write answered; undefined when none is under way. */

@@ -11,6 +11,7 @@ import { startTestNats, type TestNats } from "../../helpers/nats.js";
 import { GatedStore } from "../../helpers/gated-store.js";
 import { activeRun, bucketStore, oneReadTool, toolCallCreation } from "../../helpers/tool-call-creation.js";
 import { until } from "../../helpers/until.js";
+import { DirectReads } from "../../helpers/direct-reads.js";
 
 const SCOPE = "order";
 const BINDING = "b-order";
@@ -73,5 +74,20 @@ describe("a tool call's creation", () => {
     expect((await created).created).toBe(true);
     expect(runs.mutations).toBe(1);
     expect((await runs.get("run-order-2"))?.value.assignment_ids).toEqual([a.assignment_id]);
+  });
+
+  it("a claim's listing check made after the creation listed the call takes the listing this process remembers, without reading the run", async () => {
+    // The gateway's runs store remembers what it wrote; a claim's run was taken before the listing (its candidate came first).
+    const runs = (await (await executionStores(nc))("runs", RunRecord)).withRevisionCache(16);
+    const { service, dispatcher, run } = await creation({ runs }, "run-order-3");
+    const { assignment } = await service.create("run-order-3", { tool_name: "order.read", arguments: {} });
+    const runReads = await DirectReads.of(nats.url, "tg_runs");
+    try {
+      const { value: listing, reads } = await runReads.during(() => dispatcher.ensureListed(assignment, run));
+      expect(listing).toBe("listed");
+      expect(reads).toBe(0);
+    } finally {
+      await runReads.close();
+    }
   });
 });
