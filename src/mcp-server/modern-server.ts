@@ -25,12 +25,13 @@ export function modernSessionServer(deps: SessionToolsDeps, sessionId: string): 
   server.setRequestHandler("tools/call", (request, ctx) =>
     faultsAsProtocolErrors(async () => {
       const params = request.params as { name: string; arguments?: Record<string, unknown> };
-      const created = await createToolCall(execution, sessionId, runId, { ...params, _meta: ctx.mcpReq._meta });
+      const asTask = declaresTasks(ctx);
+      const created = await createToolCall(execution, sessionId, runId, { ...params, _meta: ctx.mcpReq._meta }, { waited: !asTask });
       if ("answer" in created) return created.answer as CallToolResult;
       // The SDK passes a handler's `resultType` through on tools/call; its types do not name the extension's result.
-      if (declaresTasks(ctx)) return createdTask(await execution.history.assignment(created.call.assignment_id)) as unknown as CallToolResult;
+      if (asTask) return createdTask(await execution.history.assignment(created.call.assignment_id)) as unknown as CallToolResult;
       const onProgress = progressForwarder(ctx.mcpReq._meta?.progressToken, (notification) => ctx.mcpReq.notify(notification));
-      return (await answerToolCall(deps, created.call, ctx.mcpReq.signal, () => true, onProgress)) as CallToolResult;
+      return (await answerToolCall(deps, created, ctx.mcpReq.signal, () => true, onProgress)) as CallToolResult;
     }),
   );
   return server;

@@ -30,16 +30,17 @@ export function sessionServer(deps: SessionToolsDeps, sessionId: string, closed:
 
   server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
     faultsAsMcpErrors(async (): Promise<CallToolResult | CreateTaskResult> => {
-      const created = await createToolCall(execution, sessionId, runId, request.params);
+      const asTask = Boolean(request.params.task);
+      const created = await createToolCall(execution, sessionId, runId, request.params, { waited: !asTask });
       if ("answer" in created) return created.answer;
       const progressToken = request.params._meta?.progressToken;
-      if (request.params.task) {
+      if (asTask) {
         // The task is the assignment, stored before this answer; its progress outlives the request.
         const task = taskOf(await execution.history.assignment(created.call.assignment_id));
         if (progressToken !== undefined) void forwardTaskProgress(created.call, progressToken);
         return { task };
       }
-      return answerToolCall(deps, created.call, extra.signal, () => closed.aborted, progressForwarder(progressToken, extra.sendNotification));
+      return answerToolCall(deps, created, extra.signal, () => closed.aborted, progressForwarder(progressToken, extra.sendNotification));
     }),
   );
 

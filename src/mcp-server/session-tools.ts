@@ -6,7 +6,7 @@ import { ToolgateError } from "../errors/toolgate-error.js";
 import type { Logger } from "../log/logger.js";
 import { Id } from "../wire/primitives.js";
 import { callResult, toolError } from "./call-result.js";
-import { ANSWERED, settledView, type AnswerSources } from "./settled-view.js";
+import { ANSWERED, RunEventBuffer, settledView, type AnswerSources, type Opened } from "./settled-view.js";
 import { mcpTool } from "./tool-listing.js";
 
 /** The `_meta` key of a `tools/call` that names the tool call: it becomes its `tool_call_id` (the idempotency key). */
@@ -70,26 +70,33 @@ export interface ToolCallParams {
 /**
  * Creates the tool call of a `tools/call` on the session's MCP run (made on first use) and answers
  * with its assignment, stored before this returns. What the model can correct is a tool error
- * (`answer`); an unknown tool is a protocol error, as MCP asks.
+ * (`answer`); an unknown tool is a protocol error, as MCP asks. `waited` (a call whose answer the
+ * request waits for) subscribes to the run's events before the call is made: the wait then starts
+ * from the state the creation wrote, without reading it (`answerToolCall`).
  */
 export async function createToolCall(
   execution: Execution,
   sessionId: string,
   runId: string,
   params: ToolCallParams,
-): Promise<{ call: ToolCallRef } | { answer: CallToolResult }> {
+  { waited = false } = {},
+): Promise<{ call: ToolCallRef; opened?: Opened } | { answer: CallToolResult }> {
   const key = params._meta?.[TOOL_CALL_ID_META];
   if (key !== undefined && !Id.safeParse(key).success)
     return { answer: toolError("invalid_tool_call_id", `_meta["${TOOL_CALL_ID_META}"] must be 1-128 characters of A-Z a-z 0-9 _ -`) };
+  let events: RunEventBuffer | undefined;
   try {
     const run = await execution.runs.open(sessionId, runId);
+    if (waited) events = new RunEventBuffer(execution.events, run.run_id);
     const created = await execution.toolCalls.create(run.run_id, {
       tool_name: params.name,
       arguments: params.arguments ?? {},
       ...(typeof key === "string" ? { tool_call_id: key } : {}),
     });
-    return { call: { run_id: run.run_id, assignment_id: created.assignment.assignment_id } };
+    const call = { run_id: run.run_id, assignment_id: created.assignment.assignment_id };
+    return events ? { call, opened: { events, ...(created.created ? { created: created.assignment.state } : {}) } } : { call };
   } catch (err) {
+    events?.unsubscribe();
     if (err instanceof ToolgateError && err.code === "tool_not_found") throw new McpFault(INVALID_PARAMS, err.message);
     if (err instanceof ToolgateError && err.callerFault) return { answer: toolError(err.code, err.message, err.details) };
     throw err;
@@ -119,7 +126,7 @@ export function progressForwarder(progressToken: unknown, send: ProgressSender):
  */
 export async function answerToolCall(
   deps: SessionToolsDeps,
-  call: ToolCallRef,
+  { call, opened }: { call: ToolCallRef; opened?: Opened },
   signal: AbortSignal,
   isDisconnect: () => boolean,
   onProgress: (entry: AssignmentView["progress"][number]) => void,
@@ -129,7 +136,7 @@ export async function answerToolCall(
   signal.addEventListener("abort", () => setImmediate(() => void (isDisconnect() ? undefined : cancelTask(execution, log, call.assignment_id))), {
     once: true,
   });
-  const view = await settledView(answerSources(deps), call, signal, onProgress, ANSWERED);
+  const view = await settledView(answerSources(deps), call, signal, onProgress, ANSWERED, undefined, opened);
   return view ? callResult(view) : toolError("cancel_requested", `the business-task cancel of assignment '${call.assignment_id}' was asked for`);
 }
 

@@ -1,4 +1,5 @@
 import type { RunEventLog } from "../execution/events/event-log.js";
+import type { RunEvent } from "../execution/events/run-events.js";
 import type { HistoryReader } from "../execution/runs/history.js";
 import type { AssignmentView } from "../execution/runs/views.js";
 
@@ -22,11 +23,47 @@ export interface AnswerSources {
  */
 const RECHECK_MS = 5_000;
 
+type EventHandler = (event: RunEvent | null, err?: Error) => void;
+
+/**
+ * A run's events subscribed to before one of its calls is created, kept until the wait for that
+ * call takes them: every write after the creation is then told, so the wait can start from the
+ * state the creation wrote instead of reading the record (see `Opened`).
+ */
+export class RunEventBuffer {
+  private readonly held: Array<[RunEvent | null, Error | undefined]> = [];
+  private forward: EventHandler | undefined;
+  private readonly subscription: { unsubscribe(): void };
+
+  constructor(events: RunEventLog, runId: string) {
+    this.subscription = events.subscribe(runId, (event, err) => (this.forward ? this.forward(event, err) : this.held.push([event, err])));
+  }
+
+  /** Hands the events held so far to `handler`, then every later one. */
+  take(handler: EventHandler): void {
+    this.forward = handler;
+    for (const [event, err] of this.held.splice(0)) handler(event, err);
+  }
+
+  unsubscribe(): void {
+    this.subscription.unsubscribe();
+  }
+}
+
+/** A call whose run's events were subscribed to before its creation, with the state the creation wrote. */
+export interface Opened {
+  events: RunEventBuffer;
+  /** Absent when the call existed already (its tool_call_id asked again): then it is read. */
+  created?: AssignmentView["state"];
+}
+
 /**
  * Waits for the assignment to reach one of `until` (default: settled) and resolves with it; resolves
  * undefined once `signal` aborts. New progress entries are handed to `onProgress` in order.
  * The run's events are subscribed to before the record is read, so no write after that read goes
- * unseen; an event of this assignment reaching a state of `until` is confirmed on the record
+ * unseen; with `opened` they were subscribed to before the call was created, and a call just
+ * created is not read at all before an event says it moved (its creation wrote a state without
+ * progress). An event of this assignment reaching a state of `until` is confirmed on the record
  * (events are notifications, the record is the truth): the one this process remembers when it
  * is terminal (this process most often wrote it), else one read. Nothing is made on the server for the
  * wait (no consumer): the subscription is plain, and should it lose an event (a reconnect), the
@@ -40,6 +77,7 @@ export async function settledView(
   onProgress: (entry: AssignmentView["progress"][number]) => void,
   until: ReadonlySet<AssignmentView["state"]> = SETTLED,
   recheckMs = RECHECK_MS,
+  opened?: Opened,
 ): Promise<AssignmentView | undefined> {
   let seen = 0;
   const report = (entry: AssignmentView["progress"][number]) => {
@@ -52,7 +90,7 @@ export async function settledView(
   let settledEvent = false;
   let failure: Error | undefined;
   let wake = () => {};
-  const subscription = sources.events.subscribe(call.run_id, (event, err) => {
+  const onEvent: EventHandler = (event, err) => {
     if (err) {
       failure = err;
       return wake();
@@ -63,13 +101,16 @@ export async function settledView(
       settledEvent = true;
       wake();
     }
-  });
+  };
+  const subscription = opened?.events ?? sources.events.subscribe(call.run_id, onEvent);
+  opened?.events.take(onEvent);
   const onAbort = () => wake();
   signal.addEventListener("abort", onAbort, { once: true });
   try {
-    let current = await sources.history.assignment(call.assignment_id);
-    current.progress.forEach(report);
-    while (!until.has(current.state)) {
+    const fresh = opened?.created !== undefined && !until.has(opened.created);
+    let current: AssignmentView | undefined = fresh ? undefined : await sources.history.assignment(call.assignment_id);
+    current?.progress.forEach(report);
+    while (!current || !until.has(current.state)) {
       if (!settledEvent && !failure && !signal.aborted)
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, recheckMs);

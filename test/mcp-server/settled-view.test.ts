@@ -2,6 +2,8 @@ import { getEventListeners } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { settledView, SETTLED } from "../../src/mcp-server/settled-view.js";
+import { createToolCall } from "../../src/mcp-server/session-tools.js";
+import { sessionMcpRunId } from "../../src/execution/model/ids.js";
 import type { AssignmentView } from "../../src/execution/runs/views.js";
 import { startExecutionFixture, type ExecutionFixture } from "../helpers/execution-gateway.js";
 import { DirectReads } from "../helpers/direct-reads.js";
@@ -86,6 +88,25 @@ describe("waiting for a tool call's answer", () => {
     // Woken by the events (progress, then completed): the completed record, remembered, answers.
     expect(laterReads.length).toBeGreaterThan(0);
     expect(laterReads.every((n) => n === 0)).toBe(true);
+  });
+
+  it("waits for a call made after its run's events were subscribed to without reading it before an event", async () => {
+    // As an MCP tools/call that waits: subscribed, then created; the wait starts from the state the creation wrote.
+    const execution = fx.gw.gateway.execution;
+    const progress: AssignmentView["progress"] = [];
+    const { value: view, reads } = await assignmentReads.during(async () => {
+      const created = await createToolCall(execution, fx.sessionId, sessionMcpRunId(fx.sessionId), { name: "s.read", arguments: {} }, { waited: true });
+      if (!("call" in created)) throw new Error(`no call created: ${JSON.stringify(created.answer)}`);
+      expect(created.opened?.created).toBe("pending");
+      const answered = settledView(sources(), created.call, new AbortController().signal, (p) => progress.push(p), SETTLED, undefined, created.opened);
+      await complete(created.call.assignment_id);
+      return answered;
+    });
+    expect(view).toMatchObject({ state: "completed", context_preview: { result: { done: true } } });
+    expect(progress.map((p) => p.progress)).toEqual([{ half: true }]);
+    // Created, claimed, confirmed, reported and completed by this gateway: no read of the record at all
+    // (the wait read it once, before any event, when it subscribed after the creation).
+    expect(reads).toBe(0);
   });
 
   it("answers when the events never reach it, by reading the record again after a quiet spell", async () => {
