@@ -8,7 +8,9 @@
  * the time since the call began: the sequential round trips a call waits on, step by step.
  * With CENSUS_VIA=mcp each call is an MCP `tools/call` (the official SDK's client on the session's
  * MCP endpoint) that waits for the call's answer, instead of `POST /v1/runs/{id}/tool-calls`.
- * Environment: CENSUS_CALLS (default 200), CENSUS_TRACE, CENSUS_VIA (http or mcp), TOOLGATE_NATS_SERVER (the nats-server binary).
+ * With CENSUS_TOOL_CALL_ID=1 each call carries a tool_call_id (the idempotency key an agent
+ * platform passes; over MCP, `_meta["io.toolgate/tool_call_id"]`).
+ * Environment: CENSUS_CALLS (default 200), CENSUS_TRACE, CENSUS_VIA (http or mcp), CENSUS_TOOL_CALL_ID, TOOLGATE_NATS_SERVER (the nats-server binary).
  */
 import { connect, type Msg } from "@nats-io/transport-node";
 import { startTestNats } from "../test/helpers/nats.js";
@@ -19,11 +21,13 @@ import { receiptId } from "../src/wire/receipt-ids.js";
 import { ADMIN_KEY, seedSession, startExecutionGateway } from "../test/helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../test/helpers/protocol-executor.js";
 import { executorJetStreamMappings } from "../src/security/jsapi-bridge.js";
+import { TOOL_CALL_ID_META } from "../src/mcp-server/session-tools.js";
 
 const CALLS = Number(process.env.CENSUS_CALLS ?? 200);
 const SCOPE = "census";
 const TRACE = process.env.CENSUS_TRACE === "1";
 const VIA = process.env.CENSUS_VIA ?? "http";
+const WITH_TOOL_CALL_ID = process.env.CENSUS_TOOL_CALL_ID === "1";
 if (VIA !== "http" && VIA !== "mcp") throw new Error(`CENSUS_VIA=${VIA}: http or mcp`);
 
 /** The class of a message by its subject; replies are classed by the request they answer. */
@@ -71,13 +75,19 @@ async function main(): Promise<void> {
 
   const mcp = VIA === "mcp" ? await mcpClient(`${gw.baseUrl}/v1/sessions/${sessionId}/mcp`) : undefined;
   /** The call made, and its candidate as the executor pulled it; resolves the call's answer when `answered` is awaited. */
+  /** Calls made so far: each one's tool_call_id is new (warm-up calls included). */
+  let made = 0;
   const makeCall = async (i: number): Promise<{ candidate: Candidate; answered: Promise<unknown> }> => {
     if (!mcp) {
-      const created = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "census.read", arguments: { i } });
+      const created = await gw.http("POST", `/v1/runs/${runId}/tool-calls`, {
+        tool_name: "census.read",
+        arguments: { i },
+        ...(WITH_TOOL_CALL_ID ? { tool_call_id: `tc-${made++}` } : {}),
+      });
       return { candidate: await exec.pullFor(created.body.assignment.assignment_id), answered: Promise.resolve() };
     }
     // The MCP call waits for its answer while the executor works: the only candidate out is its own.
-    const answered = mcp.callTool({ name: "census.read", arguments: { i } });
+    const answered = mcp.callTool({ name: "census.read", arguments: { i }, ...(WITH_TOOL_CALL_ID ? { _meta: { [TOOL_CALL_ID_META]: `tc-${made++}` } } : {}) });
     for (;;) {
       const [candidate] = await exec.pull(1, 2_000);
       if (candidate) return { candidate, answered };
@@ -109,7 +119,7 @@ async function main(): Promise<void> {
   const rows = [...counts.entries()].sort((a, b) => b[1] - a[1]);
   const total = rows.reduce((s, [, n]) => s + n, 0);
   process.stdout.write(
-    `Messages per tool call (${VIA === "mcp" ? "MCP tools/call" : "HTTP"}), ${CALLS} sequential calls (one progress each), by class (the executor's pulls included):\n\n`,
+    `Messages per tool call (${VIA === "mcp" ? "MCP tools/call" : "HTTP"}${WITH_TOOL_CALL_ID ? ", each with a tool_call_id" : ""}), ${CALLS} sequential calls (one progress each), by class (the executor's pulls included):\n\n`,
   );
   process.stdout.write("| class | per call |\n| --- | --- |\n");
   for (const [what, n] of rows) process.stdout.write(`| ${what} | ${(n / CALLS).toFixed(2)} |\n`);

@@ -28,6 +28,15 @@ export class Watchlist {
     return this.store.put(assignmentId, { assignment_id: assignmentId, due_at: dueAt });
   }
 
+  /**
+   * `watch`, unless `assignmentId` is watched already: then null, and the standing watch is left as
+   * it is (it may be a claim's, due sooner). The revision to remove it at otherwise.
+   */
+  async watchUnlessWatched(assignmentId: string, dueAt: number): Promise<number | null> {
+    const res = await this.store.create(assignmentId, { assignment_id: assignmentId, due_at: dueAt });
+    return res.created ? res.revision : null;
+  }
+
   /** Stops watching unless the watch was renewed since `revision`. */
   async unwatch(assignmentId: string, revision: number): Promise<void> {
     await this.store.removeAt(assignmentId, revision);

@@ -159,10 +159,12 @@ export class Dispatcher {
   /**
    * The watch a creating request writes before the assignment: due when a sweeper may have to finish
    * the dispatch, and standing afterwards as the candidate's re-offer watch (see `dispatch`), so it
-   * is due at the earlier of the two. Returns its revision.
+   * is due at the earlier of the two. Returns its revision; null when the call is watched already,
+   * which only an earlier request for the same call (its `tool_call_id` asked again) can have done:
+   * that watch stands for this request too (it is due no later than this one's would be).
    */
-  watchCreation(assignmentId: string, createdAt: number): Promise<number> {
-    return this.watchlist.watch(assignmentId, this.creationDue(createdAt));
+  watchCreation(assignmentId: string, createdAt: number): Promise<number | null> {
+    return this.watchlist.watchUnlessWatched(assignmentId, this.creationDue(createdAt));
   }
 
   /**

@@ -87,19 +87,22 @@ export class ToolCallService {
 
     const encoded = this.encodedWithinLimit(record);
 
-    const earlier = req.tool_call_id === undefined ? null : await this.assignments.get(assignmentId);
-    if (earlier) return { assignment: await this.replay(earlier.value, record), created: false };
-
     // Watched first: should this process die between the steps below, a sweeper finishes the dispatch;
-    // once the candidate is out, the same watch looks for a candidate taken but never claimed.
+    // once the candidate is out, the same watch looks for a candidate taken but never claimed. A call
+    // watched already was asked for before (its tool_call_id again): the stored one, if it got that
+    // far, is replayed; else this request makes it, under the earlier request's watch. A first request
+    // reads nothing (a tool_call_id asked for the first time cannot be stored yet).
     const watch = await this.dispatcher.watchCreation(assignmentId, now);
+    const earlier = watch === null ? await this.assignments.get(assignmentId) : null;
+    if (earlier) return { assignment: await this.replay(earlier.value, record), created: false };
     const res = await this.dispatcher.create(record, found, encoded);
-    // Lost a race with the same tool_call_id: that request's watch and dispatch stand.
+    // Lost a race with the same tool_call_id: the one watch written stands for the call whichever
+    // request made it (removing it here could leave the winner's creation unwatched).
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
     const dispatched = res.assignment;
     // Withdrawn (the run ended first): nothing is left to watch. Listed, its watch may be what a claim
-    // made soon after relies on.
-    if (!dispatched || dispatched.state === "withdrawn") await this.watchlist.unwatch(assignmentId, watch);
+    // made soon after relies on. A watch this request did not write is left to a sweeper.
+    if ((!dispatched || dispatched.state === "withdrawn") && watch !== null) await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw new ToolgateError("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };
   }
