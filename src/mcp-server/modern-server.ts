@@ -29,7 +29,7 @@ export function modernSessionServer(deps: SessionToolsDeps, sessionId: string): 
       const created = await createToolCall(execution, sessionId, runId, { ...params, _meta: ctx.mcpReq._meta }, { waited: !asTask });
       if ("answer" in created) return created.answer as CallToolResult;
       // The SDK passes a handler's `resultType` through on tools/call; its types do not name the extension's result.
-      if (asTask) return createdTask(await execution.history.assignment(created.call.assignment_id)) as unknown as CallToolResult;
+      if (asTask) return createdTask(await execution.history.createdView(created.assignment)) as unknown as CallToolResult;
       const onProgress = progressForwarder(ctx.mcpReq._meta?.progressToken, (notification) => ctx.mcpReq.notify(notification));
       return (await answerToolCall(deps, created, ctx.mcpReq.signal, () => true, onProgress)) as CallToolResult;
     }),

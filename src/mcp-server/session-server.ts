@@ -2,8 +2,8 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type CreateTaskResult } from "@modelcontextprotocol/sdk/types.js";
 import { sessionMcpRunId } from "../execution/model/ids.js";
 import { faultsAsMcpErrors } from "./sdk-errors.js";
-import { settledView } from "./settled-view.js";
-import { answerSources, answerToolCall, createToolCall, progressForwarder, sessionTools, type SessionToolsDeps } from "./session-tools.js";
+import { SETTLED, settledView, type Opened } from "./settled-view.js";
+import { answerSources, answerToolCall, createToolCall, progressForwarder, sessionTools, type SessionToolsDeps, type ToolCallRef } from "./session-tools.js";
 import { RunTaskStore, taskOf } from "./task-store.js";
 
 /**
@@ -31,13 +31,14 @@ export function sessionServer(deps: SessionToolsDeps, sessionId: string, closed:
   server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
     faultsAsMcpErrors(async (): Promise<CallToolResult | CreateTaskResult> => {
       const asTask = Boolean(request.params.task);
-      const created = await createToolCall(execution, sessionId, runId, request.params, { waited: !asTask });
-      if ("answer" in created) return created.answer;
       const progressToken = request.params._meta?.progressToken;
+      // Waited for: its answer, or a task's progress to forward.
+      const created = await createToolCall(execution, sessionId, runId, request.params, { waited: !asTask || progressToken !== undefined });
+      if ("answer" in created) return created.answer;
       if (asTask) {
         // The task is the assignment, stored before this answer; its progress outlives the request.
-        const task = taskOf(await execution.history.assignment(created.call.assignment_id));
-        if (progressToken !== undefined) void forwardTaskProgress(created.call, progressToken);
+        const task = taskOf(await execution.history.createdView(created.assignment));
+        if (progressToken !== undefined) void forwardTaskProgress(created, progressToken);
         return { task };
       }
       return answerToolCall(deps, created, extra.signal, () => closed.aborted, progressForwarder(progressToken, extra.sendNotification));
@@ -45,9 +46,9 @@ export function sessionServer(deps: SessionToolsDeps, sessionId: string, closed:
   );
 
   /** A task's progress after its `tools/call` was answered: on the session's standalone stream, with the call's token. */
-  async function forwardTaskProgress(call: { run_id: string; assignment_id: string }, progressToken: string | number): Promise<void> {
+  async function forwardTaskProgress({ call, opened }: { call: ToolCallRef; opened?: Opened }, progressToken: string | number): Promise<void> {
     const send = progressForwarder(progressToken, (notification) => server.notification(notification));
-    await settledView(answerSources(deps), call, closed, send).catch((err: unknown) =>
+    await settledView(answerSources(deps), call, closed, send, SETTLED, undefined, opened).catch((err: unknown) =>
       deps.log.info({ assignment_id: call.assignment_id, err }, "MCP task progress: stopped following"),
     );
   }

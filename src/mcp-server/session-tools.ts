@@ -1,6 +1,7 @@
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { ConfigStore } from "../config/config-store.js";
 import type { Execution } from "../execution/execution.js";
+import type { AssignmentRecord } from "../execution/model/records.js";
 import type { AssignmentView } from "../execution/runs/views.js";
 import { ToolgateError } from "../errors/toolgate-error.js";
 import type { Logger } from "../log/logger.js";
@@ -69,7 +70,7 @@ export interface ToolCallParams {
 
 /**
  * Creates the tool call of a `tools/call` on the session's MCP run (made on first use) and answers
- * with its assignment, stored before this returns. What the model can correct is a tool error
+ * with its assignment as written (or as found, for a `tool_call_id` asked again), stored before this returns. What the model can correct is a tool error
  * (`answer`); an unknown tool is a protocol error, as MCP asks. `waited` (a call whose answer the
  * request waits for) subscribes to the run's events before the call is made: the wait then starts
  * from the state the creation wrote, without reading it (`answerToolCall`).
@@ -80,7 +81,7 @@ export async function createToolCall(
   runId: string,
   params: ToolCallParams,
   { waited = false } = {},
-): Promise<{ call: ToolCallRef; opened?: Opened } | { answer: CallToolResult }> {
+): Promise<{ call: ToolCallRef; assignment: AssignmentRecord; opened?: Opened } | { answer: CallToolResult }> {
   const key = params._meta?.[TOOL_CALL_ID_META];
   if (key !== undefined && !Id.safeParse(key).success)
     return { answer: toolError("invalid_tool_call_id", `_meta["${TOOL_CALL_ID_META}"] must be 1-128 characters of A-Z a-z 0-9 _ -`) };
@@ -93,8 +94,9 @@ export async function createToolCall(
       arguments: params.arguments ?? {},
       ...(typeof key === "string" ? { tool_call_id: key } : {}),
     });
-    const call = { run_id: run.run_id, assignment_id: created.assignment.assignment_id };
-    return events ? { call, opened: { events, ...(created.created ? { created: created.assignment.state } : {}) } } : { call };
+    const { assignment } = created;
+    const call = { run_id: run.run_id, assignment_id: assignment.assignment_id };
+    return events ? { call, assignment, opened: { events, ...(created.created ? { created: assignment.state } : {}) } } : { call, assignment };
   } catch (err) {
     events?.unsubscribe();
     if (err instanceof ToolgateError && err.code === "tool_not_found") throw new McpFault(INVALID_PARAMS, err.message);

@@ -19,6 +19,7 @@ import { ADMIN_KEY, SCOPED_KEY, seedSession, startExecutionGateway, type TestGat
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { registerExecutor } from "../helpers/registry.js";
 import { until } from "../helpers/until.js";
+import { DirectReads } from "../helpers/direct-reads.js";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { onAbort } from "../helpers/abort.js";
 
@@ -336,15 +337,22 @@ describe("toolgate as an MCP server", () => {
   it("forwards a task's progress receipts as notifications/progress after its tools/call was answered", async () => {
     const { client } = await connectClient();
     const seen: Array<{ progress: number; message?: string }> = [];
-    const { task } = await client.request(
-      {
-        method: "tools/call",
-        params: { name: "notes.write", arguments: { key: "task-prog", mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: "task-prog" } },
-      },
-      CreateTaskResultSchema,
-      { onprogress: (p) => void seen.push(p) },
+    const assignmentReads = await DirectReads.of(nats.url, "tg_assignments");
+    const { value: created, reads } = await assignmentReads.during(() =>
+      client.request(
+        {
+          method: "tools/call",
+          params: { name: "notes.write", arguments: { key: "task-prog", mode: "wait" }, task: { ttl: 60_000 }, _meta: { [TOOL_CALL_ID_META]: "task-prog" } },
+        },
+        CreateTaskResultSchema,
+        { onprogress: (p) => void seen.push(p) },
+      ),
     );
+    await assignmentReads.close();
+    const { task } = created;
     expect(task.status).toBe("working");
+    // The task answered from the record its creation wrote, its progress followed from events subscribed to before: nothing read.
+    expect(reads).toBe(0);
     await until("the task's progress to arrive", () => (seen.length > 0 ? true : undefined));
     expect(seen[0]).toMatchObject({ progress: 1, message: JSON.stringify({ step: "started" }) });
     gates.get("task-prog")!();
