@@ -84,11 +84,20 @@ const ANSWERED: ReadonlySet<AssignmentState> = new Set([...SETTLED, "submitted"]
  * context window and the dry-run. Every method takes an optional `signal` and `timeoutMs`; a refusal
  * throws `GatewayError` with the gateway's catalogue code.
  */
+/** Runs whose newest seen event a client keeps (an agent loop works on a few at a time). */
+const RUNS_FOLLOWED = 1_000;
+
 export class ToolgateClient {
   readonly #baseUrl: string;
   readonly #apiKey: string;
   readonly #retry: RetryPolicy;
   readonly #eventIdleMs: number;
+  /**
+   * Per run, the newest event id this client has read. Every event of a call created afterwards
+   * comes later, so its wait starts there instead of reading the run's events from the start again
+   * (a loop of n calls would read ~5n²/2 events, and make the server deliver them).
+   */
+  readonly #newestEvent = new Map<string, number>();
 
   constructor(options: ToolgateClientOptions) {
     this.#baseUrl = options.baseUrl;
@@ -154,8 +163,11 @@ export class ToolgateClient {
 
   /** Creates the tool call (or finds it again by its `tool_call_id`); `result()` waits for its answer. */
   async callTool(runId: string, call: ToolCallRequest, options?: CallOptions): Promise<ToolCall> {
+    // Taken before the request: the call's events all come after it. A call made before (its
+    // tool_call_id again) may have had them earlier: its wait reads the run's events from the start.
+    const before = this.#newestEvent.get(runId) ?? 0;
     const { created, assignment } = await this.#call("createToolCall", { run_id: runId }, call, options);
-    return new ToolCall(this, created, assignment);
+    return new ToolCall(this, created, assignment, created ? before : 0);
   }
   getAssignment(assignmentId: string, options?: CallOptions) {
     return this.#call("getAssignment", { assignment_id: assignmentId }, undefined, options);
@@ -226,6 +238,7 @@ export class ToolgateClient {
           const event = toRunEvent(raw);
           last = event.id;
           drops = 0;
+          this.#sawEvent(runId, event.id);
           yield event;
         }
       } catch (err) {
@@ -238,13 +251,17 @@ export class ToolgateClient {
     }
   }
 
-  /** Waits over the run's event stream until the assignment is settled, then reads it with its stored projection. */
-  settled(runId: string, assignmentId: string, options: CallOptions = {}): Promise<Assignment> {
+  /**
+   * Waits over the run's event stream until the assignment is settled, then reads it with its stored
+   * projection. `after`: an event id read before the call was created (its events all come later);
+   * 0, the default, reads the run's events from the start.
+   */
+  settled(runId: string, assignmentId: string, options: CallOptions & { after?: number } = {}): Promise<Assignment> {
     return this.#waitFor(runId, assignmentId, SETTLED, options);
   }
 
   /** As `settled`, but a call that submitted a background task is answered by its submission. */
-  answered(runId: string, assignmentId: string, options: CallOptions = {}): Promise<Assignment> {
+  answered(runId: string, assignmentId: string, options: CallOptions & { after?: number } = {}): Promise<Assignment> {
     return this.#waitFor(runId, assignmentId, ANSWERED, options);
   }
 
@@ -270,9 +287,17 @@ export class ToolgateClient {
     return read();
   }
 
-  async #waitFor(runId: string, assignmentId: string, states: ReadonlySet<AssignmentState>, options: CallOptions): Promise<Assignment> {
+  #sawEvent(runId: string, id: number): void {
+    if (id <= (this.#newestEvent.get(runId) ?? 0)) return;
+    // Re-inserted, so the map's first key is the run followed least recently.
+    this.#newestEvent.delete(runId);
+    this.#newestEvent.set(runId, id);
+    if (this.#newestEvent.size > RUNS_FOLLOWED) this.#newestEvent.delete(this.#newestEvent.keys().next().value!);
+  }
+
+  async #waitFor(runId: string, assignmentId: string, states: ReadonlySet<AssignmentState>, options: CallOptions & { after?: number }): Promise<Assignment> {
     const signal = callSignal(options);
-    const events = this.runEvents(runId, { ...(signal ? { signal } : {}) });
+    const events = this.runEvents(runId, { ...(signal ? { signal } : {}), after: options.after ?? 0 });
     try {
       for await (const { event } of events) {
         if (event.type === "assignment" && event.assignment_id === assignmentId && states.has(event.to)) break;
@@ -330,6 +355,8 @@ export class ToolCall {
     readonly created: boolean,
     /** The assignment as it was when the call was answered. */
     readonly assignment: Assignment,
+    /** An event id of its run read before the call was created (0: none): `result()` reads the run's events after it. */
+    readonly eventsAfter = 0,
   ) {}
 
   get assignmentId(): string {
@@ -344,6 +371,6 @@ export class ToolCall {
    * (`client.taskResults`).
    */
   result(options?: CallOptions): Promise<Assignment> {
-    return this.client.answered(this.assignment.run_id, this.assignment.assignment_id, options);
+    return this.client.answered(this.assignment.run_id, this.assignment.assignment_id, { ...options, after: this.eventsAfter });
   }
 }

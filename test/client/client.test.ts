@@ -104,6 +104,32 @@ describe("toolgate/client", () => {
     expect((await client.completeRun(run.run_id)).state).toBe("completed");
   });
 
+  it("an agent loop's result() waits read the run's events after the newest the client read, not from the start", async () => {
+    const run = await client.createRun(sessionId);
+    // The Last-Event-ID each wait's event stream asks with (the client calls the global fetch).
+    const asked: number[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = ((input: Parameters<typeof fetch>[0], init?: RequestInit) => {
+      if (String(input).endsWith("/events")) asked.push(Number(new Headers(init?.headers).get("last-event-id")));
+      return realFetch(input, init);
+    }) as typeof fetch;
+    try {
+      for (let i = 0; i < 3; i++) {
+        const call = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: { i }, tool_call_id: `loop-${i}` });
+        const answered = call.result({ timeoutMs: 60_000 });
+        await complete(call.assignmentId, { i });
+        expect((await answered).state).toBe("completed");
+      }
+    } finally {
+      globalThis.fetch = realFetch;
+    }
+    // The first from the run's start; each next one past the events of the calls before it (created, claimed, running, completed).
+    expect(asked).toHaveLength(3);
+    expect(asked[0]).toBe(0);
+    expect(asked[1]! - asked[0]!).toBeGreaterThanOrEqual(4);
+    expect(asked[2]! - asked[1]!).toBeGreaterThanOrEqual(4);
+  });
+
   it("resumes the event stream after a given event id", async () => {
     const run = await client.createRun(sessionId);
     await client.callTool(run.run_id, { tool_name: "notes.read", arguments: {}, tool_call_id: "call-events" });
