@@ -37,9 +37,12 @@ export function sessionServer(deps: SessionToolsDeps, sessionId: string, closed:
       if ("answer" in created) return created.answer;
       if (asTask) {
         // The task is the assignment, stored before this answer; its progress outlives the request.
-        const task = taskOf(await execution.history.createdView(created.assignment));
+        const view = await execution.history.createdView(created.assignment).catch((err: unknown) => {
+          created.opened?.events.unsubscribe();
+          throw err;
+        });
         if (progressToken !== undefined) void forwardTaskProgress(created, progressToken);
-        return { task };
+        return { task: taskOf(view) };
       }
       return answerToolCall(deps, created, extra.signal, () => closed.aborted, progressForwarder(progressToken, extra.sendNotification));
     }),
