@@ -70,10 +70,11 @@ export interface ToolCallParams {
 
 /**
  * Creates the tool call of a `tools/call` on the session's MCP run (made on first use) and answers
- * with its assignment as written (or as found, for a `tool_call_id` asked again), stored before this returns. What the model can correct is a tool error
- * (`answer`); an unknown tool is a protocol error, as MCP asks. `waited` (a call whose answer the
- * request waits for) subscribes to the run's events before the call is made: the wait then starts
- * from the state the creation wrote, without reading it (`answerToolCall`).
+ * with its assignment as written (or as found, for a `tool_call_id` asked again), stored before
+ * this returns. What the model can correct is a tool error (`answer`); an unknown tool is a
+ * protocol error, as MCP asks. `waited` (a call whose answer or progress the request follows)
+ * subscribes to the run's events before the call is made: the wait then starts from the state the
+ * creation wrote, without reading it (`answerToolCall`).
  */
 export async function createToolCall(
   execution: Execution,
