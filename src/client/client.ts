@@ -273,9 +273,12 @@ export class ToolgateClient {
   async taskResults(runId: string, seen: number, options: CallOptions = {}): Promise<TaskResult[]> {
     const signal = callSignal(options);
     const read = async () => (await this.history(runId, signal ? { signal } : {})).task_results.slice(seen);
-    const events = this.runEvents(runId, { ...(signal ? { signal } : {}) });
+    // Taken before the history is read: a result the history does not hold yet has its event after it.
+    const after = this.#newestEvent.get(runId) ?? 0;
+    const held = await read();
+    if (held.length > 0) return held;
+    const events = this.runEvents(runId, { ...(signal ? { signal } : {}), after });
     try {
-      // The stream is read from its start: a result that arrived before this call has its event there too.
       for await (const { event } of events) {
         if (event.type !== "task_result") continue;
         const fresh = await read();

@@ -130,6 +130,42 @@ describe("toolgate/client", () => {
     expect(asked[2]! - asked[1]!).toBeGreaterThanOrEqual(4);
   });
 
+  it("taskResults answers a result already in history at once, and waits for the next one from the newest event the client read", async () => {
+    const run = await client.createRun(sessionId);
+    const submitted = async (toolCallId: string, taskRef: string) => {
+      const call = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: {}, tool_call_id: toolCallId });
+      const reply = await executor.claim(call.assignmentId, (await executor.pullFor(call.assignmentId)).generation);
+      if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+      expect((await executor.send(executor.accepted(reply.grant))).status).toBe("recorded");
+      const submission = executor.receipt(reply.grant, { kind: "submission", task_ref: taskRef, status: "queued" }, `${call.assignmentId}_sub`);
+      expect((await executor.send(submission)).status).toBe("recorded");
+      expect((await call.result({ timeoutMs: 60_000 })).state).toBe("submitted");
+      return reply.grant;
+    };
+    const first = await submitted("task-a", "job-a");
+    expect((await executor.send(executor.receipt(first, { kind: "completed", result: { a: 1 } }))).status).toBe("recorded");
+    // Already in history: answered without an event stream.
+    expect((await client.taskResults(run.run_id, 0)).map((t) => t.assignment_id)).toEqual([first.assignment_id]);
+
+    const second = await submitted("task-b", "job-b");
+    const asked: number[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = ((input: Parameters<typeof fetch>[0], init?: RequestInit) => {
+      if (String(input).endsWith("/events")) asked.push(Number(new Headers(init?.headers).get("last-event-id")));
+      return realFetch(input, init);
+    }) as typeof fetch;
+    try {
+      const next = client.taskResults(run.run_id, 1, { timeoutMs: 60_000 });
+      await until("the wait's event stream", () => (asked.length > 0 ? true : undefined));
+      expect((await executor.send(executor.receipt(second, { kind: "completed", result: { b: 2 } }))).status).toBe("recorded");
+      expect((await next).map((t) => t.assignment_id)).toEqual([second.assignment_id]);
+    } finally {
+      globalThis.fetch = realFetch;
+    }
+    // Past the run's events the client had read (both calls' waits), not from the start.
+    expect(asked[0]).toBeGreaterThan(8);
+  });
+
   it("resumes the event stream after a given event id", async () => {
     const run = await client.createRun(sessionId);
     await client.callTool(run.run_id, { tool_name: "notes.read", arguments: {}, tool_call_id: "call-events" });
