@@ -78,15 +78,18 @@ const SETTLED: ReadonlySet<AssignmentState> = new Set([...TERMINAL_ASSIGNMENT_ST
 /** A tool call has its answer once settled, or once it submitted a background task (the submission is its answer). */
 const ANSWERED: ReadonlySet<AssignmentState> = new Set([...SETTLED, "submitted"]);
 
+/** Options of a read of a run's events: `after`, an event id (0: from the run's start). */
+type EventOptions = CallOptions & { after?: number };
+
+/** Runs whose newest seen event a client keeps (an agent loop works on a few at a time). */
+const RUNS_FOLLOWED = 1_000;
+
 /**
  * The agent-side SDK over toolgate's HTTP API: configuration (bindings, toolset and agent versions,
  * sessions), runs and tool calls, the run's event stream, history, the section-4 operations, the
  * context window and the dry-run. Every method takes an optional `signal` and `timeoutMs`; a refusal
  * throws `GatewayError` with the gateway's catalogue code.
  */
-/** Runs whose newest seen event a client keeps (an agent loop works on a few at a time). */
-const RUNS_FOLLOWED = 1_000;
-
 export class ToolgateClient {
   readonly #baseUrl: string;
   readonly #apiKey: string;
@@ -218,7 +221,7 @@ export class ToolgateClient {
    * `retry.maxDelayMs`, reset by each event), so no event is missed or repeated; the stream ends only
    * by the signal or an error answer.
    */
-  async *runEvents(runId: string, options: CallOptions & { after?: number } = {}): AsyncGenerator<RunEventWithId> {
+  async *runEvents(runId: string, options: EventOptions = {}): AsyncGenerator<RunEventWithId> {
     const signal = callSignal(options);
     let last = options.after ?? 0;
     for (let drops = 0; ; drops++) {
@@ -256,12 +259,12 @@ export class ToolgateClient {
    * projection. `after`: an event id read before the call was created (its events all come later);
    * 0, the default, reads the run's events from the start.
    */
-  settled(runId: string, assignmentId: string, options: CallOptions & { after?: number } = {}): Promise<Assignment> {
+  settled(runId: string, assignmentId: string, options: EventOptions = {}): Promise<Assignment> {
     return this.#waitFor(runId, assignmentId, SETTLED, options);
   }
 
   /** As `settled`, but a call that submitted a background task is answered by its submission. */
-  answered(runId: string, assignmentId: string, options: CallOptions & { after?: number } = {}): Promise<Assignment> {
+  answered(runId: string, assignmentId: string, options: EventOptions = {}): Promise<Assignment> {
     return this.#waitFor(runId, assignmentId, ANSWERED, options);
   }
 
@@ -298,7 +301,7 @@ export class ToolgateClient {
     if (this.#newestEvent.size > RUNS_FOLLOWED) this.#newestEvent.delete(this.#newestEvent.keys().next().value!);
   }
 
-  async #waitFor(runId: string, assignmentId: string, states: ReadonlySet<AssignmentState>, options: CallOptions & { after?: number }): Promise<Assignment> {
+  async #waitFor(runId: string, assignmentId: string, states: ReadonlySet<AssignmentState>, options: EventOptions): Promise<Assignment> {
     const signal = callSignal(options);
     const events = this.runEvents(runId, { ...(signal ? { signal } : {}), after: options.after ?? 0 });
     try {
