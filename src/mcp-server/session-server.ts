@@ -2,7 +2,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type CreateTaskResult } from "@modelcontextprotocol/sdk/types.js";
 import { sessionMcpRunId } from "../execution/model/ids.js";
 import { faultsAsMcpErrors } from "./sdk-errors.js";
-import { SETTLED, settledView, type Opened } from "./settled-view.js";
+import { settledView, type Opened } from "./settled-view.js";
 import { answerSources, answerToolCall, createToolCall, progressForwarder, sessionTools, type SessionToolsDeps, type ToolCallRef } from "./session-tools.js";
 import { RunTaskStore, taskOf } from "./task-store.js";
 
@@ -51,7 +51,7 @@ export function sessionServer(deps: SessionToolsDeps, sessionId: string, closed:
   /** A task's progress after its `tools/call` was answered: on the session's standalone stream, with the call's token. */
   async function forwardTaskProgress({ call, opened }: { call: ToolCallRef; opened?: Opened }, progressToken: string | number): Promise<void> {
     const send = progressForwarder(progressToken, (notification) => server.notification(notification));
-    await settledView(answerSources(deps), call, closed, send, SETTLED, undefined, opened).catch((err: unknown) =>
+    await settledView(answerSources(deps), call, closed, send, { opened }).catch((err: unknown) =>
       deps.log.info({ assignment_id: call.assignment_id, err }, "MCP task progress: stopped following"),
     );
   }

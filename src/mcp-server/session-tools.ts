@@ -139,7 +139,7 @@ export async function answerToolCall(
   signal.addEventListener("abort", () => setImmediate(() => void (isDisconnect() ? undefined : cancelTask(execution, log, call.assignment_id))), {
     once: true,
   });
-  const view = await settledView(answerSources(deps), call, signal, onProgress, ANSWERED, undefined, opened);
+  const view = await settledView(answerSources(deps), call, signal, onProgress, { until: ANSWERED, opened });
   return view ? callResult(view) : toolError("cancel_requested", `the business-task cancel of assignment '${call.assignment_id}' was asked for`);
 }
 

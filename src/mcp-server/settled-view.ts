@@ -75,9 +75,7 @@ export async function settledView(
   call: { run_id: string; assignment_id: string },
   signal: AbortSignal,
   onProgress: (entry: AssignmentView["progress"][number]) => void,
-  until: ReadonlySet<AssignmentView["state"]> = SETTLED,
-  recheckMs = RECHECK_MS,
-  opened?: Opened,
+  { until = SETTLED, recheckMs = RECHECK_MS, opened }: { until?: ReadonlySet<AssignmentView["state"]>; recheckMs?: number; opened?: Opened } = {},
 ): Promise<AssignmentView | undefined> {
   let seen = 0;
   const report = (entry: AssignmentView["progress"][number]) => {

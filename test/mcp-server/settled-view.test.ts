@@ -1,7 +1,7 @@
 import { getEventListeners } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { settledView, SETTLED } from "../../src/mcp-server/settled-view.js";
+import { settledView } from "../../src/mcp-server/settled-view.js";
 import { createToolCall } from "../../src/mcp-server/session-tools.js";
 import { sessionMcpRunId } from "../../src/execution/model/ids.js";
 import type { AssignmentView } from "../../src/execution/runs/views.js";
@@ -98,7 +98,7 @@ describe("waiting for a tool call's answer", () => {
       const created = await createToolCall(execution, fx.sessionId, sessionMcpRunId(fx.sessionId), { name: "s.read", arguments: {} }, { waited: true });
       if (!("call" in created)) throw new Error(`no call created: ${JSON.stringify(created.answer)}`);
       expect(created.opened?.created).toBe("pending");
-      const answered = settledView(sources(), created.call, new AbortController().signal, (p) => progress.push(p), SETTLED, undefined, created.opened);
+      const answered = settledView(sources(), created.call, new AbortController().signal, (p) => progress.push(p), { opened: created.opened });
       await complete(created.call.assignment_id);
       return answered;
     });
@@ -114,7 +114,7 @@ describe("waiting for a tool call's answer", () => {
     const progress: AssignmentView["progress"] = [];
     // Subscribed to another run's events: none of this call's ever arrives.
     const deaf = { ...call, run_id: (await newCall()).run_id };
-    const answered = settledView(sources(), deaf, new AbortController().signal, (p) => progress.push(p), SETTLED, 200);
+    const answered = settledView(sources(), deaf, new AbortController().signal, (p) => progress.push(p), { recheckMs: 200 });
     await complete(call.assignment_id);
     expect(await answered).toMatchObject({ state: "completed" });
     // The progress missed with the events is read with the record.
