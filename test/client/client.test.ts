@@ -56,6 +56,24 @@ describe("toolgate/client", () => {
     await nats?.stop();
   });
 
+  /**
+   * `step`'s value and the Last-Event-ID of each run event stream the client opened meanwhile (it
+   * calls the global fetch); `asked` fills while `step` runs.
+   */
+  async function eventStreamsAsked<T>(step: (asked: number[]) => Promise<T>): Promise<{ value: T; asked: number[] }> {
+    const asked: number[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = ((input: Parameters<typeof fetch>[0], init?: RequestInit) => {
+      if (String(input).endsWith("/events")) asked.push(Number(new Headers(init?.headers).get("last-event-id")));
+      return realFetch(input, init);
+    }) as typeof fetch;
+    try {
+      return { value: await step(asked), asked };
+    } finally {
+      globalThis.fetch = realFetch;
+    }
+  }
+
   /** Claims, accepts and completes an assignment the way an executor does. */
   async function complete(assignmentId: string, result: unknown, by = executor): Promise<void> {
     await by.heartbeat();
@@ -106,23 +124,14 @@ describe("toolgate/client", () => {
 
   it("an agent loop's result() waits read the run's events after the newest the client read, not from the start", async () => {
     const run = await client.createRun(sessionId);
-    // The Last-Event-ID each wait's event stream asks with (the client calls the global fetch).
-    const asked: number[] = [];
-    const realFetch = globalThis.fetch;
-    globalThis.fetch = ((input: Parameters<typeof fetch>[0], init?: RequestInit) => {
-      if (String(input).endsWith("/events")) asked.push(Number(new Headers(init?.headers).get("last-event-id")));
-      return realFetch(input, init);
-    }) as typeof fetch;
-    try {
+    const { asked } = await eventStreamsAsked(async () => {
       for (let i = 0; i < 3; i++) {
         const call = await client.callTool(run.run_id, { tool_name: "notes.read", arguments: { i }, tool_call_id: `loop-${i}` });
         const answered = call.result({ timeoutMs: 60_000 });
         await complete(call.assignmentId, { i });
         expect((await answered).state).toBe("completed");
       }
-    } finally {
-      globalThis.fetch = realFetch;
-    }
+    });
     // The first from the run's start; each next one past the events of the calls before it (created, claimed, running, completed).
     expect(asked).toHaveLength(3);
     expect(asked[0]).toBe(0);
@@ -145,23 +154,17 @@ describe("toolgate/client", () => {
     const first = await submitted("task-a", "job-a");
     expect((await executor.send(executor.receipt(first, { kind: "completed", result: { a: 1 } }))).status).toBe("recorded");
     // Already in history: answered without an event stream.
-    expect((await client.taskResults(run.run_id, 0)).map((t) => t.assignment_id)).toEqual([first.assignment_id]);
+    const held = await eventStreamsAsked(() => client.taskResults(run.run_id, 0));
+    expect(held.value.map((t) => t.assignment_id)).toEqual([first.assignment_id]);
+    expect(held.asked).toEqual([]);
 
     const second = await submitted("task-b", "job-b");
-    const asked: number[] = [];
-    const realFetch = globalThis.fetch;
-    globalThis.fetch = ((input: Parameters<typeof fetch>[0], init?: RequestInit) => {
-      if (String(input).endsWith("/events")) asked.push(Number(new Headers(init?.headers).get("last-event-id")));
-      return realFetch(input, init);
-    }) as typeof fetch;
-    try {
+    const { asked } = await eventStreamsAsked(async (asked) => {
       const next = client.taskResults(run.run_id, 1, { timeoutMs: 60_000 });
       await until("the wait's event stream", () => (asked.length > 0 ? true : undefined));
       expect((await executor.send(executor.receipt(second, { kind: "completed", result: { b: 2 } }))).status).toBe("recorded");
       expect((await next).map((t) => t.assignment_id)).toEqual([second.assignment_id]);
-    } finally {
-      globalThis.fetch = realFetch;
-    }
+    });
     // Past the run's events the client had read (both calls' waits), not from the start.
     expect(asked[0]).toBeGreaterThan(8);
   });
