@@ -32,14 +32,34 @@ function freePort(): Promise<number> {
   });
 }
 
+/** Formations `startNatsCluster` tries before it gives up: on a loaded machine one can stall. */
+const FORMATION_ATTEMPTS = 2;
+
 /**
  * Starts `size` (default 3) clustered JetStream nodes on 127.0.0.1, random client and route ports,
- * each routed to all others, and waits for JetStream to elect its meta leader. A node can be killed
- * and restarted (same ports, same store) through its `NatsServerProcess`.
+ * each routed to all others, and waits until JetStream can place a stream on every node. A formation
+ * that stalls (seen once on a loaded 2-core machine: "no suitable peers for placement" for 30 s) is
+ * stopped and started afresh once; the error then carries each node's latest log. A node can be
+ * killed and restarted (same ports, same store) through its `NatsServerProcess`.
  */
 export async function startNatsCluster(options: { size?: number; name?: string } = {}): Promise<NatsCluster> {
-  const size = options.size ?? 3;
-  const name = options.name ?? "toolgate";
+  for (let attempt = 1; ; attempt++) {
+    const cluster = await launchCluster(options.size ?? 3, options.name ?? "toolgate");
+    try {
+      await cluster.waitForJetStream();
+    } catch (err) {
+      const logs = cluster.nodes.map((n, i) => `--- n${i + 1} (${n.url}), latest log:\n${n.recentLog().split("\n").slice(-15).join("\n")}`).join("\n");
+      await cluster.stop();
+      if (attempt >= FORMATION_ATTEMPTS) throw new Error(`${String(err)} (after ${attempt} formations)\n${logs}`, { cause: err });
+      process.emitWarning(`nats cluster formation ${attempt} stalled, starting a fresh one: ${String(err)}\n${logs}`);
+      continue;
+    }
+    await refuseWithoutAtomicCompareAndSet(cluster);
+    return cluster;
+  }
+}
+
+async function launchCluster(size: number, name: string): Promise<NatsCluster> {
   const root = mkdtempSync(join(tmpdir(), "toolgate-cluster-"));
   const routePorts: number[] = [];
   for (let i = 0; i < size; i++) routePorts.push(await freePort());
@@ -99,8 +119,6 @@ export async function startNatsCluster(options: { size?: number; name?: string }
       rmSync(root, { recursive: true, force: true });
     },
   };
-  await cluster.waitForJetStream();
-  await refuseWithoutAtomicCompareAndSet(cluster);
   return cluster;
 }
 

@@ -37,8 +37,13 @@ export interface NatsServerProcess {
   kill(): Promise<void>;
   /** Start again on the same port and store dir (after stop or kill). */
   restart(): Promise<void>;
+  /** The server's latest log lines since it was last (re)started (up to ~16 KB), for a failure to show. */
+  recentLog(): string;
   readonly child: ChildProcess;
 }
+
+/** How much of a running server's log `recentLog` keeps. */
+const RECENT_LOG_CHARS = 16_000;
 
 const READY = /Server is ready/;
 const LISTEN = /Listening for client connections on [^\s]*:(\d+)/;
@@ -74,6 +79,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   const timeoutMs = options.startTimeoutMs ?? 15_000;
   let port = options.port ?? 0;
   let child!: ChildProcess;
+  let recent = "";
 
   const configArgs: string[] = [];
   if (options.config !== undefined) {
@@ -87,6 +93,10 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     const args = ["-a", "127.0.0.1", "-p", String(port === 0 ? -1 : port), "-js", "-sd", storeDir, ...configArgs, ...(options.args ?? [])];
     child = spawn(binary, args, { stdio: ["ignore", "ignore", "pipe"], detached: options.ownProcessGroup ?? false });
     port = await waitForReady(child, binary, timeoutMs);
+    recent = "";
+    child.stderr?.on("data", (chunk: string) => {
+      recent = (recent + chunk).slice(-RECENT_LOG_CHARS);
+    });
   };
 
   const waitExit = (signal: NodeJS.Signals): Promise<void> =>
@@ -119,6 +129,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
       await waitExit("SIGTERM");
       await launch();
     },
+    recentLog: () => recent,
   };
 }
 
@@ -151,8 +162,7 @@ function waitForReady(child: ChildProcess, binary: string, timeoutMs: number): P
         clearTimeout(timer);
         child.removeAllListeners("exit");
         child.stderr?.off("data", onData);
-        child.stderr?.resume(); // keep draining so the pipe never blocks the server
-        resolve(port);
+        resolve(port); // the caller's own listener keeps draining the pipe, so it never blocks the server
       }
     });
   });
