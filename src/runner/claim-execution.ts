@@ -7,7 +7,7 @@ import type { Outbox } from "./outbox.js";
 import { transition } from "./phases.js";
 import { ProgressReporter } from "./progress.js";
 import { buildReceipt, type FinalReport } from "./receipts.js";
-import { PhaseConflictError, type LocalAssignment, type OutboxReceipt, type PhaseChange, type RunnerStore, type StoredAnswer } from "./store.js";
+import { nextProgressSeq, PhaseConflictError, type LocalAssignment, type OutboxReceipt, type PhaseChange, type RunnerStore, type StoredAnswer } from "./store.js";
 import type { RunnerTasks } from "./tasks.js";
 import { CancelRequested, isSubmission, submission, toolGrant, type Authorize, type Submission, type ToolDefinition } from "./tools.js";
 
@@ -165,7 +165,8 @@ export class ClaimExecution {
     }
     const phase = grant.tool_kind === "write" ? "running" : from;
     if (phase !== from) await this.host.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, transition("confirmed", "start"));
-    const seq = saved.filter((r) => r.kind === "progress").length + 1;
+    // A read run again after a restart (`running`) continues its progress past what may have been sent.
+    const seq = nextProgressSeq(saved, from === "running");
     const done = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq), phase).finally(() => {
       this.handler = undefined;
     });

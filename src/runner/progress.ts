@@ -3,7 +3,7 @@ import type { Outbox } from "./outbox.js";
 import { buildReceipt } from "./receipts.js";
 
 /**
- * `ctx.progress` of one handler run: numbers progress receipts 1, 2, ... in call order and saves
+ * `ctx.progress` of one handler run: numbers progress receipts on from `nextSeq` in call order and saves
  * them one after the other, so the outbox (which sends in save order) keeps that order too.
  */
 export class ProgressReporter {
@@ -13,7 +13,7 @@ export class ProgressReporter {
   constructor(
     private readonly grant: Grant,
     private readonly outbox: Outbox,
-    /** The next seq: 1 on a first run, after the saved ones when a read handler runs again after a restart. */
+    /** The next seq: 1 on a first run, past the saved ones after a restart (`nextProgressSeq`). */
     private nextSeq: number,
   ) {}
 

@@ -6,6 +6,7 @@ import { Grant, ReceiptKind } from "../wire/messages.js";
 import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
 import { receiptBodyText } from "./receipts.js";
 import {
+  isFirstProgress,
   isReadClaim,
   PhaseConflictError,
   type AssignmentKey,
@@ -168,8 +169,9 @@ export class SqliteRunnerStore implements RunnerStore {
     });
   }
 
+  /** A claim's first progress report resolves once committed (see `RunnerStore`): it leaves while the fsync runs. */
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
-    return this.write(true, () => {
+    return this.write(!isFirstProgress(receipt), () => {
       if (change) this.changePhase(receipt, change);
       this.insertReceipt(receipt);
     });

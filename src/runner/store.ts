@@ -6,17 +6,23 @@ import type { Phase } from "./phases.js";
  * this interface, so a product can back it with its own database; `SqliteRunnerStore` is the default.
  *
  * Contract for an implementation:
- * - Every method but `recordAnswer`, and `createAssignment` of a read's claim, is durable when its
- *   promise resolves (committed, not merely buffered): the runner publishes to the gateway, or calls
- *   a handler, only after the write that must precede it has resolved.
- * - `recordAnswer`, and `createAssignment` of a read's claim (phase `accepting`, grant `tool_kind`
- *   `read`), need only be visible to this store's later reads when they resolve, provided writes
+ * - Every method but `recordAnswer`, `createAssignment` of a read's claim and `appendReceipt` of a
+ *   claim's first progress report is durable when its promise resolves (committed, not merely
+ *   buffered): the runner publishes to the gateway, or calls a handler, only after the write that
+ *   must precede it has resolved.
+ * - Those three need only be visible to this store's later reads when they resolve, provided writes
  *   become durable in the order they were made (so every durable write after them makes them
- *   durable too). An answer lost to a power failure only makes a restart resend its receipt, which
- *   the gateway answers `duplicate` or from its receipt index. A read's claim lost so (its `accepted`
- *   may have been sent) is missing from the runner's held-claims report at the next start, and the
- *   gateway detaches it: a read has no side effects, and only a write's claim must be durable before
- *   its `accepted` goes out. Making them durable at once is always allowed.
+ *   durable too). Making them durable at once is always allowed.
+ *   - `recordAnswer`: an answer lost to a power failure only makes a restart resend its receipt,
+ *     which the gateway answers `duplicate` or from its receipt index.
+ *   - `createAssignment` of a read's claim (phase `accepting`, grant `tool_kind` `read`,
+ *     `isReadClaim`): one lost so (its `accepted` may have been sent) is missing from the runner's
+ *     held-claims report at the next start, and the gateway detaches it: a read has no side
+ *     effects, and only a write's claim must be durable before its `accepted` goes out.
+ *   - `appendReceipt` of progress seq 1 (`isFirstProgress`): one lost so may have reached the
+ *     gateway. A restarted runner whose store holds no progress of a claim numbers that claim's
+ *     progress from 2 (`nextProgressSeq`), so the lost report's id is never sent with another body.
+ *     Every later report, and the final receipt, is durable before it is sent, and makes it durable.
  * - Each method is one atomic transaction (a receipt and the phase change that goes with it land
  *   together or not at all).
  * - Phase changes are compare-and-set: `change.from` must be the stored phase, otherwise the
@@ -29,7 +35,7 @@ export interface RunnerStore {
   open(executorId: string): Promise<void>;
   /** Saves a new local assignment together with its first outbox receipts (in order); a read's claim need not be durable yet. */
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void>;
-  /** Appends a receipt to the outbox (and changes the phase, when given). */
+  /** Appends a receipt to the outbox (and changes the phase, when given); a claim's first progress report need not be durable yet. */
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void>;
   /** Records the gateway's answer to a saved receipt (and changes the phase, when given); durable by the next durable write. */
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void>;
@@ -104,4 +110,24 @@ export class PhaseConflictError extends Error {
  */
 export function isReadClaim(assignment: LocalAssignment): boolean {
   return assignment.phase === "accepting" && assignment.grant.tool_kind === "read";
+}
+
+/**
+ * A claim's first progress report: the one `appendReceipt` that need not be durable when it resolves
+ * (see `RunnerStore`), so that it leaves without waiting for an fsync (the final receipt's, or the
+ * next report's, covers it).
+ */
+export function isFirstProgress(receipt: OutboxReceipt): boolean {
+  return receipt.kind === "progress" && receipt.body.seq === 1;
+}
+
+/**
+ * The seq a claim's next progress report takes, after the reports `saved` holds. `restarted`: the
+ * claim was found in the store at start-up, where a first report (saved without an fsync) may be
+ * missing yet have reached the gateway; with none saved, numbering starts at 2.
+ */
+export function nextProgressSeq(saved: readonly OutboxReceipt[], restarted: boolean): number {
+  // The highest seq, not the count: numbering may have skipped 1.
+  const highest = Math.max(0, ...saved.flatMap((r) => (r.kind === "progress" ? [Number(r.body.seq)] : [])));
+  return highest === 0 && restarted ? 2 : highest + 1;
 }

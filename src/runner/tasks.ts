@@ -5,7 +5,7 @@ import type { Outbox } from "./outbox.js";
 import { transition } from "./phases.js";
 import { ProgressReporter } from "./progress.js";
 import type { FinalReport } from "./receipts.js";
-import { PhaseConflictError, type OutboxReceipt } from "./store.js";
+import { nextProgressSeq, PhaseConflictError, type OutboxReceipt } from "./store.js";
 import type { SubmittedTaskInfo, TaskStopRequest, ToolGrant } from "./tools.js";
 
 /** A submitted task this executor's store holds, by its reference. */
@@ -52,7 +52,8 @@ export class RunnerTasks {
    * whose saved receipts the outbox has yet to queue again.
    */
   hold(grant: Grant, task: { task_ref: string; status: string }, saved: readonly OutboxReceipt[], queued?: Promise<void>): void {
-    const nextSeq = saved.filter((r) => r.kind === "progress").length + 1;
+    // `queued` is given for a task found at start-up only.
+    const nextSeq = nextProgressSeq(saved, queued !== undefined);
     this.held.set(task.task_ref, { taskRef: task.task_ref, status: task.status, grant, progress: new ProgressReporter(grant, this.outbox(), nextSeq) });
     this.byAssignment.set(grant.assignment_id, task.task_ref);
     if (!queued) return;

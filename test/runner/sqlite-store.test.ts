@@ -273,6 +273,28 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect(resolved.sort()).toEqual(["refused", "write"]);
   });
 
+  it("resolves a claim's first progress report once committed, without an fsync; a later report waits for one, which covers both", async () => {
+    const grant = sampleGrant({ tool_kind: "read" });
+    await store.createAssignment(local(grant), [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 1)]);
+    await store.recordAnswer(receiptId(grant, { kind: "accepted" }), { status: "recorded", answeredAt: 2 }, transition("accepting", "confirm"));
+    await turns();
+    fsyncs.held = [];
+    fsyncs.count = 0;
+    const resolved: number[] = [];
+    void store.appendReceipt(buildReceipt(grant, { kind: "progress", seq: 1, progress: "first" }, 3)).then(() => resolved.push(1));
+    await turns();
+    expect(resolved).toEqual([1]); // its fsync is still held
+    const second = store.appendReceipt(buildReceipt(grant, { kind: "progress", seq: 2, progress: "second" }, 4)).then(() => resolved.push(2));
+    await turns();
+    expect(resolved).toEqual([1]);
+    fsyncs.held.splice(0).forEach((run) => run());
+    await turns();
+    fsyncs.held.splice(0).forEach((run) => run());
+    await second;
+    expect(resolved).toEqual([1, 2]);
+    expect((await store.listReceipts(local(grant))).map((r) => r.body.seq)).toEqual([undefined, 1, 2]);
+  });
+
   it("resolves an answer once committed, without an fsync; close fsyncs it, so a reopened store has it", async () => {
     const grant = sampleGrant();
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
