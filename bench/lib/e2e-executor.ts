@@ -106,17 +106,24 @@ async function startProtocolExecutors(): Promise<() => Promise<void>> {
 }
 
 async function run(exec: ProtocolExecutor, candidate: Candidate): Promise<void> {
-  const reply = await exec.claim(candidate.assignment_id, candidate.generation);
+  const { reply, ordersReceipts } = await exec.claimWithOrder(candidate.assignment_id, candidate.generation);
   if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
   const { grant } = reply;
-  const expect = async (body: Parameters<ProtocolExecutor["receipt"]>[1]) => {
+  const expect = async (body: Parameters<ProtocolExecutor["receipt"]>[1], after?: string) => {
     // Receipt ids bound to the claim, as the ToolRunner names them.
-    const answer = await exec.post(exec.claimReceipt(grant, body));
+    const answer = await exec.post(exec.claimReceipt(grant, body), undefined, after);
     if (answer.status !== "recorded") throw new Error(`${body.kind}: ${answer.status} ${answer.code ?? ""}`);
   };
   await expect({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest });
-  await expect({ kind: "progress", seq: 1, progress: BENCH_PROGRESS });
-  await expect({ kind: "completed", result: BENCH_RESULT });
+  const progress = { kind: "progress", seq: 1, progress: BENCH_PROGRESS } as const;
+  const completed = { kind: "completed", result: BENCH_RESULT } as const;
+  if (!ordersReceipts) {
+    await expect(progress);
+    await expect(completed);
+    return;
+  }
+  // As the ToolRunner does under such a gateway: the final receipt goes out behind the progress report, not after its answer.
+  await Promise.all([expect(progress), expect(completed, exec.claimReceipt(grant, progress).receipt_id)]);
 }
 
 const stop = process.env.BENCH_EXECUTOR === "protocol" ? await startProtocolExecutors() : await startRunners();

@@ -44,6 +44,7 @@ import { ReceiptLog } from "./receipts/receipt-log.js";
 import { ReceiptProcessor } from "./receipts/receipt-processor.js";
 import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./model/records.js";
 import { serveRequests, type Refusal } from "./transport/responder.js";
+import { receiptOrderHeaders } from "../wire/receipt-order.js";
 import { assignmentEvents, runEvents } from "./events/run-events.js";
 import { RunLookup } from "./runs/run-lookup.js";
 import { RunService } from "./runs/runs.js";
@@ -245,6 +246,8 @@ export async function startExecution(deps: {
       ...serve,
       subject: subjects.claim("*", "*"),
       schema: ClaimRequest,
+      // The receipt consumer keeps a claim's receipts in order: its executor may send them ahead of their answers.
+      replyHeaders: receiptOrderHeaders(),
       handle: async (origin, req): Promise<ClaimReply> => {
         const reply = await claims.claim(origin, req);
         metrics.claimAnswered(reply.status === "granted" ? "granted" : reply.code);

@@ -39,7 +39,8 @@ export interface CandidateSource {
   /** The tool this executor serves the candidate with, or undefined when it is not for this executor now. */
   toolFor(candidate: Candidate): RegisteredTool | undefined;
   /** Takes a claim the gateway granted (vet, accept, run). */
-  take(grant: Grant, candidate: Candidate, tool: RegisteredTool): Promise<void>;
+  /** `ordersReceipts`: the claim's gateway keeps receipts sent ahead of their answers in order. */
+  take(grant: Grant, candidate: Candidate, tool: RegisteredTool, ordersReceipts: boolean): Promise<void>;
 }
 
 /**
@@ -86,7 +87,7 @@ export class CandidatePuller {
     }
     this.claiming++;
     try {
-      const reply = await source.link.claim({ assignment_id: candidate.assignment_id, executor_id: source.executorId, generation: candidate.generation });
+      const { reply, ordersReceipts } = await source.link.claim({ assignment_id: candidate.assignment_id, executor_id: source.executorId, generation: candidate.generation });
       if (reply.status === "refused") {
         const registry = STOP_PULLING_REFUSALS.has(reply.code) && reply.code !== "executor_offline";
         source.logger[registry ? "warn" : "debug"]({ assignment_id: candidate.assignment_id, code: reply.code, reason: reply.reason }, "claim refused");
@@ -96,7 +97,7 @@ export class CandidatePuller {
         return;
       }
       delivery.ack();
-      await source.take(reply.grant, candidate, tool);
+      await source.take(reply.grant, candidate, tool, ordersReceipts);
     } catch (err) {
       source.logger.warn({ err: errorText(err), assignment_id: candidate.assignment_id }, "claim failed; candidate released");
       delivery.release(source.timing.releaseDelayMs);

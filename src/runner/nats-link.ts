@@ -1,4 +1,4 @@
-import { connect, headers, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { connect, headers, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { coalesceWrites } from "../nats/coalesced-writes.js";
 import { skipSettledRequestErrors } from "../nats/settled-requests.js";
 import { jetstream, PubHeaders, type Consumer, type ConsumerMessages, type JetStreamClient } from "@nats-io/jetstream";
@@ -25,6 +25,7 @@ import {
 import { natsClientOptions, type NatsClientEnv } from "../nats/client-options.js";
 import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../wire/subjects.js";
 import { PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER } from "../wire/protocol-version.js";
+import { AFTER_HEADER, ordersReceipts } from "../wire/receipt-order.js";
 import type { Logger } from "./logger.js";
 import { candidateConsumer, STREAMS } from "../streams/names.js";
 
@@ -133,8 +134,10 @@ export class NatsLink {
     return this.query(subjects.heldClaims(this.scope, this.executorId), message, HeldClaimsReply);
   }
 
-  claim(message: ClaimRequest): Promise<ClaimReply> {
-    return this.request(subjects.claim(this.scope, this.executorId), message, ClaimReply);
+  /** The claim's reply, and whether its gateway keeps receipts sent ahead of their answers in order (`Tg-Receipt-Order`). */
+  async claim(message: ClaimRequest): Promise<{ reply: ClaimReply; ordersReceipts: boolean }> {
+    const reply = await this.requestMessage(subjects.claim(this.scope, this.executorId), message);
+    return { reply: decode(ClaimReply, reply.data), ordersReceipts: ordersReceipts(reply.headers) };
   }
 
   queryReceipt(message: ReceiptQuery): Promise<ReceiptAnswer> {
@@ -146,10 +149,12 @@ export class NatsLink {
    * already had this `receipt_id` (inside its de-duplication window), so this copy reaches no gateway
    * and no answer will come for it.
    */
-  async publishReceipt(receipt: Receipt): Promise<{ duplicate: boolean }> {
+  async publishReceipt(receipt: Receipt, after?: string): Promise<{ duplicate: boolean }> {
+    const h = protocolHeaders();
+    if (after !== undefined) h.set(AFTER_HEADER, after);
     const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), {
       msgID: receipt.receipt_id,
-      headers: protocolHeaders(),
+      headers: h,
     });
     return { duplicate: ack.duplicate };
   }
@@ -160,9 +165,10 @@ export class NatsLink {
    * says whether it was stored: the caller asks `tg.rq` when no answer comes, and resends with
    * `publishReceipt`.
    */
-  postReceipt(receipt: Receipt): void {
+  postReceipt(receipt: Receipt, after?: string): void {
     const h = protocolHeaders();
     h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
+    if (after !== undefined) h.set(AFTER_HEADER, after);
     this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
   }
 
@@ -213,8 +219,11 @@ export class NatsLink {
   }
 
   private async request<S extends z.ZodType>(subject: string, message: unknown, schema: S): Promise<z.output<S>> {
-    const reply = await this.nc.request(subject, encode(message), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
-    return decode(schema, reply.data);
+    return decode(schema, (await this.requestMessage(subject, message)).data);
+  }
+
+  private requestMessage(subject: string, message: unknown): Promise<Msg> {
+    return this.nc.request(subject, encode(message), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
   }
 
   /** A request whose reply is the answer or a refusal of the request itself (thrown). */

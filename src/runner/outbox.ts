@@ -23,13 +23,18 @@ interface Lane {
   draining: boolean;
   /** The last drain started (`flush` waits for it). */
   done: Promise<void> | undefined;
+  /** Receipts of the queue sent ahead of the answer to the one before them, with their deliveries. */
+  ahead: Map<OutboxReceipt, Promise<ReceiptAnswer | undefined>>;
 }
 
 /**
  * Delivers saved receipts. Receipts are always in the store before they reach this class; it sends
  * them one claim at a time, in the order they were saved, each only after the previous one was
  * answered: the gateway then sees progress 1 before 2 and every progress before the final receipt,
- * whichever gateway replica happens to process them.
+ * whichever gateway replica happens to process them. Under a grant whose gateway keeps receipts
+ * sent ahead in order (`sendAheadFor`), a claim's progress and final receipts go out as soon as they
+ * are saved instead, each naming the one sent before it (`Tg-After`), and their answers are taken in
+ * the same order; only progress reports are overtaken (see `sendAhead`).
  *
  * A receipt is resent, with the same id and body, until the gateway answers: after
  * `answerTimeoutMs` without an answer the outbox asks `tg.rq` (the answer may have been lost), then
@@ -41,6 +46,8 @@ export class Outbox {
   private readonly waiters = new Map<string, (answer: ReceiptAnswer | undefined) => void>();
   /** Receipts saved by an earlier process of this executor: their first send here is a replay. */
   private readonly replays = new Set<string>();
+  /** Grants whose gateway said it keeps receipts sent ahead of their answers in order (a claim reply's `Tg-Receipt-Order`). */
+  private readonly ahead = new WeakSet<Grant>();
   private readonly stop = new AbortController();
 
   constructor(
@@ -93,11 +100,33 @@ export class Outbox {
   send(grant: Grant, saved: readonly OutboxReceipt[]): void {
     const key = `${grant.assignment_id}/${grant.generation}`;
     let lane = this.lanes.get(key);
-    if (!lane) this.lanes.set(key, (lane = { queue: [], draining: false, done: undefined }));
+    if (!lane) this.lanes.set(key, (lane = { queue: [], draining: false, done: undefined, ahead: new Map() }));
     lane.queue.push(...saved);
-    if (lane.draining || lane.queue.length === 0) return;
-    lane.draining = true;
-    lane.done = this.drain(key, grant, lane);
+    if (!lane.draining && lane.queue.length > 0) {
+      lane.draining = true;
+      // Sends the head at once (a drain runs up to its first wait), before anything is sent behind it.
+      lane.done = this.drain(key, grant, lane);
+    }
+    if (this.ahead.has(grant)) this.sendAhead(grant, lane);
+  }
+
+  /** Lets the receipts of `grant` go out ahead of the answers before them (its gateway keeps them in order). */
+  sendAheadFor(grant: Grant): void {
+    this.ahead.add(grant);
+  }
+
+  /**
+   * Sends every queued receipt not sent yet that follows a progress report, naming that report. Only
+   * a progress report is overtaken: `accepted`'s answer is what allows side effects, and a
+   * submission's is what a task's outcome builds on.
+   */
+  private sendAhead(grant: Grant, lane: Lane): void {
+    for (let i = 1; i < lane.queue.length; i++) {
+      const receipt = lane.queue[i]!;
+      const before = lane.queue[i - 1]!;
+      if (before.kind !== "progress") return;
+      if (!lane.ahead.has(receipt)) lane.ahead.set(receipt, this.deliver(grant, receipt, before.receiptId));
+    }
   }
 
   /** Routes an answer that arrived on `tg.ans.<scope>.<executor>` to the receipt waiting for it. */
@@ -123,7 +152,7 @@ export class Outbox {
     try {
       for (let next = lane.queue[0]; next; next = lane.queue[0]) {
         if (this.stop.signal.aborted) return;
-        const answer = await this.deliver(grant, next);
+        const answer = await (lane.ahead.get(next) ?? this.deliver(grant, next));
         if (!answer) return; // closing
         const { status, code, reason } = answer;
         await this.onAnswered(next, {
@@ -133,6 +162,7 @@ export class Outbox {
           ...(reason ? { reason } : {}),
         });
         lane.queue.shift();
+        lane.ahead.delete(next);
       }
     } catch (err) {
       // The receipt stays unanswered in the store and at the head of the lane: the next send or start-up tries it again.
@@ -147,8 +177,8 @@ export class Outbox {
     }
   }
 
-  /** Sends one receipt until it has a definitive answer; undefined when the outbox closes first. */
-  private async deliver(grant: Grant, receipt: OutboxReceipt): Promise<ReceiptAnswer | undefined> {
+  /** Sends one receipt (`after` the one named, when sent ahead) until it has a definitive answer; undefined when the outbox closes first. */
+  private async deliver(grant: Grant, receipt: OutboxReceipt, after?: string): Promise<ReceiptAnswer | undefined> {
     let interval = this.timing.answerTimeoutMs;
     for (let attempt = 0; !this.stop.signal.aborted; attempt++) {
       const replayed = attempt > 0 || this.replays.has(receipt.receiptId);
@@ -158,8 +188,8 @@ export class Outbox {
         // A first send asks no PubAck: the gateway's answer confirms it, and no earlier copy can have
         // made the stream drop it. A resend asks for one: a copy the stream de-duplicated is never
         // delivered to a gateway, so then the stored answer is asked for.
-        if (!replayed) this.link.postReceipt(wireReceipt(receipt, grant.claim_token, false));
-        else if ((await this.link.publishReceipt(wireReceipt(receipt, grant.claim_token, true))).duplicate) answer = await this.query(grant, receipt);
+        if (!replayed) this.link.postReceipt(wireReceipt(receipt, grant.claim_token, false), after);
+        else if ((await this.link.publishReceipt(wireReceipt(receipt, grant.claim_token, true), after)).duplicate) answer = await this.query(grant, receipt);
       } catch (err) {
         this.logger.warn({ err: errorText(err), receipt_id: receipt.receiptId, attempt }, "receipt publish failed; will resend");
       }

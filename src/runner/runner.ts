@@ -160,7 +160,7 @@ export class ToolRunner {
       ready: () => this.ready,
       held: () => this.active.size,
       toolFor: (candidate) => this.toolFor(candidate),
-      take: (grant, candidate, tool) => this.take(grant, candidate, tool),
+      take: (grant, candidate, tool, ordersReceipts) => this.take(grant, candidate, tool, ordersReceipts),
     });
     this.control = new ControlMessages({
       link,
@@ -453,7 +453,7 @@ export class ToolRunner {
     return tool;
   }
 
-  private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool): Promise<void> {
+  private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool, ordersReceipts: boolean): Promise<void> {
     if (
       grant.assignment_id !== candidate.assignment_id ||
       grant.executor_id !== this.executorId ||
@@ -465,6 +465,7 @@ export class ToolRunner {
       this.logger.error({ assignment_id: candidate.assignment_id, granted: grant.assignment_id }, "grant does not match the claim request; ignored");
       return;
     }
+    if (ordersReceipts) this.outbox.sendAheadFor(grant);
     const execution = this.hold(grant, tool);
     if (!(await execution.accept())) this.release(execution);
   }

@@ -17,6 +17,7 @@ import {
   type Receipt,
 } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
+import { AFTER_HEADER, ordersReceipts } from "../../src/wire/receipt-order.js";
 import { registerExecutor } from "./registry.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
@@ -140,13 +141,18 @@ export class ProtocolExecutor {
   }
 
   async claim(assignmentId: string, generation: number): Promise<ClaimReply> {
+    return (await this.claimWithOrder(assignmentId, generation)).reply;
+  }
+
+  /** `claim`, and whether the gateway keeps receipts sent ahead of their answers in order (its reply's `Tg-Receipt-Order`). */
+  async claimWithOrder(assignmentId: string, generation: number): Promise<{ reply: ClaimReply; ordersReceipts: boolean }> {
     await this.register();
     const reply = await this.nc.request(
       subjects.claim(this.scope, this.executorId),
       encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }),
       { timeout: 5_000 },
     );
-    return decode(ClaimReply, reply.data);
+    return { reply: decode(ClaimReply, reply.data), ordersReceipts: ordersReceipts(reply.headers) };
   }
 
   /** Reports the claims this executor holds (`tg.held`), as a restarted executor does before it pulls. */
@@ -192,10 +198,12 @@ export class ProtocolExecutor {
    * stream without asking for its PubAck (the gateway's answer confirms it), then the stored answer
    * is asked for if none comes within `timeoutMs`.
    */
-  async post(receipt: Receipt, timeoutMs = 10_000): Promise<ReceiptQueryReply> {
+  /** Publishes a receipt (`after` the receipt named, when sent ahead of that one's answer) and waits for its answer. */
+  async post(receipt: Receipt, timeoutMs = 10_000, after?: string): Promise<ReceiptQueryReply> {
     const answered = this.answerFor(receipt.receipt_id, timeoutMs);
     const h = headers();
     h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
+    if (after !== undefined) h.set(AFTER_HEADER, after);
     this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
     return answered.catch(() => this.query(receipt));
   }

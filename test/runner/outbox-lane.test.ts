@@ -71,4 +71,67 @@ describe("Outbox lane", () => {
     expect(answered).toEqual(sent);
     outbox.close();
   });
+
+  describe("under a gateway that keeps receipts sent ahead in order", () => {
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 0);
+
+    /** A link that answers only when told to, and records each send with the receipt it names (`Tg-After`). */
+    function withManualAnswers(ahead: boolean) {
+      const sent: Array<{ id: string; after: string | undefined }> = [];
+      const answered: string[] = [];
+      const link = {
+        postReceipt(receipt: Receipt, after?: string) {
+          sent.push({ id: receipt.receipt_id, after });
+        },
+      } as unknown as NatsLink;
+      const store = { appendReceipt: async () => undefined } as unknown as RunnerStore;
+      const outbox = new Outbox(store, link, { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000 }, createLogger({ level: "silent" }), async (receipt) => {
+        answered.push(receipt.receiptId);
+      });
+      if (ahead) outbox.sendAheadFor(grant);
+      const answer = (r: OutboxReceipt) => outbox.handleAnswer({ receipt_id: r.receiptId, assignment_id: r.assignmentId, kind: r.kind, status: "recorded" });
+      return { outbox, sent, answered, answer };
+    }
+    const turns = async () => {
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    };
+
+    it("sends the final receipt behind an unanswered progress report, naming it; nothing overtakes accepted; answers are taken in order", async () => {
+      const { outbox, sent, answered, answer } = withManualAnswers(true);
+      outbox.send(grant, [accepted]);
+      await outbox.append(grant, progress(1));
+      await turns();
+      expect(sent).toEqual([{ id: accepted.receiptId, after: undefined }]);
+      answer(accepted);
+      await turns();
+      await outbox.append(grant, completed);
+      await turns();
+      expect(sent).toEqual([
+        { id: accepted.receiptId, after: undefined },
+        { id: progress(1).receiptId, after: undefined },
+        { id: completed.receiptId, after: progress(1).receiptId },
+      ]);
+      answer(completed);
+      await turns();
+      expect(answered).toEqual([accepted.receiptId]);
+      answer(progress(1));
+      await outbox.flush(1_000);
+      expect(answered).toEqual([accepted.receiptId, progress(1).receiptId, completed.receiptId]);
+      outbox.close();
+    });
+
+    it("sends nothing ahead when the gateway did not say it keeps the order", async () => {
+      const { outbox, sent, answer } = withManualAnswers(false);
+      await outbox.append(grant, progress(1));
+      await outbox.append(grant, completed);
+      await turns();
+      expect(sent).toEqual([{ id: progress(1).receiptId, after: undefined }]);
+      answer(progress(1));
+      await turns();
+      expect(sent.at(-1)).toEqual({ id: completed.receiptId, after: undefined });
+      answer(completed);
+      await outbox.flush(1_000);
+      outbox.close();
+    });
+  });
 });

@@ -106,7 +106,10 @@ describe("ToolRunner: receipt_conflict", () => {
     const id: string = assignment.assignment_id;
     await until("the call completed", async () => ((await gw.api("GET", `/v1/assignments/${id}`)).state === "completed" ? true : undefined));
 
-    const conflicts = sink.lines.map((l) => JSON.parse(l)).filter((l) => l.receipt_id === store.raced && l.code === "receipt_conflict");
+    // The final receipt may have gone out ahead of the report's answer (`Tg-After`): the report's lane
+    // finds the conflict once its answer times out and it asks `tg.rq`.
+    const conflictsLogged = () => sink.lines.map((l) => JSON.parse(l)).filter((l) => l.receipt_id === store.raced && l.code === "receipt_conflict");
+    const conflicts = await until("the conflict logged", () => (conflictsLogged().length > 0 ? conflictsLogged() : undefined));
     expect(conflicts).toHaveLength(1);
     expect(conflicts[0]).toMatchObject({ level: 50, status: "rejected", kind: "progress" });
     // What the gateway holds is the first body; the runner's copy never reached it under another id.

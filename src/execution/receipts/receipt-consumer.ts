@@ -7,7 +7,13 @@ import { Receipt } from "../../wire/messages.js";
 import { isSubjectToken, subjects } from "../../wire/subjects.js";
 import type { ReceiptProcessor } from "./receipt-processor.js";
 import { StreamWorker } from "../transport/stream-worker.js";
+import { sentAfter } from "../../wire/receipt-order.js";
 import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
+
+/** How long a receipt sent after one not applied yet waits before it is delivered again. */
+const HOLD_MS = 25;
+/** Deliveries after which a receipt is applied even though the one it names is not (that one is lost, or its own delivery failed): ~0.5 s, well inside the executor's answer timeout, and leaving most of `StreamWorker`'s attempts to transient failures. */
+const MAX_DELIVERIES_HELD = 20;
 
 /**
  * Pulls receipts from the shared durable consumer and answers each executor on `tg.ans.<scope>.<executor>`
@@ -15,9 +21,17 @@ import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
  * A message that is not a receipt is terminated with its reason (it stays in the stream, and never
  * blocks the ones after it); a transient failure is nak'ed and redelivered, which is harmless
  * because processing is idempotent.
+ *
+ * A claim's receipts are kept in the order they were sent: this process takes one assignment's
+ * receipts one at a time, in the order the stream delivers them; one sent ahead of an answer names
+ * the receipt before it (`Tg-After`, `src/wire/receipt-order.ts`) and, when another replica has not
+ * applied that one yet, is delivered again a moment later instead of being answered (at most
+ * `MAX_DELIVERIES_HELD` times: a receipt named but refused, or never stored, holds nothing up for long).
  */
 export class ReceiptConsumer {
   private readonly worker: StreamWorker;
+  /** Per assignment, the end of the work on its receipts taken so far. */
+  private readonly inOrder = new Map<string, Promise<void>>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -39,7 +53,23 @@ export class ReceiptConsumer {
     return this.worker.stop();
   }
 
-  private async handle(msg: JsMsg): Promise<void> {
+  /** Takes `msg` after the receipts of its assignment taken before it (by the assignment token of its subject). */
+  private handle(msg: JsMsg): Promise<void> {
+    const key = msg.subject.split(".")[4] ?? "";
+    const before = this.inOrder.get(key);
+    const handled = before ? before.then(() => this.handleInOrder(msg)) : this.handleInOrder(msg);
+    const settled = handled.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.inOrder.set(key, settled);
+    void settled.then(() => {
+      if (this.inOrder.get(key) === settled) this.inOrder.delete(key);
+    });
+    return handled;
+  }
+
+  private async handleInOrder(msg: JsMsg): Promise<void> {
     const [, , scope, executorId, assignmentId, extra] = msg.subject.split(".");
     if (
       scope === undefined ||
@@ -55,6 +85,12 @@ export class ReceiptConsumer {
     } catch (err) {
       if (err instanceof MalformedMessageError) return this.poison(msg, err.reason);
       throw err;
+    }
+    const after = sentAfter(msg.headers);
+    if (after !== undefined && msg.info.deliveryCount < MAX_DELIVERIES_HELD && !(await this.processor.decided(assignmentId, after))) {
+      // Not answered: the executor waits, and the receipt comes back once the one before it had its turn.
+      msg.nak(HOLD_MS);
+      return;
     }
     const answer = await this.processor.process({
       scope,

@@ -4,7 +4,7 @@ import { receiptBodyDigest } from "../../wire/digest.js";
 import { isClaimReceiptId } from "../../wire/receipt-ids.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../../wire/messages.js";
-import { isRunEndState, nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
+import { isRunEndState, isTerminalAssignmentState, nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
 import { claimTokenMatcher } from "../claims/claim-token.js";
 import type { RunEventLog } from "../events/event-log.js";
 import type { ProgressStore } from "./progress-store.js";
@@ -84,6 +84,24 @@ export class ReceiptProcessor {
 
   private now(): number {
     return (this.deps.now ?? Date.now)();
+  }
+
+  /**
+   * Whether the receipt `receiptId` of `assignmentId` had its turn: the assignment applied it, or is
+   * settled (what comes after it is decided on that), or is gone, or the receipt is indexed
+   * (refused, late, or progress kept in the bucket). Asked for a receipt sent after it (`Tg-After`):
+   * on what this process last wrote first (it applied the one before, usually), then afresh.
+   */
+  async decided(assignmentId: string, receiptId: string): Promise<boolean> {
+    const hadItsTurn = (a: AssignmentRecord) => isTerminalAssignmentState(a.state) || appliedEntry(a, receiptId) !== null;
+    const remembered = this.deps.assignments.remembered(assignmentId);
+    if (remembered && hadItsTurn(remembered)) return true;
+    const [found, indexed, progress] = await Promise.all([
+      this.deps.assignments.get(assignmentId),
+      this.deps.index.get(receiptId),
+      this.deps.progress.indexEntry(receiptId),
+    ]);
+    return !found || hadItsTurn(found.value) || indexed !== null || progress !== null;
   }
 
   async process(input: ReceiptInput): Promise<ReceiptAnswer> {

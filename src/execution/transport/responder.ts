@@ -1,4 +1,4 @@
-import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { z } from "zod";
 import type { Logger } from "../../log/logger.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
@@ -56,6 +56,8 @@ export function serveRequests<S extends z.ZodType<{ executor_id: string }>, R>(
     handle: (origin: RequestOrigin, request: z.output<S>) => Promise<R>;
     /** The reply refusing a request before it reached `handle` (malformed, or of another protocol version). */
     refuse: (refusal: Refusal) => R;
+    /** Headers every reply carries (what this gateway can do, for the requester to learn). */
+    replyHeaders?: MsgHdrs;
     /** The refusal a reply stands for, if it is one. */
     refusalOf: (reply: R) => Refusal | undefined;
   },
@@ -70,7 +72,7 @@ export function serveRequests<S extends z.ZodType<{ executor_id: string }>, R>(
       if (ADMISSION_CODES.has(refusal.code)) log.warn(line, "request refused");
       else log.debug(line, "request refused");
     }
-    if (msg.reply) msg.respond(encode(answer));
+    if (msg.reply) msg.respond(encode(answer), options.replyHeaders ? { headers: options.replyHeaders } : undefined);
   };
   return nc.subscribe(options.subject, {
     queue: GATEWAY_QUEUE,

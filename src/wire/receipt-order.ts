@@ -1,0 +1,31 @@
+import { headers, type MsgHdrs } from "@nats-io/transport-node";
+
+/**
+ * Receipts sent ahead of their answers. A gateway that keeps a claim's receipts in order says so on
+ * its grant (the claim reply carries `Tg-Receipt-Order: after`). An executor that sees it may send a
+ * claim's progress and final receipts without waiting for the answer to the one before, each naming
+ * that one (`Tg-After: <receipt_id>`): the gateway applies a receipt only once the one it names is
+ * applied, so progress 1..n and the final receipt still land in the order they were sent, whichever
+ * gateway replica takes each. An executor that never sees the header (an older gateway) waits for
+ * each answer, as before; a gateway takes receipts without `Tg-After` as they come.
+ */
+export const RECEIPT_ORDER_HEADER = "Tg-Receipt-Order";
+export const RECEIPT_ORDER_AFTER = "after";
+export const AFTER_HEADER = "Tg-After";
+
+/** The headers of a claim reply from a gateway that keeps receipts sent ahead in order. */
+export function receiptOrderHeaders(): MsgHdrs {
+  const h = headers();
+  h.set(RECEIPT_ORDER_HEADER, RECEIPT_ORDER_AFTER);
+  return h;
+}
+
+/** Whether a claim reply's headers say its gateway keeps receipts sent ahead in order. */
+export function ordersReceipts(headers: MsgHdrs | undefined): boolean {
+  return headers?.get(RECEIPT_ORDER_HEADER) === RECEIPT_ORDER_AFTER;
+}
+
+/** The receipt a receipt's headers say it was sent after (its `Tg-After`), if any. */
+export function sentAfter(headers: MsgHdrs | undefined): string | undefined {
+  return headers?.get(AFTER_HEADER) || undefined;
+}

@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
+import type { Grant } from "../../src/wire/messages.js";
+import { receiptId } from "../../src/wire/receipt-ids.js";
+import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
+import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { storedAssignment } from "../helpers/stored-records.js";
+import { until } from "../helpers/until.js";
+
+const SCOPE = "receipt-order";
+
+/**
+ * Receipts sent ahead of their answers (`Tg-After`, src/wire/receipt-order.ts): the gateway says on
+ * its grant that it keeps them in order, and applies a receipt only once the one it names had its
+ * turn, whatever order they reach it in.
+ */
+describe("receipts sent ahead of their answers", () => {
+  let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
+  beforeAll(async () => {
+    fx = await startExecutionFixture({
+      scope: SCOPE,
+      agent: "order-bot",
+      tools: [{ name: "tasks.read", binding_id: "b-order", input_schema: { type: "object" } }],
+      executor: { id: "exec-order", start: "heartbeat" },
+    });
+    ({ gw, nc, executor: exec, sessionId } = fx);
+  });
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  /** A new tool call, claimed and confirmed, and whether its claim reply said the gateway keeps receipts in order. */
+  const runningCall = async (): Promise<{ grant: Grant; ordersReceipts: boolean }> => {
+    const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
+    const call = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
+    const id: string = call.assignment.assignment_id;
+    const { reply, ordersReceipts } = await exec.claimWithOrder(id, (await exec.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    expect((await exec.post(exec.accepted(reply.grant, receiptId(reply.grant, { kind: "accepted" })))).status).toBe("recorded");
+    return { grant: reply.grant, ordersReceipts };
+  };
+  const consumer = async () => (await jetstreamManager(nc)).consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
+  /** The gateway's naks of receipt deliveries, as NATS carries them (a receipt held back is nak'ed with a delay). */
+  let naks = 0;
+  beforeAll(async () => {
+    nc.subscribe(`$JS.ACK.${STREAMS.receipts}.${RECEIPT_CONSUMER}.>`, {
+      callback: (_err, m) => {
+        if (new TextDecoder().decode(m.data).startsWith("-NAK")) naks++;
+      },
+    });
+    await nc.flush();
+  });
+  const receipts = (g: Grant) => ({
+    progress: exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { step: 1 } }),
+    completed: exec.claimReceipt(g, { kind: "completed", result: { ok: true } }),
+  });
+
+  it("says so on the claim reply", async () => {
+    expect((await runningCall()).ordersReceipts).toBe(true);
+  });
+
+  it("applies a final receipt that reached it before the progress report it names after that report", async () => {
+    const { grant } = await runningCall();
+    const { progress, completed } = receipts(grant);
+    const before = (await consumer()).delivered.stream_seq;
+    const final = exec.post(completed, 10_000, progress.receipt_id);
+    // The gateway has taken the final receipt (and held it back) before the report it names exists.
+    await until("the final receipt delivered", async () => ((await consumer()).delivered.stream_seq > before ? true : undefined));
+    expect((await exec.post(progress)).status).toBe("recorded");
+    expect((await final).status).toBe("recorded");
+    const stored = await storedAssignment(nc, grant.assignment_id);
+    expect(stored.state).toBe("completed");
+    expect(stored.progress_log?.map((p) => p.receipt_id)).toEqual([progress.receipt_id]);
+  });
+
+  it("takes receipts sent back to back in their order without holding any back", async () => {
+    const { grant } = await runningCall();
+    const { progress, completed } = receipts(grant);
+    const heldBefore = naks;
+    const answers = await Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id)]);
+    expect(answers.map((a) => a.status)).toEqual(["recorded", "recorded"]);
+    expect((await storedAssignment(nc, grant.assignment_id)).progress_log?.map((p) => p.seq)).toEqual([1]);
+    await nc.flush();
+    expect(naks).toBe(heldBefore);
+  });
+
+  it("applies a receipt naming one that never comes, after holding it back a while", async () => {
+    const { grant } = await runningCall();
+    const { completed } = receipts(grant);
+    const heldBefore = naks;
+    expect((await exec.post(completed, 10_000, `${grant.assignment_id}_never_sent`)).status).toBe("recorded");
+    await nc.flush();
+    expect(naks - heldBefore).toBeGreaterThan(1);
+  });
+});
