@@ -90,18 +90,15 @@ export class ReceiptProcessor {
    * Whether the receipt `receiptId` of `assignmentId` had its turn: the assignment applied it, or is
    * settled (what comes after it is decided on that), or is gone, or the receipt is indexed
    * (refused, late, or progress kept in the bucket). Asked for a receipt sent after it (`Tg-After`):
-   * on what this process last wrote first (it applied the one before, usually), then afresh.
+   * on what this process last wrote first (it applied the one before, usually), then on a fresh read
+   * of the assignment, and only then on the indexes.
    */
   async decided(assignmentId: string, receiptId: string): Promise<boolean> {
     const hadItsTurn = (a: AssignmentRecord) => isTerminalAssignmentState(a.state) || appliedEntry(a, receiptId) !== null;
-    const remembered = this.deps.assignments.remembered(assignmentId);
-    if (remembered && hadItsTurn(remembered)) return true;
-    const [found, indexed, progress] = await Promise.all([
-      this.deps.assignments.get(assignmentId),
-      this.deps.index.get(receiptId),
-      this.deps.progress.indexEntry(receiptId),
-    ]);
-    return !found || hadItsTurn(found.value) || indexed !== null || progress !== null;
+    const found = await this.deps.assignments.recent(assignmentId, hadItsTurn);
+    if (!found || hadItsTurn(found.value)) return true;
+    const [indexed, progress] = await Promise.all([this.deps.index.get(receiptId), this.deps.progress.indexEntry(receiptId)]);
+    return indexed !== null || progress !== null;
   }
 
   async process(input: ReceiptInput): Promise<ReceiptAnswer> {
