@@ -37,7 +37,7 @@ export function isClaimReceiptId(receipt: Receipt, generation: number): boolean 
 }
 
 /** The readable form of a progress receipt's claim-bound id: `<assignment>_g<generation>_p<seq>_<tag>`. */
-const READABLE_PROGRESS_ID = new RegExp(`^(.+)_g(?:0|[1-9][0-9]*)_p([1-9][0-9]*)_[A-Za-z0-9_-]{${TAG_CHARS}}$`);
+const READABLE_PROGRESS_ID = new RegExp(`^(.+)_g(0|[1-9][0-9]*)_p([1-9][0-9]*)_[A-Za-z0-9_-]{${TAG_CHARS}}$`);
 
 /**
  * The assignment and seq a progress receipt id names, when it has the readable form `receiptId`
@@ -47,6 +47,18 @@ const READABLE_PROGRESS_ID = new RegExp(`^(.+)_g(?:0|[1-9][0-9]*)_p([1-9][0-9]*)
 export function progressIdPlace(id: string): { assignment_id: string; seq: number } | null {
   const m = READABLE_PROGRESS_ID.exec(id);
   if (!m) return null;
-  const seq = Number(m[2]);
+  const seq = Number(m[3]);
   return Number.isSafeInteger(seq) ? { assignment_id: m[1]!, seq } : null;
+}
+
+/**
+ * Whether `id` is the id `receiptId` mints for a progress report of `receipt`'s assignment under the
+ * claim token `receipt` presents: a report of the sender's own claim (its readable form names the
+ * generation and seq, which the tag then proves).
+ */
+export function isProgressIdOfClaim(id: string, receipt: Pick<Receipt, "assignment_id" | "claim_token">): boolean {
+  const m = READABLE_PROGRESS_ID.exec(id);
+  if (!m || m[1] !== receipt.assignment_id) return false;
+  const [generation, seq] = [Number(m[2]), Number(m[3])];
+  return Number.isSafeInteger(generation) && Number.isSafeInteger(seq) && id === receiptId({ ...receipt, generation }, { kind: "progress", seq });
 }

@@ -86,12 +86,26 @@ describe("receipts sent ahead of their answers", () => {
     expect(naks).toBe(heldBefore);
   });
 
-  it("applies a receipt naming one that never comes, after holding it back a while", async () => {
+  it("applies a receipt naming a report of its claim that never comes, after holding it back a while", async () => {
     const { grant } = await runningCall();
     const { completed } = receipts(grant);
     const heldBefore = naks;
-    expect((await exec.post(completed, 10_000, `${grant.assignment_id}_never_sent`)).status).toBe("recorded");
+    expect((await exec.post(completed, 10_000, receiptId(grant, { kind: "progress", seq: 7 }))).status).toBe("recorded");
     await nc.flush();
     expect(naks - heldBefore).toBeGreaterThan(1);
+  });
+
+  it("never holds back a receipt naming anything but a report of its own claim", async () => {
+    const { grant } = await runningCall();
+    const { completed } = receipts(grant);
+    const other = await runningCall();
+    const heldBefore = naks;
+    // Another claim's report (its token, not this one's), and an id of no claim at all.
+    const [first, second] = [receiptId(other.grant, { kind: "progress", seq: 1 }), `${grant.assignment_id}_g0_p1_forged`];
+    expect((await exec.post(completed, 10_000, first)).status).toBe("recorded");
+    const again = exec.claimReceipt(other.grant, { kind: "completed", result: { ok: true } });
+    expect((await exec.post(again, 10_000, second)).status).toBe("recorded");
+    await nc.flush();
+    expect(naks).toBe(heldBefore);
   });
 });

@@ -8,6 +8,7 @@ import { isSubjectToken, subjects } from "../../wire/subjects.js";
 import type { ReceiptProcessor } from "./receipt-processor.js";
 import { StreamWorker } from "../transport/stream-worker.js";
 import { sentAfter } from "../../wire/receipt-order.js";
+import { isProgressIdOfClaim } from "../../wire/receipt-ids.js";
 import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
 
 /** How long a receipt sent after one not applied yet waits before it is delivered again. */
@@ -87,7 +88,9 @@ export class ReceiptConsumer {
       throw err;
     }
     const after = sentAfter(msg.headers);
-    if (after !== undefined && msg.info.deliveryCount < MAX_DELIVERIES_HELD && !(await this.processor.decided(assignmentId, after))) {
+    // Only a report of the sender's own claim is waited for: a receipt naming anything else is taken at once (and judged as it comes).
+    const held = after !== undefined && msg.info.deliveryCount < MAX_DELIVERIES_HELD && isProgressIdOfClaim(after, receipt);
+    if (held && !(await this.processor.decided(assignmentId, after))) {
       // Not answered: the executor waits, and the receipt comes back once the one before it had its turn.
       msg.nak(HOLD_MS);
       return;
