@@ -87,7 +87,11 @@ export class CandidatePuller {
     }
     this.claiming++;
     try {
-      const { reply, ordersReceipts } = await source.link.claim({ assignment_id: candidate.assignment_id, executor_id: source.executorId, generation: candidate.generation });
+      const { reply, ordersReceipts } = await source.link.claim({
+        assignment_id: candidate.assignment_id,
+        executor_id: source.executorId,
+        generation: candidate.generation,
+      });
       if (reply.status === "refused") {
         const registry = STOP_PULLING_REFUSALS.has(reply.code) && reply.code !== "executor_offline";
         source.logger[registry ? "warn" : "debug"]({ assignment_id: candidate.assignment_id, code: reply.code, reason: reply.reason }, "claim refused");

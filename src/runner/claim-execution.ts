@@ -7,7 +7,15 @@ import type { Outbox } from "./outbox.js";
 import { transition } from "./phases.js";
 import { ProgressReporter } from "./progress.js";
 import { buildReceipt, type FinalReport } from "./receipts.js";
-import { nextProgressSeq, PhaseConflictError, type LocalAssignment, type OutboxReceipt, type PhaseChange, type RunnerStore, type StoredAnswer } from "./store.js";
+import {
+  nextProgressSeq,
+  PhaseConflictError,
+  type LocalAssignment,
+  type OutboxReceipt,
+  type PhaseChange,
+  type RunnerStore,
+  type StoredAnswer,
+} from "./store.js";
 import type { RunnerTasks } from "./tasks.js";
 import { CancelRequested, isSubmission, submission, toolGrant, type Authorize, type Submission, type ToolDefinition } from "./tools.js";
 

@@ -275,7 +275,9 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
 
   it("resolves a claim's first progress report once committed, without an fsync; a later report waits for one, which covers both", async () => {
     const grant = sampleGrant({ tool_kind: "read" });
-    await store.createAssignment(local(grant), [buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 1)]);
+    await store.createAssignment(local(grant), [
+      buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 1),
+    ]);
     await store.recordAnswer(receiptId(grant, { kind: "accepted" }), { status: "recorded", answeredAt: 2 }, transition("accepting", "confirm"));
     await turns();
     fsyncs.held = [];
