@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { PubHeaders, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "../../log/logger.js";
@@ -11,6 +12,12 @@ import { sentAfter } from "../../wire/receipt-order.js";
 import { isProgressIdOfClaim } from "../../wire/receipt-ids.js";
 import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
 
+/**
+ * How long after its first look a receipt whose named one is not applied yet looks again, in
+ * process, before it is held back: another replica is usually applying that one right then (a
+ * claim's receipts sent back to back are handed to the replicas in turn).
+ */
+const LOOK_AGAIN_MS = [1, 2, 4, 8];
 /** How long a receipt sent after one not applied yet waits before it is delivered again. */
 const HOLD_MS = 25;
 /** Deliveries after which a receipt is applied even though the one it names is not (that one is lost, or its own delivery failed): ~0.5 s, well inside the executor's answer timeout, and leaving most of `StreamWorker`'s attempts to transient failures. */
@@ -26,8 +33,9 @@ const MAX_DELIVERIES_HELD = 20;
  * A claim's receipts are kept in the order they were sent: this process takes one assignment's
  * receipts one at a time, in the order the stream delivers them; one sent ahead of an answer names
  * the receipt before it (`Tg-After`, `src/wire/receipt-order.ts`) and, when another replica has not
- * applied that one yet, is delivered again a moment later instead of being answered (at most
- * `MAX_DELIVERIES_HELD` times: a receipt named but refused, or never stored, holds nothing up for long).
+ * applied that one yet, looks again for ~15 ms, then is delivered again a moment later instead of
+ * being answered (at most `MAX_DELIVERIES_HELD` times: a receipt named but refused, or never
+ * stored, holds nothing up for long).
  */
 export class ReceiptConsumer {
   private readonly worker: StreamWorker;
@@ -90,7 +98,7 @@ export class ReceiptConsumer {
     const after = sentAfter(msg.headers);
     // Only a report of the sender's own claim is waited for: a receipt naming anything else is taken at once (and judged as it comes).
     const held = after !== undefined && msg.info.deliveryCount < MAX_DELIVERIES_HELD && isProgressIdOfClaim(after, receipt);
-    if (held && !(await this.processor.decided(assignmentId, after))) {
+    if (held && !(await this.hadItsTurn(assignmentId, after))) {
       // Not answered: the executor waits, and the receipt comes back once the one before it had its turn.
       msg.nak(HOLD_MS);
       return;
@@ -123,6 +131,15 @@ export class ReceiptConsumer {
         "receipt rejected",
       );
     msg.ack();
+  }
+
+  /** Whether the receipt `after` names had its turn, looking again a few times within ~15 ms. */
+  private async hadItsTurn(assignmentId: string, after: string): Promise<boolean> {
+    for (const wait of [0, ...LOOK_AGAIN_MS]) {
+      if (wait > 0) await delay(wait);
+      if (await this.processor.applied(assignmentId, after)) return true;
+    }
+    return this.processor.indexed(after);
   }
 
   private poison(msg: JsMsg, reason: string): void {

@@ -87,18 +87,20 @@ export class ReceiptProcessor {
   }
 
   /**
-   * Whether the receipt `receiptId` of `assignmentId` had its turn: the assignment applied it, or is
-   * settled (what comes after it is decided on that), or is gone, or the receipt is indexed
-   * (refused, late, or progress kept in the bucket). Asked for a receipt sent after it (`Tg-After`):
-   * on what this process last wrote first (it applied the one before, usually), then on a fresh read
-   * of the assignment, and only then on the indexes.
+   * Whether the assignment took its receipt `receiptId`: applied it, or is settled (what comes
+   * after it is decided on that), or is gone. On what this process last wrote first (it applied the
+   * receipt, usually), else on a fresh read. Asked for a receipt sent after it (`Tg-After`).
    */
-  async decided(assignmentId: string, receiptId: string): Promise<boolean> {
-    const hadItsTurn = (a: AssignmentRecord) => isTerminalAssignmentState(a.state) || appliedEntry(a, receiptId) !== null;
-    const found = await this.deps.assignments.recent(assignmentId, hadItsTurn);
-    if (!found || hadItsTurn(found.value)) return true;
-    const [indexed, progress] = await Promise.all([this.deps.index.get(receiptId), this.deps.progress.indexEntry(receiptId)]);
-    return indexed !== null || progress !== null;
+  async applied(assignmentId: string, receiptId: string): Promise<boolean> {
+    const tookIt = (a: AssignmentRecord) => isTerminalAssignmentState(a.state) || appliedEntry(a, receiptId) !== null;
+    const found = await this.deps.assignments.recent(assignmentId, tookIt);
+    return !found || tookIt(found.value);
+  }
+
+  /** Whether the receipt is indexed: refused, late, or progress kept in the bucket (it had its turn, outside its assignment's record). */
+  async indexed(receiptId: string): Promise<boolean> {
+    const [entry, progress] = await Promise.all([this.deps.index.get(receiptId), this.deps.progress.indexEntry(receiptId)]);
+    return entry !== null || progress !== null;
   }
 
   async process(input: ReceiptInput): Promise<ReceiptAnswer> {
