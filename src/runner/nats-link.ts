@@ -150,11 +150,9 @@ export class NatsLink {
    * and no answer will come for it.
    */
   async publishReceipt(receipt: Receipt, after?: string): Promise<{ duplicate: boolean }> {
-    const h = protocolHeaders();
-    if (after !== undefined) h.set(AFTER_HEADER, after);
     const ack = await this.js.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), {
       msgID: receipt.receipt_id,
-      headers: h,
+      headers: receiptHeaders(after),
     });
     return { duplicate: ack.duplicate };
   }
@@ -166,9 +164,8 @@ export class NatsLink {
    * `publishReceipt`.
    */
   postReceipt(receipt: Receipt, after?: string): void {
-    const h = protocolHeaders();
+    const h = receiptHeaders(after);
     h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
-    if (after !== undefined) h.set(AFTER_HEADER, after);
     this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
   }
 
@@ -252,5 +249,12 @@ export class NatsLink {
 function protocolHeaders(): MsgHdrs {
   const h = headers();
   h.set(PROTOCOL_VERSION_HEADER, PROTOCOL_VERSION);
+  return h;
+}
+
+/** A receipt's headers: the protocol version, and the receipt it was sent after (`Tg-After`) when sent ahead of that one's answer. */
+function receiptHeaders(after: string | undefined): MsgHdrs {
+  const h = protocolHeaders();
+  if (after !== undefined) h.set(AFTER_HEADER, after);
   return h;
 }
