@@ -175,6 +175,19 @@ export const ReceiptAnswer = z
 export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
 
 /**
+ * What arrives on an executor's answers subject: one answer, or the answers to a progress report
+ * and the final receipt sent right behind it, applied together (only to an executor that asked,
+ * `Tg-Answers: joint`, `src/wire/receipt-order.ts`).
+ */
+export const ReceiptAnswers = z.union([ReceiptAnswer, z.array(ReceiptAnswer).min(1)]);
+export type ReceiptAnswers = z.infer<typeof ReceiptAnswers>;
+
+/** The answers an answer message holds, in the order their receipts were applied. */
+export function answersIn(message: ReceiptAnswers): ReceiptAnswer[] {
+  return Array.isArray(message) ? message : [message];
+}
+
+/**
  * Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated).
  * `body_digest` is the sender's `receiptBodyDigest`: a stored receipt of the same id with another body
  * is answered `rejected` `receipt_conflict`, so a resend the stream dropped as a duplicate cannot pass

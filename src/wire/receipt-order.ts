@@ -12,6 +12,13 @@ import { headers, type MsgHdrs } from "@nats-io/transport-node";
 export const RECEIPT_ORDER_HEADER = "Tg-Receipt-Order";
 export const RECEIPT_ORDER_AFTER = "after";
 export const AFTER_HEADER = "Tg-After";
+/**
+ * On a receipt sent after another (`Tg-After`): the executor takes one answer message for both
+ * (`ReceiptAnswers`, a list) when the gateway applies them together. An executor that does not say
+ * so gets one answer message per receipt, as before.
+ */
+export const ANSWERS_HEADER = "Tg-Answers";
+export const ANSWERS_JOINT = "joint";
 
 /** The headers of a claim reply from a gateway that keeps receipts sent ahead in order. */
 export function receiptOrderHeaders(): MsgHdrs {
@@ -28,4 +35,9 @@ export function ordersReceipts(headers: MsgHdrs | undefined): boolean {
 /** The receipt a receipt's headers say it was sent after (its `Tg-After`), if any. */
 export function sentAfter(headers: MsgHdrs | undefined): string | undefined {
   return headers?.get(AFTER_HEADER) || undefined;
+}
+
+/** Whether a receipt's headers say its executor takes the answers to it and to the one it names in one message. */
+export function takesJointAnswers(headers: MsgHdrs | undefined): boolean {
+  return headers?.get(ANSWERS_HEADER) === ANSWERS_JOINT;
 }

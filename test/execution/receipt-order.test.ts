@@ -8,6 +8,7 @@ import { startExecutionFixture, startExecutionGateway, type ExecutionFixture, ty
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { storedAssignment } from "../helpers/stored-records.js";
 import { until } from "../helpers/until.js";
+import { runningCall as startedCall } from "../helpers/running-call.js";
 
 const SCOPE = "receipt-order";
 
@@ -31,16 +32,7 @@ describe("receipts sent ahead of their answers", () => {
     await fx?.close();
   });
 
-  /** A new tool call, claimed and confirmed, and whether its claim reply said the gateway keeps receipts in order. */
-  const runningCall = async (): Promise<{ grant: Grant; ordersReceipts: boolean }> => {
-    const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
-    const call = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
-    const id: string = call.assignment.assignment_id;
-    const { reply, ordersReceipts } = await exec.claimWithOrder(id, (await exec.pullFor(id)).generation);
-    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    expect((await exec.post(exec.accepted(reply.grant, receiptId(reply.grant, { kind: "accepted" })))).status).toBe("recorded");
-    return { grant: reply.grant, ordersReceipts };
-  };
+  const runningCall = () => startedCall(gw, exec, sessionId, "tasks.read");
   const consumer = async () => (await jetstreamManager(nc)).consumers.info(STREAMS.receipts, RECEIPT_CONSUMER);
   /** The gateway's naks of receipt deliveries, as NATS carries them (a receipt held back is nak'ed with a delay). */
   let naks = 0;

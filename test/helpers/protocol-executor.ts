@@ -11,13 +11,15 @@ import {
   HeldClaimsReply,
   PresenceReply,
   ReceiptAnswer,
+  ReceiptAnswers,
+  answersIn,
   ReceiptQueryReply,
   type Grant,
   type PresenceHeartbeat,
   type Receipt,
 } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
-import { AFTER_HEADER, ordersReceipts } from "../../src/wire/receipt-order.js";
+import { AFTER_HEADER, ANSWERS_HEADER, ANSWERS_JOINT, ordersReceipts } from "../../src/wire/receipt-order.js";
 import { registerExecutor } from "./registry.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
@@ -47,6 +49,8 @@ export class ProtocolExecutor {
   readonly controls: ExecutorControl[] = [];
   private readonly js: JetStreamClient;
   private readonly answers = new Map<string, ReceiptAnswer[]>();
+  /** Every answer message received, as the answers it held. */
+  readonly answerMessages: ReceiptAnswer[][] = [];
   private readonly waiters = new Map<string, Array<(a: ReceiptAnswer) => void>>();
   private subs: Subscription[] = [];
   private registered: Promise<void> | undefined;
@@ -66,10 +70,13 @@ export class ProtocolExecutor {
     this.subs.push(
       nc.subscribe(subjects.answers(scope, executorId), {
         callback: (_err, msg) => {
-          const answer = decode(ReceiptAnswer, msg.data);
-          this.answers.set(answer.receipt_id, [...(this.answers.get(answer.receipt_id) ?? []), answer]);
-          for (const w of this.waiters.get(answer.receipt_id) ?? []) w(answer);
-          this.waiters.delete(answer.receipt_id);
+          const answers = answersIn(decode(ReceiptAnswers, msg.data));
+          this.answerMessages.push(answers);
+          for (const answer of answers) {
+            this.answers.set(answer.receipt_id, [...(this.answers.get(answer.receipt_id) ?? []), answer]);
+            for (const w of this.waiters.get(answer.receipt_id) ?? []) w(answer);
+            this.waiters.delete(answer.receipt_id);
+          }
         },
       }),
       nc.subscribe(subjects.executorControl(scope, executorId), { callback: (_err, msg) => void this.controls.push(decode(ExecutorControl, msg.data)) }),
@@ -198,12 +205,17 @@ export class ProtocolExecutor {
    * stream without asking for its PubAck (the gateway's answer confirms it), then the stored answer
    * is asked for if none comes within `timeoutMs`.
    */
-  /** Publishes a receipt (`after` the receipt named, when sent ahead of that one's answer) and waits for its answer. */
-  async post(receipt: Receipt, timeoutMs = 10_000, after?: string): Promise<ReceiptQueryReply> {
+  /**
+   * Publishes a receipt and waits for its answer. `after`: the receipt named when sent ahead of that
+   * one's answer, taking both answers in one message unless `jointAnswers` is false (as an executor
+   * older than joint answers).
+   */
+  async post(receipt: Receipt, timeoutMs = 10_000, after?: string, { jointAnswers = true } = {}): Promise<ReceiptQueryReply> {
     const answered = this.answerFor(receipt.receipt_id, timeoutMs);
     const h = headers();
     h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
     if (after !== undefined) h.set(AFTER_HEADER, after);
+    if (after !== undefined && jointAnswers) h.set(ANSWERS_HEADER, ANSWERS_JOINT);
     this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
     return answered.catch(() => this.query(receipt));
   }

@@ -47,10 +47,14 @@ export const RunEvent = z
   .meta({ id: "RunEvent" });
 export type RunEvent = z.infer<typeof RunEvent>;
 
-/** The events one assignment write means (state or generation moved, a task cancel or compensation recorded). */
+/**
+ * The events one assignment write means: progress reports it recorded (first: a write that also
+ * settles the assignment recorded the report before the final receipt), then its state or generation
+ * moving, a task cancel or a compensation recorded.
+ */
 export function assignmentEvents(before: AssignmentRecord | undefined, after: AssignmentRecord): RunEvent[] {
   const base = { run_id: after.run_id, assignment_id: after.assignment_id, at: after.updated_at };
-  const events: RunEvent[] = [];
+  const events: RunEvent[] = (after.progress_log ?? []).slice(before?.progress_log?.length ?? 0).map((entry) => progressEvent(after.run_id, entry));
   if (!before || before.state !== after.state || before.generation !== after.generation) {
     events.push({
       type: "assignment",

@@ -4,11 +4,11 @@ import { PubHeaders, type JetStreamClient, type JsMsg } from "@nats-io/jetstream
 import type { Logger } from "../../log/logger.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
-import { Receipt } from "../../wire/messages.js";
+import { Receipt, type ReceiptAnswer } from "../../wire/messages.js";
 import { isSubjectToken, subjects } from "../../wire/subjects.js";
-import type { ReceiptProcessor } from "./receipt-processor.js";
+import type { ReceiptInput, ReceiptProcessor } from "./receipt-processor.js";
 import { StreamWorker } from "../transport/stream-worker.js";
-import { sentAfter } from "../../wire/receipt-order.js";
+import { sentAfter, takesJointAnswers } from "../../wire/receipt-order.js";
 import { isProgressIdOfClaim } from "../../wire/receipt-ids.js";
 import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
 
@@ -41,6 +41,8 @@ export class ReceiptConsumer {
   private readonly worker: StreamWorker;
   /** Per assignment, the end of the work on its receipts taken so far. */
   private readonly inOrder = new Map<string, Promise<void>>();
+  /** Per assignment, the receipts taken whose turn has not come yet, in order. */
+  private readonly waiting = new Map<string, Turn[]>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -65,8 +67,19 @@ export class ReceiptConsumer {
   /** Takes `msg` after the receipts of its assignment taken before it (by the assignment token of its subject). */
   private handle(msg: JsMsg): Promise<void> {
     const key = msg.subject.split(".")[4] ?? "";
+    const turn: Turn = { msg, taken: false };
+    const queue = this.waiting.get(key);
+    if (queue) queue.push(turn);
+    else this.waiting.set(key, [turn]);
+    const take = () => {
+      const left = this.waiting.get(key);
+      left?.shift();
+      if (left?.length === 0) this.waiting.delete(key);
+      // Applied (and answered) together with the progress report before it.
+      return turn.taken ? Promise.resolve() : this.handleInOrder(msg, key);
+    };
     const before = this.inOrder.get(key);
-    const handled = before ? before.then(() => this.handleInOrder(msg)) : this.handleInOrder(msg);
+    const handled = before ? before.then(take) : take();
     const settled = handled.then(
       () => undefined,
       () => undefined,
@@ -78,16 +91,10 @@ export class ReceiptConsumer {
     return handled;
   }
 
-  private async handleInOrder(msg: JsMsg): Promise<void> {
-    const [, , scope, executorId, assignmentId, extra] = msg.subject.split(".");
-    if (
-      scope === undefined ||
-      executorId === undefined ||
-      assignmentId === undefined ||
-      extra !== undefined ||
-      ![scope, executorId, assignmentId].every(isSubjectToken)
-    )
-      return this.poison(msg, `unexpected subject ${msg.subject}`);
+  private async handleInOrder(msg: JsMsg, key: string): Promise<void> {
+    const sender = senderOf(msg.subject);
+    if (!sender) return this.poison(msg, `unexpected subject ${msg.subject}`);
+    const { scope, executorId, assignmentId } = sender;
     let receipt: Receipt;
     try {
       receipt = decode(Receipt, msg.data);
@@ -103,17 +110,47 @@ export class ReceiptConsumer {
       msg.nak(HOLD_MS);
       return;
     }
-    const answer = await this.processor.process({
-      scope,
-      subjectExecutorId: executorId,
-      subjectAssignmentId: assignmentId,
-      receipt,
-      streamSeq: msg.seq,
-      msgId: msg.headers?.get(PubHeaders.MsgIdHdr) || undefined,
-      redelivered: msg.redelivered,
-    });
+    const input = inputOf(msg, sender, receipt);
+    const withNext = receipt.kind === "progress" ? await this.processedWithNext(input, key) : null;
+    if (withNext) return this.answered(msg, receipt, withNext);
+    const answer = await this.processor.process(input);
     // To the subject's executor, the one NATS let publish there: a receipt naming another executor never reaches that one.
     this.nc.publish(subjects.answers(scope, executorId), encode(answer));
+    this.answered(msg, receipt, answer);
+  }
+
+  /**
+   * Applies progress report `input` together with the final receipt sent right behind it, when that
+   * one is already here, waiting for its turn (`ReceiptProcessor.processTogether`): one
+   * compare-and-set for both, and one answer message when the executor takes joint answers.
+   * The report's answer when it did (the waiting receipt is then answered and acknowledged, and
+   * skipped when its turn comes), else null.
+   */
+  private async processedWithNext(input: ReceiptInput, key: string): Promise<ReceiptAnswer | null> {
+    // Receipts delivered together reach `handle` one by one: let the ones already received arrive.
+    await new Promise((resolve) => setImmediate(resolve));
+    const next = this.waiting.get(key)?.[0];
+    if (!next || sentAfter(next.msg.headers) !== input.receipt.receipt_id) return null;
+    const sender = senderOf(next.msg.subject);
+    if (!sender) return null;
+    let receipt: Receipt;
+    try {
+      receipt = decode(Receipt, next.msg.data);
+    } catch {
+      return null; // refused in its own turn
+    }
+    const answers = await this.processor.processTogether(input, inputOf(next.msg, sender, receipt));
+    if (!answers) return null;
+    next.taken = true;
+    const to = subjects.answers(sender.scope, sender.executorId);
+    if (takesJointAnswers(next.msg.headers)) this.nc.publish(to, encode(answers));
+    else for (const answer of answers) this.nc.publish(to, encode(answer));
+    this.answered(next.msg, receipt, answers[1]);
+    return answers[0];
+  }
+
+  /** Counts and logs `receipt`'s answer, and acknowledges its message. */
+  private answered(msg: JsMsg, receipt: Receipt, answer: ReceiptAnswer): void {
     if (answer.status !== "pending") this.metrics.receiptProcessed(answer.status, receipt.kind);
     if (answer.status === "rejected" && answer.code) this.metrics.requestRefused("rcpt", answer.code);
     // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
@@ -149,4 +186,29 @@ export class ReceiptConsumer {
     // ignored, so the message stays pending and enough of them stall the consumer (max_ack_pending).
     msg.term();
   }
+}
+
+/** A receipt taken off the stream, waiting for its assignment's earlier receipts; `taken` once applied with the one before it. */
+interface Turn {
+  readonly msg: JsMsg;
+  taken: boolean;
+}
+
+/** The scope, executor and assignment tokens of a receipt's subject (`tg.rcpt.<scope>.<executor>.<assignment>`), or null for any other. */
+function senderOf(subject: string): { scope: string; executorId: string; assignmentId: string } | null {
+  const [, , scope, executorId, assignmentId, extra] = subject.split(".");
+  if (scope === undefined || executorId === undefined || assignmentId === undefined || extra !== undefined) return null;
+  return [scope, executorId, assignmentId].every(isSubjectToken) ? { scope, executorId, assignmentId } : null;
+}
+
+function inputOf(msg: JsMsg, sender: { scope: string; executorId: string; assignmentId: string }, receipt: Receipt): ReceiptInput {
+  return {
+    scope: sender.scope,
+    subjectExecutorId: sender.executorId,
+    subjectAssignmentId: sender.assignmentId,
+    receipt,
+    streamSeq: msg.seq,
+    msgId: msg.headers?.get(PubHeaders.MsgIdHdr) || undefined,
+    redelivered: msg.redelivered,
+  };
 }

@@ -105,10 +105,7 @@ export class ReceiptProcessor {
 
   async process(input: ReceiptInput): Promise<ReceiptAnswer> {
     const r = input.receipt;
-    const answer = (verdict: Verdict): ReceiptAnswer => {
-      const { indexed: _indexed, ...v } = verdict;
-      return { receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v };
-    };
+    const answer = (verdict: Verdict): ReceiptAnswer => answerTo(r, verdict);
     if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
     // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
     if (r.executor_id !== input.subjectExecutorId) return answer(rejected("malformed", "published on the subject of another executor"));
@@ -223,36 +220,81 @@ export class ReceiptProcessor {
     if (r.kind === "progress") return this.recordProgress(found, r, claim, input.streamSeq, digest);
 
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: input.streamSeq, at: this.now() };
+    const res = await this.deps.assignments.mutate(a.assignment_id, (cur) => this.settle(cur, r, claim, applied), found);
+    if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
+    await this.afterApplied(r, res);
+    return res.result;
+  }
+
+  /**
+   * A progress report and the final receipt sent right behind it (`Tg-After` naming the report),
+   * applied by one compare-and-set: one write and one reply instead of two. Only when both are new
+   * receipts of the assignment's claim (the receipt index cannot hold them: see `indexMayHold`), the
+   * assignment runs, and its record has room for the report. Otherwise null, and nothing was
+   * written: each is then processed on its own, in order.
+   */
+  async processTogether(report: ReceiptInput, next: ReceiptInput): Promise<[ReceiptAnswer, ReceiptAnswer] | null> {
+    const p = report.receipt;
+    const r = next.receipt;
+    if (p.kind !== "progress" || !SETTLING_KINDS.has(r.kind) || !this.deps.progress.carriedByRecords) return null;
+    if (!fromItsSubject(report) || !fromItsSubject(next) || r.assignment_id !== p.assignment_id || r.claim_token !== p.claim_token) return null;
+    const digests = [bodyDigestOrNull(p), bodyDigestOrNull(r)] as const;
+    if (digests[0] === null || digests[1] === null) return null;
+    const [reportDigest, digest] = digests;
+    const found = await this.deps.assignments.recent(p.assignment_id);
+    const proof: ClaimProof = { executor_id: p.executor_id, matches: claimTokenMatcher(p.claim_token) };
+    const claim = found && provenClaim(found.value, proof);
+    if (!found || !claim || this.indexMayHold(report, found.value, proof) || this.indexMayHold(next, found.value, proof)) return null;
+    const at = this.now();
+    const stored = { body_digest: reportDigest, stream_seq: report.streamSeq, at };
+    const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: next.streamSeq, at };
     const res = await this.deps.assignments.mutate(
-      a.assignment_id,
-      (cur) => {
-        const settled = decidedOnCurrent(cur, r, claim, digest, input.streamSeq);
-        if (settled) return { result: settled };
-        if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
-          return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
-        const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
-        if (!to) return { result: rejected("illegal_transition", `a ${r.kind} receipt cannot move an assignment that is ${cur.state}`) };
-        // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
-        const next: AssignmentRecord =
-          r.kind === "accepted"
-            ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
-            : r.kind === "submission"
-              ? BackgroundTasks.submitted(cur, r, to, applied)
-              : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
-        // The completing write carries the projection (store layout 2).
-        if (r.kind === "completed" && to === "completed") return { ...this.deps.projections.carrying(next, r.receipt_id, r.result), result: RECORDED };
-        return { write: next, result: RECORDED };
+      p.assignment_id,
+      (cur): Decision<AssignmentRecord, [Verdict, Verdict] | null> => {
+        if (cur.state !== "running") return { result: null };
+        const logged = this.logProgress(cur, p, claim, stored);
+        if (!logged.write || logged.result?.status !== "recorded") return { result: null };
+        const settled = this.settle(logged.write, r, claim, applied);
+        return settled.write ? { ...settled, result: [logged.result, settled.result] } : { result: null };
       },
       found,
     );
-    if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
+    if (!res?.written || !res.result) return null;
+    const [reportVerdict, verdict] = res.result;
+    await this.afterApplied(r, { ...res, result: verdict });
+    return [answerTo(p, reportVerdict), answerTo(r, verdict)];
+  }
+
+  /** What a receipt other than progress does to the assignment as it stands (`apply`'s compare-and-set). */
+  private settle(cur: AssignmentRecord, r: Receipt, claim: ClaimRecord, applied: AppliedReceipt): Decision<AssignmentRecord, Verdict> {
+    const settled = decidedOnCurrent(cur, r, claim, applied.body_digest, applied.stream_seq);
+    if (settled) return { result: settled };
+    if (r.kind === "accepted" && cur.state === "claimed" && this.now() > claim.lease_expires_at)
+      return { result: rejected("lease_expired", "the lease ran out before `accepted` was processed: claim again") };
+    const to = nextAssignmentState(cur.state, EVENT_BY_KIND[r.kind]);
+    if (!to) return { result: rejected("illegal_transition", `a ${r.kind} receipt cannot move an assignment that is ${cur.state}`) };
+    // A settlement replaces a submission or a `reconciliation_required`, which stay answerable among `replaced`.
+    const next: AssignmentRecord =
+      r.kind === "accepted"
+        ? { ...cur, state: to, accepted: applied, updated_at: applied.at }
+        : r.kind === "submission"
+          ? BackgroundTasks.submitted(cur, r, to, applied)
+          : { ...cur, state: to, final: applied, outcome: outcomeOf(r), ...replacing(cur, cur.final), updated_at: applied.at };
+    // The completing write carries the projection (store layout 2).
+    if (r.kind === "completed" && to === "completed") return { ...this.deps.projections.carrying(next, r.receipt_id, r.result), result: RECORDED };
+    return { write: next, result: RECORDED };
+  }
+
+  /** What follows a receipt's compare-and-set: the watch released, a task's bookkeeping, the projection stored. */
+  private async afterApplied(r: Receipt, res: { result: Verdict; value: AssignmentRecord; written: boolean }): Promise<void> {
+    const assignmentId = res.value.assignment_id;
     // Confirmed work keeps the claim's watch, which now checks on its executor's presence (detach on expiry).
     // Settled (or waiting for reconciliation): no sweeper has anything left to do with it.
     // A submitted task is watched by its deadline instead (`afterReceipt`).
     // The answer does not wait for the watch to go, nor asks the server to say it went (see `releaseUnanswered`).
     if (res.written && r.kind !== "accepted" && r.kind !== "submission")
-      this.deps.watchlist.releaseUnanswered(a.assignment_id, (err) =>
-        this.deps.log.warn({ err, assignment_id: a.assignment_id }, "watch of a settled assignment not released; a sweeper drops it"),
+      this.deps.watchlist.releaseUnanswered(assignmentId, (err) =>
+        this.deps.log.warn({ err, assignment_id: assignmentId }, "watch of a settled assignment not released; a sweeper drops it"),
       );
     const task = res.result.status === "recorded" ? this.deps.tasks.afterReceipt(res.value) : undefined;
     if (res.result.status === "recorded" && res.value.state === "completed" && r.kind === "completed") {
@@ -261,7 +303,6 @@ export class ReceiptProcessor {
       const stored = res.written ? this.deps.projections.store(res.value, r.result) : this.deps.projections.ensure(res.value, r.result);
       await Promise.all([stored, task]);
     } else await task;
-    return res.result;
   }
 
   /**
@@ -293,26 +334,10 @@ export class ReceiptProcessor {
     const stored = { body_digest: digest, stream_seq: streamSeq, at: this.now() };
     let a = found.value;
     if (this.deps.progress.carriedByRecords) {
-      const res = await this.deps.assignments.mutate(
-        a.assignment_id,
-        (cur): Decision<AssignmentRecord, Verdict | null> => {
-          const settled = decidedOnCurrent(cur, r, claim, digest, streamSeq);
-          if (settled) return { result: settled };
-          const refusal = progressRefusal(cur);
-          if (refusal) return { result: refusal };
-          if (cur.progress_log?.some((p) => p.seq === r.seq)) return { result: progressConflict(r.seq) };
-          const entry = this.deps.progress.carriedEntry(cur, r, stored);
-          if (entry) return { write: { ...cur, progress_log: [...(cur.progress_log ?? []), entry] }, result: { ...RECORDED, indexed: true } };
-          // No room in the record: this report and every later one go to the bucket (below), marked so once.
-          return cur.progress_in_bucket ? { result: null } : { write: { ...cur, progress_in_bucket: true }, result: null };
-        },
-        found,
-      );
+      // Its event is the record's (`assignmentEvents`: the entry the write added).
+      const res = await this.deps.assignments.mutate(a.assignment_id, (cur) => this.logProgress(cur, r, claim, stored), found);
       if (!res) return rejected("not_found", `assignment '${a.assignment_id}' does not exist`);
-      if (res.result) {
-        if (res.written) this.deps.events.publish(progressEvent(a.run_id, res.value.progress_log!.at(-1)!));
-        return res.result;
-      }
+      if (res.result) return res.result;
       a = res.value;
     }
     const refusal = progressRefusal(a);
@@ -325,6 +350,27 @@ export class ReceiptProcessor {
     if (!indexedBy) return RECORDED;
     // Stored before (the same message on another gateway, or a resend): its entry answers as the index would.
     return { ...(created ? RECORDED : replayed(indexedBy, digest, streamSeq)), indexed: true };
+  }
+
+  /**
+   * A progress report in the assignment's record (store layout 4), decided on the record as it
+   * stands; `null` (with the record marked once) when the record has no room for it: the bucket takes
+   * it and every later report of the call.
+   */
+  private logProgress(
+    cur: AssignmentRecord,
+    r: Extract<Receipt, { kind: "progress" }>,
+    claim: ClaimRecord,
+    stored: { body_digest: string; stream_seq: number; at: number },
+  ): Decision<AssignmentRecord, Verdict | null> {
+    const settled = decidedOnCurrent(cur, r, claim, stored.body_digest, stored.stream_seq);
+    if (settled) return { result: settled };
+    const refusal = progressRefusal(cur);
+    if (refusal) return { result: refusal };
+    if (cur.progress_log?.some((p) => p.seq === r.seq)) return { result: progressConflict(r.seq) };
+    const entry = this.deps.progress.carriedEntry(cur, r, stored);
+    if (entry) return { write: { ...cur, progress_log: [...(cur.progress_log ?? []), entry] }, result: { ...RECORDED, indexed: true } };
+    return cur.progress_in_bucket ? { result: null } : { write: { ...cur, progress_in_bucket: true }, result: null };
   }
 }
 
@@ -417,5 +463,29 @@ function outcomeOf(r: Receipt): Outcome {
       return { kind: "cancelled", reason: r.reason };
     default:
       return { kind: "completed" };
+  }
+}
+
+/** The receipts that settle running work, which a progress report may be applied together with. */
+const SETTLING_KINDS: ReadonlySet<ReceiptKind> = new Set(["completed", "failed", "cancelled"]);
+
+/** The answer to `r`: its verdict, without what only the processor needs. */
+function answerTo(r: Receipt, verdict: Verdict): ReceiptAnswer {
+  const { indexed: _indexed, ...v } = verdict;
+  return { receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v };
+}
+
+/** Whether the receipt names the assignment and executor of the subject it came on (`process` refuses it otherwise). */
+function fromItsSubject(input: ReceiptInput): boolean {
+  return input.receipt.assignment_id === input.subjectAssignmentId && input.receipt.executor_id === input.subjectExecutorId;
+}
+
+/** The receipt's body digest, or null when its body is not representable as JSON (`process` refuses it). */
+function bodyDigestOrNull(r: Receipt): string | null {
+  try {
+    return receiptBodyDigest(r);
+  } catch (err) {
+    if (err instanceof CanonicalJsonError) return null;
+    throw err;
   }
 }

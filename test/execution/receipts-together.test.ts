@@ -1,0 +1,124 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { RunEvent } from "../../src/execution/events/run-events.js";
+import { STORED_MAX_JSON_DEPTH } from "../../src/validation/json-depth.js";
+import { decode } from "../../src/wire/codec.js";
+import type { Grant, ReceiptAnswer } from "../../src/wire/messages.js";
+import { startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
+import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { runningCall } from "../helpers/running-call.js";
+import { storedAssignment, storedProgressEntry } from "../helpers/stored-records.js";
+
+const SCOPE = "receipts-together";
+
+/**
+ * A progress report and the final receipt sent right behind it (`Tg-After`) that reach a gateway
+ * together are applied by one compare-and-set of the assignment, and answered in one message to an
+ * executor that asked for it (`Tg-Answers: joint`). The receipts are published while no gateway
+ * runs, so the next one takes them in one delivery, as a busy gateway does.
+ */
+describe("a progress report and the final receipt behind it, taken together", () => {
+  let fx: ExecutionFixture, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
+  /** Per assignment, its record's writes as NATS carries them. */
+  const writes = new Map<string, number>();
+  /** Per run, its events in the order published. */
+  const events = new Map<string, RunEvent[]>();
+  beforeAll(async () => {
+    fx = await startExecutionFixture({
+      scope: SCOPE,
+      agent: "together-bot",
+      tools: [{ name: "tasks.read", binding_id: "b-together", input_schema: { type: "object" } }],
+      executor: { id: "exec-together", start: "heartbeat" },
+    });
+    ({ nc, executor: exec, sessionId } = fx);
+    nc.subscribe("$KV.tg_assignments.>", {
+      callback: (_err, m) => {
+        const id = m.subject.split(".")[2]!;
+        writes.set(id, (writes.get(id) ?? 0) + 1);
+      },
+    });
+    nc.subscribe("tg.evt.>", {
+      callback: (_err, m) => {
+        const event = decode(RunEvent, m.data, STORED_MAX_JSON_DEPTH);
+        events.set(event.run_id, [...(events.get(event.run_id) ?? []), event]);
+      },
+    });
+    await nc.flush();
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await fx?.close();
+  });
+
+  /** Running calls made on the fixture's gateway, which then stops: what is published next waits in the stream. */
+  let gateway: TestGateway;
+  const callsWhileStopped = async (n: number) => {
+    const calls = [];
+    for (let i = 0; i < n; i++) calls.push(await runningCall(gateway, exec, sessionId, "tasks.read"));
+    await gateway.close();
+    return calls;
+  };
+  const receipts = (g: Grant, seq = 1) => ({
+    progress: exec.claimReceipt(g, { kind: "progress", seq, progress: { step: seq } }),
+    completed: exec.claimReceipt(g, { kind: "completed", result: { ok: true } }),
+  });
+  const messagesHolding = (id: string) => exec.answerMessages.filter((m) => m.some((a: ReceiptAnswer) => a.receipt_id === id));
+
+  it("applies both in one write, tells the report before the settlement, and answers both in one message when asked", async () => {
+    gateway = fx.gw;
+    const [joint, separate] = await callsWhileStopped(2);
+    const writesBefore = new Map(writes);
+    const sent = [joint!, separate!].map(({ grant }, i) => {
+      const { progress, completed } = receipts(grant);
+      return {
+        grant,
+        progress,
+        completed,
+        answers: Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: i === 0 })]),
+      };
+    });
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url);
+    for (const { grant, progress, completed, answers } of sent) {
+      expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
+      const stored = await storedAssignment(nc, grant.assignment_id);
+      expect(stored.state).toBe("completed");
+      expect(stored.progress_log?.map((p) => p.receipt_id)).toEqual([progress.receipt_id]);
+      expect(stored.final?.receipt_id).toBe(completed.receipt_id);
+      expect(stored.projection).toBeDefined();
+      expect((writes.get(grant.assignment_id) ?? 0) - (writesBefore.get(grant.assignment_id) ?? 0)).toBe(1);
+    }
+    await nc.flush();
+    for (const { runId } of [joint!, separate!]) {
+      const told = (events.get(runId) ?? []).map((e) => (e.type === "assignment" ? `${e.type}:${e.to}` : e.type));
+      expect(told.slice(-2)).toEqual(["progress", "assignment:completed"]);
+    }
+    const [jointSent, separateSent] = sent;
+    expect(messagesHolding(jointSent!.progress.receipt_id)).toEqual([
+      [expect.objectContaining({ receipt_id: jointSent!.progress.receipt_id }), expect.objectContaining({ receipt_id: jointSent!.completed.receipt_id })],
+    ]);
+    expect(messagesHolding(separateSent!.progress.receipt_id)).toHaveLength(1);
+    expect(messagesHolding(separateSent!.progress.receipt_id)[0]).toHaveLength(1);
+    expect(messagesHolding(separateSent!.completed.receipt_id)).toHaveLength(1);
+  });
+
+  it("applies them one by one when the record has no room for the report, in order", async () => {
+    const { grant, runId } = await runningCall(gateway, exec, sessionId, "tasks.read");
+    // The record carries 16 reports; the 17th goes to the progress bucket, on its own.
+    for (let seq = 1; seq <= 16; seq++) expect((await exec.post(receipts(grant, seq).progress)).status).toBe("recorded");
+    await gateway.close();
+    const { progress, completed } = receipts(grant, 17);
+    const answers = Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id)]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url);
+    expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
+    const stored = await storedAssignment(nc, grant.assignment_id);
+    expect(stored.state).toBe("completed");
+    expect(stored.progress_log).toHaveLength(16);
+    expect((await storedProgressEntry(nc, grant.assignment_id, 17))?.receipt_id).toBe(progress.receipt_id);
+    await nc.flush();
+    const told = (events.get(runId) ?? []).map((e) => (e.type === "progress" ? `progress:${e.seq}` : e.type === "assignment" ? e.to : e.type));
+    expect(told.slice(-2)).toEqual(["progress:17", "completed"]);
+    expect(messagesHolding(progress.receipt_id)).toEqual([[expect.objectContaining({ receipt_id: progress.receipt_id })]]);
+  });
+});
