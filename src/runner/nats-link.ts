@@ -12,6 +12,8 @@ import {
   HeldClaimsReply,
   PresenceReply,
   ReceiptAnswer,
+  ReceiptAnswers,
+  answersIn,
   ReceiptQueryReply,
   type ClaimRequest,
   type ControlQueryReply,
@@ -25,7 +27,7 @@ import {
 import { natsClientOptions, type NatsClientEnv } from "../nats/client-options.js";
 import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../wire/subjects.js";
 import { PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER } from "../wire/protocol-version.js";
-import { AFTER_HEADER, ordersReceipts } from "../wire/receipt-order.js";
+import { AFTER_HEADER, ANSWERS_HEADER, ANSWERS_JOINT, ordersReceipts } from "../wire/receipt-order.js";
 import type { Logger } from "./logger.js";
 import { candidateConsumer, STREAMS } from "../streams/names.js";
 
@@ -105,7 +107,7 @@ export class NatsLink {
 
   /** Subscribes to this executor's receipt answers and control messages. */
   listen(answer: (answer: ReceiptAnswer) => void, control: (message: ExecutorControl) => void): void {
-    this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswer, answer);
+    this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswers, (message) => answersIn(message).forEach(answer));
     this.subscribe(subjects.executorControl(this.scope, this.executorId), ExecutorControl, control);
   }
 
@@ -252,9 +254,14 @@ function protocolHeaders(): MsgHdrs {
   return h;
 }
 
-/** A receipt's headers: the protocol version, and the receipt it was sent after (`Tg-After`) when sent ahead of that one's answer. */
+/**
+ * A receipt's headers: the protocol version, and when it is sent ahead of the answer to the one
+ * before, that one's id (`Tg-After`) and that the runner takes both answers in one message.
+ */
 function receiptHeaders(after: string | undefined): MsgHdrs {
   const h = protocolHeaders();
-  if (after !== undefined) h.set(AFTER_HEADER, after);
+  if (after === undefined) return h;
+  h.set(AFTER_HEADER, after);
+  h.set(ANSWERS_HEADER, ANSWERS_JOINT);
   return h;
 }

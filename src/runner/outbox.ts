@@ -11,6 +11,8 @@ export interface OutboxTiming {
   answerTimeoutMs: number;
   /** Resends back off (doubling) up to this interval. */
   maxResendIntervalMs: number;
+  /** How long a progress report sent ahead waits for a receipt to go out with (see `linger`). */
+  progressLingerMs: number;
 }
 
 /** Called with the definitive answer to a receipt; must record it in the store before resolving. */
@@ -25,6 +27,10 @@ interface Lane {
   done: Promise<void> | undefined;
   /** Receipts of the queue sent ahead of the answer to the one before them, with their deliveries. */
   ahead: Map<OutboxReceipt, Promise<ReceiptAnswer | undefined>>;
+  /** The head waits to go out with what follows it (`linger`): nothing is sent ahead of it meanwhile. */
+  lingering: boolean;
+  /** Ends the head's wait (a receipt was queued behind it). */
+  wake: (() => void) | undefined;
 }
 
 /**
@@ -44,6 +50,8 @@ export class Outbox {
   private readonly lanes = new Map<string, Lane>();
   /** Receipt id -> its lane waiting for the answer (undefined: stop waiting). */
   private readonly waiters = new Map<string, (answer: ReceiptAnswer | undefined) => void>();
+  /** Per claim (lane key), how many of its receipts are being saved: a lingering report waits for them. */
+  private readonly saving = new Map<string, number>();
   /** Receipts saved by an earlier process of this executor: their first send here is a replay. */
   private readonly replays = new Set<string>();
   /** Grants whose gateway said it keeps receipts sent ahead of their answers in order (a claim reply's `Tg-Receipt-Order`). */
@@ -88,7 +96,17 @@ export class Outbox {
 
   /** Saves a receipt (with the phase change that goes with it), then sends it. */
   async append(grant: Grant, receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
-    await this.store.appendReceipt(receipt, change);
+    const key = laneKey(grant);
+    this.saving.set(key, (this.saving.get(key) ?? 0) + 1);
+    try {
+      await this.store.appendReceipt(receipt, change);
+    } finally {
+      const left = this.saving.get(key)! - 1;
+      if (left > 0) this.saving.set(key, left);
+      else this.saving.delete(key);
+      // A report lingering for this one stops waiting: it goes out now (below), or was not saved.
+      this.lanes.get(key)?.wake?.();
+    }
     this.send(grant, [receipt]);
   }
 
@@ -98,10 +116,11 @@ export class Outbox {
    * only at start-up.
    */
   send(grant: Grant, saved: readonly OutboxReceipt[]): void {
-    const key = `${grant.assignment_id}/${grant.generation}`;
+    const key = laneKey(grant);
     let lane = this.lanes.get(key);
-    if (!lane) this.lanes.set(key, (lane = { queue: [], draining: false, done: undefined, ahead: new Map() }));
+    if (!lane) this.lanes.set(key, (lane = { queue: [], draining: false, done: undefined, ahead: new Map(), lingering: false, wake: undefined }));
     lane.queue.push(...saved);
+    if (saved.length > 0) lane.wake?.();
     if (!lane.draining && lane.queue.length > 0) {
       lane.draining = true;
       // Sends the head at once (a drain runs up to its first wait), before anything is sent behind it.
@@ -121,6 +140,7 @@ export class Outbox {
    * submission's is what a task's outcome builds on.
    */
   private sendAhead(grant: Grant, lane: Lane): void {
+    if (lane.lingering) return;
     for (let i = 1; i < lane.queue.length; i++) {
       const receipt = lane.queue[i]!;
       const before = lane.queue[i - 1]!;
@@ -152,7 +172,15 @@ export class Outbox {
     try {
       for (let next = lane.queue[0]; next; next = lane.queue[0]) {
         if (this.stop.signal.aborted) return;
-        const answer = await (lane.ahead.get(next) ?? this.deliver(grant, next));
+        let delivery = lane.ahead.get(next);
+        if (!delivery) {
+          if (next.kind === "progress" && lane.queue.length === 1 && this.ahead.has(grant)) await this.linger(key, lane);
+          delivery = this.deliver(grant, next);
+          // What was queued behind it meanwhile goes right after it, in the same turn of the event loop.
+          lane.lingering = false;
+          if (this.ahead.has(grant)) this.sendAhead(grant, lane);
+        }
+        const answer = await delivery;
         if (!answer) return; // closing
         const { status, code, reason } = answer;
         await this.onAnswered(next, {
@@ -175,6 +203,28 @@ export class Outbox {
       lane.draining = false;
       if (lane.queue.length === 0 && this.lanes.get(key) === lane) this.lanes.delete(key);
     }
+  }
+
+  /**
+   * Waits for a receipt to be queued behind the lane's head (a progress report), so that both leave
+   * together: a gateway applies a report and the final receipt that came with it in one
+   * compare-and-set, and answers both at once. It waits `progressLingerMs`, and on while a receipt of
+   * the claim is being saved (the final one, usually: its fsync can take longer). A report that a
+   * handler follows with more work is late by `progressLingerMs`, at most.
+   */
+  private linger(key: string, lane: Lane): Promise<void> {
+    if (this.timing.progressLingerMs === 0) return Promise.resolve();
+    lane.lingering = true;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        if (!this.saving.has(key)) lane.wake?.();
+      }, this.timing.progressLingerMs);
+      lane.wake = () => {
+        clearTimeout(timer);
+        lane.wake = undefined;
+        resolve();
+      };
+    });
   }
 
   /** Sends one receipt (`after` the one named, when sent ahead) until it has a definitive answer; undefined when the outbox closes first. */
@@ -249,4 +299,9 @@ export class Outbox {
     });
     return { promise, cancel: () => done(undefined) };
   }
+}
+
+/** One claim's lane: its receipts, in save order. */
+function laneKey(grant: Grant): string {
+  return `${grant.assignment_id}/${grant.generation}`;
 }

@@ -33,6 +33,12 @@ const Timing = z
     answerTimeoutMs: z.number().int().positive().default(5_000),
     /** Resend back-off ceiling. */
     maxResendIntervalMs: z.number().int().positive().default(60_000),
+    /**
+     * How long a progress report waits for the claim's next receipt before it is sent alone, under a
+     * gateway that keeps receipts sent ahead in order: a report and the final receipt that follows it
+     * within this time go out together, and the gateway applies them in one write. 0: at once.
+     */
+    progressLingerMs: z.number().int().nonnegative().default(5),
     /** Presence heartbeat interval; by default a third of the TTL the gateway announces. */
     heartbeatIntervalMs: z.number().int().positive().optional(),
     /** How long one pull waits for candidates (JetStream's minimum is 1 s). */

@@ -28,8 +28,12 @@ describe("Outbox lane", () => {
       },
     } as unknown as NatsLink;
     const store = { appendReceipt: (receipt: OutboxReceipt) => opts.saving(receipt) } as unknown as RunnerStore;
-    const outbox: Outbox = new Outbox(store, link, { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000 }, createLogger({ level: "silent" }), (receipt) =>
-      opts.onAnswered(receipt),
+    const outbox: Outbox = new Outbox(
+      store,
+      link,
+      { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs: 0 },
+      createLogger({ level: "silent" }),
+      (receipt) => opts.onAnswered(receipt),
     );
     return { outbox, sent };
   }
@@ -76,7 +80,7 @@ describe("Outbox lane", () => {
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 0);
 
     /** A link that answers only when told to, and records each send with the receipt it names (`Tg-After`). */
-    function withManualAnswers(ahead: boolean) {
+    function withManualAnswers(ahead: boolean, progressLingerMs = 60_000, saving: (receipt: OutboxReceipt) => Promise<void> = async () => undefined) {
       const sent: Array<{ id: string; after: string | undefined }> = [];
       const answered: string[] = [];
       const link = {
@@ -84,8 +88,9 @@ describe("Outbox lane", () => {
           sent.push({ id: receipt.receipt_id, after });
         },
       } as unknown as NatsLink;
-      const store = { appendReceipt: async () => undefined } as unknown as RunnerStore;
-      const outbox = new Outbox(store, link, { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000 }, createLogger({ level: "silent" }), async (receipt) => {
+      const store = { appendReceipt: saving } as unknown as RunnerStore;
+      const timing = { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs };
+      const outbox = new Outbox(store, link, timing, createLogger({ level: "silent" }), async (receipt) => {
         answered.push(receipt.receiptId);
       });
       if (ahead) outbox.sendAheadFor(grant);
@@ -117,6 +122,68 @@ describe("Outbox lane", () => {
       answer(progress(1));
       await outbox.flush(1_000);
       expect(answered).toEqual([accepted.receiptId, progress(1).receiptId, completed.receiptId]);
+      outbox.close();
+    });
+
+    it("holds a progress report back until the receipt saved behind it, and sends the two in one turn, in order", async () => {
+      const { outbox, sent, answer } = withManualAnswers(true);
+      outbox.send(grant, [accepted]);
+      answer(accepted);
+      await turns();
+      await outbox.append(grant, progress(1));
+      await turns();
+      expect(sent.map((s) => s.id)).toEqual([accepted.receiptId]);
+      outbox.send(grant, [completed]);
+      // Nothing of the two went out in the call that queued the final receipt: the report leaves first.
+      expect(sent.map((s) => s.id)).toEqual([accepted.receiptId]);
+      await Promise.resolve();
+      await Promise.resolve();
+      expect(sent.slice(1)).toEqual([
+        { id: progress(1).receiptId, after: undefined },
+        { id: completed.receiptId, after: progress(1).receiptId },
+      ]);
+      answer(progress(1));
+      answer(completed);
+      await outbox.flush(1_000);
+      outbox.close();
+    });
+
+    it("sends a progress report nothing follows once its linger is over", async () => {
+      const { outbox, sent, answer } = withManualAnswers(true, 20);
+      outbox.send(grant, [accepted]);
+      answer(accepted);
+      await turns();
+      await outbox.append(grant, progress(1));
+      await turns();
+      expect(sent).toHaveLength(1);
+      await new Promise((r) => setTimeout(r, 40));
+      expect(sent.at(-1)).toEqual({ id: progress(1).receiptId, after: undefined });
+      answer(progress(1));
+      await outbox.flush(1_000);
+      outbox.close();
+    });
+
+    it("keeps a progress report back past its linger while the receipt behind it is being saved", async () => {
+      let saved!: () => void;
+      const finalSaved = new Promise<void>((resolve) => (saved = resolve));
+      const { outbox, sent, answer } = withManualAnswers(true, 10, (receipt) => (receipt.kind === "completed" ? finalSaved : Promise.resolve()));
+      outbox.send(grant, [accepted]);
+      answer(accepted);
+      await turns();
+      await outbox.append(grant, progress(1));
+      const appended = outbox.append(grant, completed);
+      await new Promise((r) => setTimeout(r, 40));
+      expect(sent).toHaveLength(1);
+      saved();
+      await appended;
+      await turns();
+      expect(sent.slice(1)).toEqual([
+        { id: progress(1).receiptId, after: undefined },
+        { id: completed.receiptId, after: progress(1).receiptId },
+      ]);
+      answer(progress(1));
+      answer(completed);
+      await outbox.flush(1_000);
       outbox.close();
     });
 
