@@ -98,13 +98,13 @@ async function main(): Promise<void> {
     callStart = performance.now();
     const { candidate, answered } = await makeCall(i);
     const id = candidate.assignment_id;
-    const reply = await exec.claim(id, candidate.generation);
+    const { reply, ordersReceipts } = await exec.claimWithOrder(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    // Receipt ids bound to the claim, as the ToolRunner names them.
+    // Receipt ids bound to the claim, and the final receipt right behind the report, as the ToolRunner sends them.
     const g = reply.grant;
     await exec.post(exec.accepted(g, receiptId(g, { kind: "accepted" })));
-    await exec.post(exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { done: 1 } }));
-    await exec.post(exec.claimReceipt(g, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }));
+    const progress = exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { done: 1 } });
+    await exec.postInOrder([progress, exec.claimReceipt(g, { kind: "completed", result: { items: [i], note: "x".repeat(400) } })], ordersReceipts);
     await answered;
   };
   for (let i = 0; i < 5; i++) await oneCall(i); // warm: consumers made, run known

@@ -13,7 +13,7 @@ import { jetstream } from "@nats-io/jetstream";
 import { pino } from "pino";
 import { ToolRunner } from "../../src/runner/index.js";
 import { decode } from "../../src/wire/codec.js";
-import { Candidate, type Receipt } from "../../src/wire/messages.js";
+import { Candidate } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX } from "../../src/wire/subjects.js";
 import { registerExecutor } from "../../test/helpers/registry.js";
 import { ProtocolExecutor } from "../../test/helpers/protocol-executor.js";
@@ -111,20 +111,14 @@ async function run(exec: ProtocolExecutor, candidate: Candidate): Promise<void> 
   const { grant } = reply;
   // Receipt ids bound to the claim, as the ToolRunner names them.
   const receipt = (body: Parameters<ProtocolExecutor["receipt"]>[1]) => exec.claimReceipt(grant, body);
-  const expect = async (r: Receipt, after?: string) => {
-    const answer = await exec.post(r, undefined, after);
-    if (answer.status !== "recorded") throw new Error(`${r.kind}: ${answer.status} ${answer.code ?? ""}`);
-  };
-  await expect(receipt({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }));
-  const progress = receipt({ kind: "progress", seq: 1, progress: BENCH_PROGRESS });
-  const completed = receipt({ kind: "completed", result: BENCH_RESULT });
-  if (!ordersReceipts) {
-    await expect(progress);
-    await expect(completed);
-    return;
-  }
-  // As the ToolRunner does under such a gateway: the final receipt goes out behind the progress report, not after its answer.
-  await Promise.all([expect(progress), expect(completed, progress.receipt_id)]);
+  const accepted = await exec.post(receipt({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }));
+  if (accepted.status !== "recorded") throw new Error(`accepted: ${accepted.status} ${accepted.code ?? ""}`);
+  // As the ToolRunner does under a gateway that keeps them in order: the final receipt right behind the progress report.
+  const answers = await exec.postInOrder(
+    [receipt({ kind: "progress", seq: 1, progress: BENCH_PROGRESS }), receipt({ kind: "completed", result: BENCH_RESULT })],
+    ordersReceipts,
+  );
+  for (const answer of answers) if (answer.status !== "recorded") throw new Error(`progress or completed: ${answer.status} ${answer.code ?? ""}`);
 }
 
 const stop = process.env.BENCH_EXECUTOR === "protocol" ? await startProtocolExecutors() : await startRunners();

@@ -220,6 +220,21 @@ export class ProtocolExecutor {
     return answered.catch(() => this.query(receipt));
   }
 
+  /**
+   * Posts a claim's receipts in order: each after the answer to the one before, or, under a gateway
+   * that keeps receipts sent ahead in order (`ordersReceipts`), one that follows a progress report
+   * right behind it, naming it, as the ToolRunner sends them. Resolves with their answers.
+   */
+  async postInOrder(receipts: readonly Receipt[], ordersReceipts: boolean, timeoutMs = 10_000): Promise<ReceiptQueryReply[]> {
+    const answers: Array<Promise<ReceiptQueryReply>> = [];
+    for (const [i, receipt] of receipts.entries()) {
+      const before = receipts[i - 1];
+      if (before && !(ordersReceipts && before.kind === "progress")) await answers[i - 1];
+      answers.push(this.post(receipt, timeoutMs, ordersReceipts && before?.kind === "progress" ? before.receipt_id : undefined));
+    }
+    return Promise.all(answers);
+  }
+
   /** The next answer for `receiptId` on this executor's answer subject (register before publishing). */
   answerFor(receiptId: string, timeoutMs = 10_000): Promise<ReceiptAnswer> {
     const answered = new Promise<ReceiptAnswer>((resolve) => this.waiters.set(receiptId, [...(this.waiters.get(receiptId) ?? []), resolve]));
