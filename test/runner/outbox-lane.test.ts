@@ -125,11 +125,21 @@ describe("Outbox lane", () => {
       outbox.close();
     });
 
-    it("holds a progress report back until the receipt saved behind it, and sends the two in one turn, in order", async () => {
-      const { outbox, sent, answer } = withManualAnswers(true);
-      outbox.send(grant, [accepted]);
-      answer(accepted);
+    /** `lane` with its claim's `accepted` sent and answered. */
+    const confirmed = async (lane: ReturnType<typeof withManualAnswers>) => {
+      lane.outbox.send(grant, [accepted]);
+      lane.answer(accepted);
       await turns();
+      return lane;
+    };
+    /** The progress report, then the final receipt naming it, as sent. */
+    const reportThenFinal = [
+      { id: progress(1).receiptId, after: undefined },
+      { id: completed.receiptId, after: progress(1).receiptId },
+    ];
+
+    it("holds a progress report back until the receipt saved behind it, and sends the two in one turn, in order", async () => {
+      const { outbox, sent, answer } = await confirmed(withManualAnswers(true));
       await outbox.append(grant, progress(1));
       await turns();
       expect(sent.map((s) => s.id)).toEqual([accepted.receiptId]);
@@ -138,10 +148,7 @@ describe("Outbox lane", () => {
       expect(sent.map((s) => s.id)).toEqual([accepted.receiptId]);
       await Promise.resolve();
       await Promise.resolve();
-      expect(sent.slice(1)).toEqual([
-        { id: progress(1).receiptId, after: undefined },
-        { id: completed.receiptId, after: progress(1).receiptId },
-      ]);
+      expect(sent.slice(1)).toEqual(reportThenFinal);
       answer(progress(1));
       answer(completed);
       await outbox.flush(1_000);
@@ -149,10 +156,7 @@ describe("Outbox lane", () => {
     });
 
     it("sends a progress report nothing follows once its linger is over", async () => {
-      const { outbox, sent, answer } = withManualAnswers(true, 20);
-      outbox.send(grant, [accepted]);
-      answer(accepted);
-      await turns();
+      const { outbox, sent, answer } = await confirmed(withManualAnswers(true, 20));
       await outbox.append(grant, progress(1));
       await turns();
       expect(sent).toHaveLength(1);
@@ -166,10 +170,9 @@ describe("Outbox lane", () => {
     it("keeps a progress report back past its linger while the receipt behind it is being saved", async () => {
       let saved!: () => void;
       const finalSaved = new Promise<void>((resolve) => (saved = resolve));
-      const { outbox, sent, answer } = withManualAnswers(true, 10, (receipt) => (receipt.kind === "completed" ? finalSaved : Promise.resolve()));
-      outbox.send(grant, [accepted]);
-      answer(accepted);
-      await turns();
+      const { outbox, sent, answer } = await confirmed(
+        withManualAnswers(true, 10, (receipt) => (receipt.kind === "completed" ? finalSaved : Promise.resolve())),
+      );
       await outbox.append(grant, progress(1));
       const appended = outbox.append(grant, completed);
       await new Promise((r) => setTimeout(r, 40));
@@ -177,10 +180,7 @@ describe("Outbox lane", () => {
       saved();
       await appended;
       await turns();
-      expect(sent.slice(1)).toEqual([
-        { id: progress(1).receiptId, after: undefined },
-        { id: completed.receiptId, after: progress(1).receiptId },
-      ]);
+      expect(sent.slice(1)).toEqual(reportThenFinal);
       answer(progress(1));
       answer(completed);
       await outbox.flush(1_000);
