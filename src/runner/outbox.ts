@@ -165,6 +165,7 @@ export class Outbox {
   /** Stops sending; unanswered receipts stay in the store for the next start. */
   close(): void {
     this.stop.abort();
+    for (const lane of this.lanes.values()) lane.wake?.();
     for (const done of [...this.waiters.values()]) done(undefined);
   }
 
@@ -217,7 +218,7 @@ export class Outbox {
     lane.lingering = true;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        if (!this.saving.has(key)) lane.wake?.();
+        if (!this.saving.has(key) || this.stop.signal.aborted) lane.wake?.();
       }, this.timing.progressLingerMs);
       lane.wake = () => {
         clearTimeout(timer);

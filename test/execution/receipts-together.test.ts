@@ -5,7 +5,7 @@ import { STORED_MAX_JSON_DEPTH } from "../../src/validation/json-depth.js";
 import { decode } from "../../src/wire/codec.js";
 import type { Grant, ReceiptAnswer } from "../../src/wire/messages.js";
 import { startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
-import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { runningCall } from "../helpers/running-call.js";
 import { storedAssignment, storedProgressEntry } from "../helpers/stored-records.js";
 
@@ -100,6 +100,28 @@ describe("a progress report and the final receipt behind it, taken together", ()
     expect(messagesHolding(separateSent!.progress.receipt_id)).toHaveLength(1);
     expect(messagesHolding(separateSent!.progress.receipt_id)[0]).toHaveLength(1);
     expect(messagesHolding(separateSent!.completed.receipt_id)).toHaveLength(1);
+  });
+
+  it("never takes a final receipt from another executor with the report, whatever token it presents", async () => {
+    const { grant } = await runningCall(gateway, exec, sessionId, "tasks.read");
+    const other = new ProtocolExecutor(nc, SCOPE, "exec-together-other", ["b-together"], { register: false });
+    try {
+      await gateway.close();
+      const { progress } = receipts(grant);
+      // The other executor holds the claim's token (leaked, say) and names the report from its own subject.
+      const forged = other.claimReceipt(grant, { kind: "completed", result: { forged: true } });
+      const answers = Promise.all([exec.post(progress), other.post(forged, 10_000, progress.receipt_id)]);
+      await nc.flush();
+      gateway = await startExecutionGateway(fx.nats.url);
+      const [report, final] = await answers;
+      expect(report.status).toBe("recorded");
+      expect(final).toMatchObject({ status: "rejected", code: "invalid_token" });
+      const stored = await storedAssignment(nc, grant.assignment_id);
+      expect(stored.state).toBe("running");
+      expect(stored.progress_log?.map((p) => p.receipt_id)).toEqual([progress.receipt_id]);
+    } finally {
+      other.close();
+    }
   });
 
   it("applies them one by one when the record has no room for the report, in order", async () => {

@@ -142,10 +142,11 @@ export class ReceiptConsumer {
     const answers = await this.processor.processTogether(input, inputOf(next.msg, sender, receipt));
     if (!answers) return null;
     next.taken = true;
+    // Acknowledged before its answer goes: applied is applied, and an answer lost is asked for again (`tg.rq`).
+    this.answered(next.msg, receipt, answers[1]);
     const to = subjects.answers(sender.scope, sender.executorId);
     if (takesJointAnswers(next.msg.headers)) this.nc.publish(to, encode(answers));
     else for (const answer of answers) this.nc.publish(to, encode(answer));
-    this.answered(next.msg, receipt, answers[1]);
     return answers[0];
   }
 

@@ -237,14 +237,17 @@ export class ReceiptProcessor {
     const p = report.receipt;
     const r = next.receipt;
     if (p.kind !== "progress" || !SETTLING_KINDS.has(r.kind) || !this.deps.progress.carriedByRecords) return null;
-    if (!fromItsSubject(report) || !fromItsSubject(next) || r.assignment_id !== p.assignment_id || r.claim_token !== p.claim_token) return null;
+    // One sender: the same subject (scope and executor) and claim token, so one claim proof holds for both.
+    if (!fromItsSubject(report) || !fromItsSubject(next) || next.scope !== report.scope || next.subjectExecutorId !== report.subjectExecutorId) return null;
+    if (r.assignment_id !== p.assignment_id || r.claim_token !== p.claim_token) return null;
     const digests = [bodyDigestOrNull(p), bodyDigestOrNull(r)] as const;
     if (digests[0] === null || digests[1] === null) return null;
     const [reportDigest, digest] = digests;
     const found = await this.deps.assignments.recent(p.assignment_id);
     const proof: ClaimProof = { executor_id: p.executor_id, matches: claimTokenMatcher(p.claim_token) };
     const claim = found && provenClaim(found.value, proof);
-    if (!found || !claim || this.indexMayHold(report, found.value, proof) || this.indexMayHold(next, found.value, proof)) return null;
+    if (!found || found.value.scope !== report.scope || !claim) return null;
+    if (this.indexMayHold(report, found.value, proof) || this.indexMayHold(next, found.value, proof)) return null;
     const at = this.now();
     const stored = { body_digest: reportDigest, stream_seq: report.streamSeq, at };
     const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: next.streamSeq, at };
@@ -261,6 +264,7 @@ export class ReceiptProcessor {
     );
     if (!res?.written || !res.result) return null;
     const [reportVerdict, verdict] = res.result;
+    for (let i = 0; i < 2; i++) this.deps.metrics?.receiptIndexLookup("skipped");
     await this.afterApplied(r, { ...res, result: verdict });
     return [answerTo(p, reportVerdict), answerTo(r, verdict)];
   }
