@@ -27,7 +27,7 @@ import {
 import { natsClientOptions, type NatsClientEnv } from "../nats/client-options.js";
 import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../wire/subjects.js";
 import { PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER } from "../wire/protocol-version.js";
-import { AFTER_HEADER, ANSWERS_HEADER, ANSWERS_JOINT, ordersReceipts } from "../wire/receipt-order.js";
+import { markSentAfter, ordersReceipts } from "../wire/receipt-order.js";
 import type { Logger } from "./logger.js";
 import { candidateConsumer, STREAMS } from "../streams/names.js";
 
@@ -260,8 +260,6 @@ function protocolHeaders(): MsgHdrs {
  */
 function receiptHeaders(after: string | undefined): MsgHdrs {
   const h = protocolHeaders();
-  if (after === undefined) return h;
-  h.set(AFTER_HEADER, after);
-  h.set(ANSWERS_HEADER, ANSWERS_JOINT);
+  if (after !== undefined) markSentAfter(h, after);
   return h;
 }

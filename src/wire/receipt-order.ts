@@ -9,16 +9,16 @@ import { headers, type MsgHdrs } from "@nats-io/transport-node";
  * gateway replica takes each. An executor that never sees the header (an older gateway) waits for
  * each answer, as before; a gateway takes receipts without `Tg-After` as they come.
  */
-export const RECEIPT_ORDER_HEADER = "Tg-Receipt-Order";
-export const RECEIPT_ORDER_AFTER = "after";
-export const AFTER_HEADER = "Tg-After";
+const RECEIPT_ORDER_HEADER = "Tg-Receipt-Order";
+const RECEIPT_ORDER_AFTER = "after";
+const AFTER_HEADER = "Tg-After";
 /**
  * On a receipt sent after another (`Tg-After`): the executor takes one answer message for both
  * (`ReceiptAnswers`, a list) when the gateway applies them together. An executor that does not say
  * so gets one answer message per receipt, as before.
  */
-export const ANSWERS_HEADER = "Tg-Answers";
-export const ANSWERS_JOINT = "joint";
+const ANSWERS_HEADER = "Tg-Answers";
+const ANSWERS_JOINT = "joint";
 
 /** The headers of a claim reply from a gateway that keeps receipts sent ahead in order. */
 export function receiptOrderHeaders(): MsgHdrs {
@@ -30,6 +30,15 @@ export function receiptOrderHeaders(): MsgHdrs {
 /** Whether a claim reply's headers say its gateway keeps receipts sent ahead in order. */
 export function ordersReceipts(headers: MsgHdrs | undefined): boolean {
   return headers?.get(RECEIPT_ORDER_HEADER) === RECEIPT_ORDER_AFTER;
+}
+
+/**
+ * Marks a receipt's headers as sent ahead of the answer to receipt `after` (`Tg-After`), its
+ * executor taking both answers in one message unless `jointAnswers` is false.
+ */
+export function markSentAfter(h: MsgHdrs, after: string, jointAnswers = true): void {
+  h.set(AFTER_HEADER, after);
+  if (jointAnswers) h.set(ANSWERS_HEADER, ANSWERS_JOINT);
 }
 
 /** The receipt a receipt's headers say it was sent after (its `Tg-After`), if any. */

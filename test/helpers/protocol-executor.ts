@@ -19,7 +19,7 @@ import {
   type Receipt,
 } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
-import { AFTER_HEADER, ANSWERS_HEADER, ANSWERS_JOINT, ordersReceipts } from "../../src/wire/receipt-order.js";
+import { markSentAfter, ordersReceipts } from "../../src/wire/receipt-order.js";
 import { registerExecutor } from "./registry.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
@@ -214,8 +214,7 @@ export class ProtocolExecutor {
     const answered = this.answerFor(receipt.receipt_id, timeoutMs);
     const h = headers();
     h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
-    if (after !== undefined) h.set(AFTER_HEADER, after);
-    if (after !== undefined && jointAnswers) h.set(ANSWERS_HEADER, ANSWERS_JOINT);
+    if (after !== undefined) markSentAfter(h, after, jointAnswers);
     this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
     return answered.catch(() => this.query(receipt));
   }

@@ -66,8 +66,9 @@ export class ReceiptConsumer {
 
   /** Takes `msg` after the receipts of its assignment taken before it (by the assignment token of its subject). */
   private handle(msg: JsMsg): Promise<void> {
-    const key = msg.subject.split(".")[4] ?? "";
-    const turn: Turn = { msg, taken: false };
+    const sender = senderOf(msg.subject);
+    const key = sender?.assignmentId ?? "";
+    const turn: Turn = { msg, sender, taken: false };
     const queue = this.waiting.get(key);
     if (queue) queue.push(turn);
     else this.waiting.set(key, [turn]);
@@ -76,7 +77,7 @@ export class ReceiptConsumer {
       left?.shift();
       if (left?.length === 0) this.waiting.delete(key);
       // Applied (and answered) together with the progress report before it.
-      return turn.taken ? Promise.resolve() : this.handleInOrder(msg, key);
+      return turn.taken ? Promise.resolve() : this.handleInOrder(turn, key);
     };
     const before = this.inOrder.get(key);
     const handled = before ? before.then(take) : take();
@@ -91,8 +92,7 @@ export class ReceiptConsumer {
     return handled;
   }
 
-  private async handleInOrder(msg: JsMsg, key: string): Promise<void> {
-    const sender = senderOf(msg.subject);
+  private async handleInOrder({ msg, sender }: Turn, key: string): Promise<void> {
     if (!sender) return this.poison(msg, `unexpected subject ${msg.subject}`);
     const { scope, executorId, assignmentId } = sender;
     let receipt: Receipt;
@@ -130,9 +130,8 @@ export class ReceiptConsumer {
     // Receipts delivered together reach `handle` one by one: let the ones already received arrive.
     await new Promise((resolve) => setImmediate(resolve));
     const next = this.waiting.get(key)?.[0];
-    if (!next || sentAfter(next.msg.headers) !== input.receipt.receipt_id) return null;
-    const sender = senderOf(next.msg.subject);
-    if (!sender) return null;
+    const sender = next?.sender;
+    if (!next || !sender || sentAfter(next.msg.headers) !== input.receipt.receipt_id) return null;
     let receipt: Receipt;
     try {
       receipt = decode(Receipt, next.msg.data);
@@ -189,20 +188,31 @@ export class ReceiptConsumer {
   }
 }
 
-/** A receipt taken off the stream, waiting for its assignment's earlier receipts; `taken` once applied with the one before it. */
+/** The scope, executor and assignment tokens of a receipt's subject (`tg.rcpt.<scope>.<executor>.<assignment>`). */
+interface Sender {
+  readonly scope: string;
+  readonly executorId: string;
+  readonly assignmentId: string;
+}
+
+/**
+ * A receipt taken off the stream, waiting for its assignment's earlier receipts: its sender (null
+ * for a subject of another shape), and `taken` once applied with the one before it.
+ */
 interface Turn {
   readonly msg: JsMsg;
+  readonly sender: Sender | null;
   taken: boolean;
 }
 
-/** The scope, executor and assignment tokens of a receipt's subject (`tg.rcpt.<scope>.<executor>.<assignment>`), or null for any other. */
-function senderOf(subject: string): { scope: string; executorId: string; assignmentId: string } | null {
+/** The sender a receipt's subject names, or null for any other subject. */
+function senderOf(subject: string): Sender | null {
   const [, , scope, executorId, assignmentId, extra] = subject.split(".");
   if (scope === undefined || executorId === undefined || assignmentId === undefined || extra !== undefined) return null;
   return [scope, executorId, assignmentId].every(isSubjectToken) ? { scope, executorId, assignmentId } : null;
 }
 
-function inputOf(msg: JsMsg, sender: { scope: string; executorId: string; assignmentId: string }, receipt: Receipt): ReceiptInput {
+function inputOf(msg: JsMsg, sender: Sender, receipt: Receipt): ReceiptInput {
   return {
     scope: sender.scope,
     subjectExecutorId: sender.executorId,

@@ -106,17 +106,10 @@ export class ReceiptProcessor {
   async process(input: ReceiptInput): Promise<ReceiptAnswer> {
     const r = input.receipt;
     const answer = (verdict: Verdict): ReceiptAnswer => answerTo(r, verdict);
-    if (r.assignment_id !== input.subjectAssignmentId) return answer(rejected("malformed", "published on the subject of another assignment"));
-    // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
-    if (r.executor_id !== input.subjectExecutorId) return answer(rejected("malformed", "published on the subject of another executor"));
-
-    let digest: string;
-    try {
-      digest = receiptBodyDigest(r);
-    } catch (err) {
-      if (err instanceof CanonicalJsonError) return answer(rejected("invalid_result", `the receipt is not representable as JSON: ${err.message}`));
-      throw err;
-    }
+    const elsewhere = subjectMismatch(input);
+    if (elsewhere) return answer(rejected("malformed", elsewhere));
+    const digest = bodyDigestOf(r);
+    if (digest instanceof CanonicalJsonError) return answer(rejected("invalid_result", `the receipt is not representable as JSON: ${digest.message}`));
 
     // A remembered assignment only names the claim here (a claim never changes once made); when the
     // index may hold the receipt, it is read beside the assignment. Progress recorded in the bucket
@@ -238,11 +231,10 @@ export class ReceiptProcessor {
     const r = next.receipt;
     if (p.kind !== "progress" || !SETTLING_KINDS.has(r.kind) || !this.deps.progress.carriedByRecords) return null;
     // One sender: the same subject (scope and executor) and claim token, so one claim proof holds for both.
-    if (!fromItsSubject(report) || !fromItsSubject(next) || next.scope !== report.scope || next.subjectExecutorId !== report.subjectExecutorId) return null;
+    if (subjectMismatch(report) || subjectMismatch(next) || next.scope !== report.scope || next.subjectExecutorId !== report.subjectExecutorId) return null;
     if (r.assignment_id !== p.assignment_id || r.claim_token !== p.claim_token) return null;
-    const digests = [bodyDigestOrNull(p), bodyDigestOrNull(r)] as const;
-    if (digests[0] === null || digests[1] === null) return null;
-    const [reportDigest, digest] = digests;
+    const [reportDigest, digest] = [bodyDigestOf(p), bodyDigestOf(r)];
+    if (typeof reportDigest !== "string" || typeof digest !== "string") return null;
     const found = await this.deps.assignments.recent(p.assignment_id);
     const proof: ClaimProof = { executor_id: p.executor_id, matches: claimTokenMatcher(p.claim_token) };
     const claim = found && provenClaim(found.value, proof);
@@ -479,17 +471,20 @@ function answerTo(r: Receipt, verdict: Verdict): ReceiptAnswer {
   return { receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v };
 }
 
-/** Whether the receipt names the assignment and executor of the subject it came on (`process` refuses it otherwise). */
-function fromItsSubject(input: ReceiptInput): boolean {
-  return input.receipt.assignment_id === input.subjectAssignmentId && input.receipt.executor_id === input.subjectExecutorId;
+/** Why the receipt does not belong on the subject it came on (another assignment's, another executor's), or null. */
+function subjectMismatch(input: ReceiptInput): string | null {
+  if (input.receipt.assignment_id !== input.subjectAssignmentId) return "published on the subject of another assignment";
+  // Only this executor may publish on its subject (NATS permissions); the body must not speak for another.
+  if (input.receipt.executor_id !== input.subjectExecutorId) return "published on the subject of another executor";
+  return null;
 }
 
-/** The receipt's body digest, or null when its body is not representable as JSON (`process` refuses it). */
-function bodyDigestOrNull(r: Receipt): string | null {
+/** The receipt's body digest, or why its body is not representable as JSON. */
+function bodyDigestOf(r: Receipt): string | CanonicalJsonError {
   try {
     return receiptBodyDigest(r);
   } catch (err) {
-    if (err instanceof CanonicalJsonError) return null;
+    if (err instanceof CanonicalJsonError) return err;
     throw err;
   }
 }
