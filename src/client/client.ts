@@ -224,7 +224,11 @@ export class ToolgateClient {
   async *runEvents(runId: string, options: EventOptions = {}): AsyncGenerator<RunEventWithId> {
     const signal = callSignal(options);
     let last = options.after ?? 0;
+    // Events read of a message whose last event (the one with its id) has not come yet: after a drop
+    // the stream resumes at that message's start, so they come again first and are skipped.
+    let readOfMessage = 0;
     for (let drops = 0; ; drops++) {
+      let again = readOfMessage;
       const connection = new IdleConnection(this.#eventIdleMs, signal);
       try {
         const response = await sendWithRetry(
@@ -238,8 +242,14 @@ export class ToolgateClient {
           signal,
         );
         for await (const raw of parseEventStream(connection.watch(response.body!))) {
-          const event = toRunEvent(raw);
-          last = event.id;
+          if (again > 0 && raw.id === undefined) {
+            again--;
+            continue;
+          }
+          again = 0;
+          const event = toRunEvent(raw, last);
+          if (raw.id === undefined) readOfMessage++;
+          else [last, readOfMessage] = [event.id, 0];
           drops = 0;
           this.#sawEvent(runId, event.id);
           yield event;

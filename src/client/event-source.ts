@@ -3,7 +3,11 @@ import type { ResponseBody } from "./operations.js";
 /** One event of a run's stream, as the route declares it (times as RFC 3339). */
 export type RunEvent = ResponseBody<"getRunEvents">;
 
-/** One event of a run's stream with its id (the stream sequence, what `Last-Event-ID` resumes after). */
+/**
+ * One event of a run's stream with its id: what `Last-Event-ID` (or `after`) resumes after to read
+ * every later event. The stream sequence of the event's message; the events of one write stored as
+ * one message share the id of the message before until the last of them, which carries its own.
+ */
 export interface RunEventWithId {
   id: number;
   event: RunEvent;
@@ -33,7 +37,7 @@ export async function* parseEventStream(body: ReadableStream<Uint8Array>): Async
   }
 }
 
-/** One event's data and id, as the gateway validated it before sending. */
-export function toRunEvent(raw: { id?: string; data: string }): RunEventWithId {
-  return { id: Number(raw.id), event: JSON.parse(raw.data) as RunEvent };
+/** One event's data and id, as the gateway validated it before sending; one without an id keeps `lastId`, as a browser's `EventSource` does. */
+export function toRunEvent(raw: { id?: string; data: string }, lastId: number): RunEventWithId {
+  return { id: raw.id === undefined ? lastId : Number(raw.id), event: JSON.parse(raw.data) as RunEvent };
 }

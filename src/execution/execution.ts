@@ -175,17 +175,17 @@ export async function startExecution(deps: {
   const jsm = await jetstreamManager(nc);
   const store = await executionStores(nc);
 
-  const events = new RunEventLog(nc, js, log);
+  const events = new RunEventLog(nc, js, log, options.storeLayout);
   const runStore = (await store("runs", RunRecord))
     .withRevisionCache(RUNS_REMEMBERED)
-    .observeWrites((previous, next) => runEvents(previous, next).forEach((e) => events.publish(e)));
+    .observeWrites((previous, next) => events.publish(runEvents(previous, next)));
   const assignmentStore = (await store("assignments", AssignmentRecord))
     .withRevisionCache(ASSIGNMENTS_REMEMBERED)
     .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))
     .observeWrites((previous, next) => {
       if (next.projection && !previous?.projection) metrics.projectionStored(next.projection.context_preview.truncated);
     })
-    .observeWrites((previous, next) => assignmentEvents(previous, next).forEach((e) => events.publish(e)));
+    .observeWrites((previous, next) => events.publish(assignmentEvents(previous, next)));
   const runLookup = new RunLookup(runStore);
   assignmentStore.observeWrites((_previous, next) => runLookup.remember(next.assignment_id, next.run_id));
   const control = new ControlChannel(js, jsm);

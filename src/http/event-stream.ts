@@ -2,9 +2,9 @@ import type { FastifyReply } from "fastify";
 import type { z } from "zod";
 import { toJsonText } from "../budget/index.js";
 
-/** One Server-Sent Event: `id:` and one `data:` line of JSON. */
+/** One Server-Sent Event: `id:` (when it has one; a client keeps the last id it read) and one `data:` line of JSON. */
 export interface SseEvent {
-  id: string;
+  id?: string;
   data: unknown;
 }
 
@@ -45,7 +45,8 @@ export async function sendEventStream(reply: FastifyReply, stream: EventStream, 
   try {
     await write(`retry: ${RETRY_MS}\n\n`);
     for await (const event of stream.events) {
-      await write(`id: ${event.id}\ndata: ${toJsonText(schema.parse(event.data))}\n\n`);
+      const id = event.id === undefined ? "" : `id: ${event.id}\n`;
+      await write(`${id}data: ${toJsonText(schema.parse(event.data))}\n\n`);
       last = Date.now();
     }
   } finally {

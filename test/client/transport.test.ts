@@ -74,4 +74,31 @@ describe("toolgate/client transport", () => {
     expect(ids).toEqual([1, 2, 3, 4, 5]);
     expect(resumedFrom).toEqual(["0", "2", "4"]);
   });
+
+  it("resumes a stream dropped inside a message (events of one write, the last with the id) without repeating what it read", async () => {
+    // Message 1 holds three events (ids on the last only), message 2 one. The first connection drops
+    // after two events of message 1; resumed after 0 it sends message 1 again from its start.
+    const event = (at: number, id?: number) =>
+      `${id === undefined ? "" : `id: ${id}\n`}data: ${JSON.stringify({ type: "run", run_id: "r1", state: "active", at })}\n\n`;
+    const resumedFrom: string[] = [];
+    const client = await serve((req, res) => {
+      resumedFrom.push(String(req.headers["last-event-id"]));
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      if (resumedFrom.length === 1) return res.end(event(1) + event(2));
+      res.write(event(1) + event(2) + event(3, 1) + event(4, 2));
+    });
+    const read: Array<[number, number]> = [];
+    for await (const { id, event } of client.runEvents("r1")) {
+      read.push([event.type === "run" ? event.at : -1, id].map(Number) as [number, number]);
+      if (read.length === 4) break;
+    }
+    // Each event once, in order; an event before its message's last carries the id to resume after.
+    expect(read).toEqual([
+      [1, 0],
+      [2, 0],
+      [3, 1],
+      [4, 2],
+    ]);
+    expect(resumedFrom).toEqual(["0", "0"]);
+  });
 });

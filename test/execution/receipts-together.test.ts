@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { RunEvent } from "../../src/execution/events/run-events.js";
+import { RunEventMessage, type RunEvent } from "../../src/execution/events/run-events.js";
 import { STORED_MAX_JSON_DEPTH } from "../../src/validation/json-depth.js";
 import { decode } from "../../src/wire/codec.js";
 import type { Grant, ReceiptAnswer } from "../../src/wire/messages.js";
-import { startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
+import { ADMIN_KEY, startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { runningCall } from "../helpers/running-call.js";
+import { SseClient } from "../helpers/sse-client.js";
 import { storedAssignment, storedProgressEntry } from "../helpers/stored-records.js";
 
 const SCOPE = "receipts-together";
@@ -23,6 +24,8 @@ describe("a progress report and the final receipt behind it, taken together", ()
   const writes = new Map<string, number>();
   /** Per run, its events in the order published. */
   const events = new Map<string, RunEvent[]>();
+  /** Per run, its event messages, each the events of one write (store layout 5). */
+  const eventMessages = new Map<string, RunEvent[][]>();
   beforeAll(async () => {
     fx = await startExecutionFixture({
       scope: SCOPE,
@@ -39,8 +42,11 @@ describe("a progress report and the final receipt behind it, taken together", ()
     });
     nc.subscribe("tg.evt.>", {
       callback: (_err, m) => {
-        const event = decode(RunEvent, m.data, STORED_MAX_JSON_DEPTH);
-        events.set(event.run_id, [...(events.get(event.run_id) ?? []), event]);
+        const message = decode(RunEventMessage, m.data, STORED_MAX_JSON_DEPTH);
+        const held = Array.isArray(message) ? message : [message];
+        const runId = held[0]!.run_id;
+        events.set(runId, [...(events.get(runId) ?? []), ...held]);
+        eventMessages.set(runId, [...(eventMessages.get(runId) ?? []), held]);
       },
     });
     await nc.flush();
@@ -92,6 +98,13 @@ describe("a progress report and the final receipt behind it, taken together", ()
     for (const { runId } of [joint!, separate!]) {
       const told = (events.get(runId) ?? []).map((e) => (e.type === "assignment" ? `${e.type}:${e.to}` : e.type));
       expect(told.slice(-2)).toEqual(["progress", "assignment:completed"]);
+      // One write, one event message: the report and the settlement travel together.
+      expect(
+        eventMessages
+          .get(runId)
+          ?.at(-1)
+          ?.map((e) => e.type),
+      ).toEqual(["progress", "assignment"]);
     }
     const [jointSent, separateSent] = sent;
     expect(messagesHolding(jointSent!.progress.receipt_id)).toEqual([
@@ -100,6 +113,58 @@ describe("a progress report and the final receipt behind it, taken together", ()
     expect(messagesHolding(separateSent!.progress.receipt_id)).toHaveLength(1);
     expect(messagesHolding(separateSent!.progress.receipt_id)[0]).toHaveLength(1);
     expect(messagesHolding(separateSent!.completed.receipt_id)).toHaveLength(1);
+  });
+
+  it("streams the events of that one write as SSE: the settlement carries the id, a resume from before it reads both again", async () => {
+    const { grant, runId } = await runningCall(gateway, exec, sessionId, "tasks.read");
+    await gateway.close();
+    const { progress, completed } = receipts(grant);
+    const answers = Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: true })]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url);
+    await answers;
+    const open = async (lastEventId: number) => {
+      const client = await SseClient.open(`${gateway.baseUrl}/v1/runs/${runId}/events`, {
+        authorization: `Bearer ${ADMIN_KEY}`,
+        "last-event-id": String(lastEventId),
+      });
+      const settled = (e: SseClient["events"]) => e.some((x) => x.data.type === "assignment" && x.data.to === "completed");
+      const read = await client.until("the settlement", settled);
+      await client.close();
+      return read.map((e) => ({ type: e.data.type === "assignment" ? e.data.to : e.data.type, id: e.id, ownId: e.ownId }));
+    };
+    const all = await open(0);
+    const [beforeWrite, report, settlement] = all.slice(-3);
+    expect([report?.type, settlement?.type]).toEqual(["progress", "completed"]);
+    // The report carries no id of its own (a browser keeps the id before it); the settlement, its message's.
+    expect(report).toEqual({ type: "progress", id: beforeWrite!.id, ownId: false });
+    expect(settlement!.ownId).toBe(true);
+    expect(settlement!.id).toBeGreaterThan(beforeWrite!.id);
+    // Resumed after the id the report left a client with: the whole write again, nothing before it.
+    expect(await open(report!.id)).toEqual([
+      { type: "progress", id: report!.id, ownId: false },
+      { type: "completed", id: settlement!.id, ownId: true },
+    ]);
+  });
+
+  it("publishes them as two event messages under store layout 4, which releases of that layout read", async () => {
+    const { grant, runId } = await runningCall(gateway, exec, sessionId, "tasks.read");
+    await gateway.close();
+    const { progress, completed } = receipts(grant);
+    const answers = Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: true })]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url, { storeLayout: 4 });
+    expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
+    expect((await storedAssignment(nc, grant.assignment_id)).state).toBe("completed");
+    await nc.flush();
+    expect(
+      eventMessages
+        .get(runId)
+        ?.slice(-2)
+        .map((m) => m.map((e) => e.type)),
+    ).toEqual([["progress"], ["assignment"]]);
+    await gateway.close();
+    gateway = await startExecutionGateway(fx.nats.url);
   });
 
   it("never takes a final receipt from another executor with the report, whatever token it presents", async () => {
@@ -141,6 +206,13 @@ describe("a progress report and the final receipt behind it, taken together", ()
     await nc.flush();
     const told = (events.get(runId) ?? []).map((e) => (e.type === "progress" ? `progress:${e.seq}` : e.type === "assignment" ? e.to : e.type));
     expect(told.slice(-2)).toEqual(["progress:17", "completed"]);
+    // Two writes (the report's entry, then the settlement): two event messages.
+    expect(
+      eventMessages
+        .get(runId)
+        ?.slice(-2)
+        .map((m) => m.length),
+    ).toEqual([1, 1]);
     expect(messagesHolding(progress.receipt_id)).toEqual([[expect.objectContaining({ receipt_id: progress.receipt_id })]]);
   });
 });

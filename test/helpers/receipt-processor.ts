@@ -42,7 +42,7 @@ export async function processorOnSameBuckets(
     assignments,
     index: new ReceiptIndex(await store("receiptIndex", ReceiptIndexEntry), assignments, progress),
     progress,
-    events: new RunEventLog(nc, jetstream(nc), log),
+    events: new RunEventLog(nc, jetstream(nc), log, layout),
     projections: new ProjectionStore(
       await store("projections", ProjectionRecord),
       new ReceiptLog(await jetstreamManager(nc)),

@@ -1,8 +1,9 @@
 import { until } from "./until.js";
 
-/** One event as a client received it. */
+/** One event as a client received it: `id` is the last id the stream sent, as a browser's `lastEventId`; `ownId` says whether this event carried it. */
 export interface ReceivedEvent {
   id: number;
+  ownId: boolean;
   data: any;
 }
 
@@ -15,6 +16,7 @@ export class SseClient {
   readonly events: ReceivedEvent[] = [];
   heartbeats = 0;
   status = 0;
+  private lastId = 0;
   private readonly abort = new AbortController();
   private done!: Promise<void>;
 
@@ -22,6 +24,8 @@ export class SseClient {
 
   static async open(url: string, headers: Record<string, string>): Promise<SseClient> {
     const client = new SseClient();
+    // A resuming browser's lastEventId is the id it resumes after, until an event brings another.
+    client.lastId = Number(headers["last-event-id"] ?? 0);
     const res = await fetch(url, { headers, signal: client.abort.signal });
     client.status = res.status;
     if (!res.ok || !res.body) {
@@ -74,6 +78,8 @@ export class SseClient {
       else if (line.startsWith("id: ")) id = Number(line.slice(4));
       else if (line.startsWith("data: ")) data = line.slice(6);
     }
-    if (id !== undefined && data !== undefined) this.events.push({ id, data: JSON.parse(data) });
+    if (data === undefined) return;
+    if (id !== undefined) this.lastId = id;
+    this.events.push({ id: this.lastId, ownId: id !== undefined, data: JSON.parse(data) });
   }
 }

@@ -48,6 +48,13 @@ export const RunEvent = z
 export type RunEvent = z.infer<typeof RunEvent>;
 
 /**
+ * One message of the event stream: an event, or (store layout 5) the events of one write when there
+ * are several, in their order. Read in both forms, whatever layout this gateway writes.
+ */
+export const RunEventMessage = z.union([RunEvent, z.array(RunEvent).min(2)]);
+export type RunEventMessage = z.infer<typeof RunEventMessage>;
+
+/**
  * The events one assignment write means: progress reports it recorded (first: a write that also
  * settles the assignment recorded the report before the final receipt), then its state or generation
  * moving, a task cancel or a compensation recorded.

@@ -1,11 +1,12 @@
 import { z } from "zod";
 import { ToolgateError } from "../../errors/toolgate-error.js";
-import { EventStream } from "../../http/event-stream.js";
+import { EventStream, type SseEvent } from "../../http/event-stream.js";
 import { defineRoute, type RouteDef } from "../../http/route.js";
 import { HttpTimestamp } from "../../http/timestamp.js";
 import { Id, Reason } from "../../wire/primitives.js";
 import type { Execution } from "../execution.js";
 import { RunEvent } from "../events/run-events.js";
+import type { StoredRunEvent } from "../events/event-log.js";
 import { DetachedClaims } from "../../wire/messages.js";
 import { OperatorOutcome } from "../operations/operator-settle.js";
 import { AssignmentSchema, RunParams, assignmentAgentScope, runAgentScope } from "./routes.js";
@@ -148,6 +149,11 @@ export function operationRoutes(execution: Execution): RouteDef[] {
   ];
 }
 
-async function* toSse(events: AsyncIterable<{ seq: number; event: RunEvent }>): AsyncGenerator<{ id: string; data: unknown }> {
-  for await (const { seq, event } of events) yield { id: String(seq), data: event };
+/**
+ * The run's stored events as SSE: a message's last event carries its sequence as `id`; the events
+ * before it in the same message (the events of one write, store layout 5) carry none, so a client
+ * that drops inside a message resumes from the message before and reads all of it again.
+ */
+async function* toSse(events: AsyncIterable<StoredRunEvent>): AsyncGenerator<SseEvent> {
+  for await (const { seq, event, last } of events) yield last ? { id: String(seq), data: event } : { data: event };
 }

@@ -341,7 +341,7 @@ export class ReceiptProcessor {
     const entry = this.deps.progress.entryOf(r, claim.generation, stored);
     const { created, standing } = await this.deps.progress.record(entry);
     if (standing.receipt_id !== r.receipt_id) return progressConflict(r.seq);
-    if (created) this.deps.events.publish(progressEvent(a.run_id, entry));
+    if (created) this.deps.events.publish([progressEvent(a.run_id, entry)]);
     const indexedBy = progressIndexEntry(standing);
     if (!indexedBy) return RECORDED;
     // Stored before (the same message on another gateway, or a resend): its entry answers as the index would.
