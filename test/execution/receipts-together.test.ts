@@ -68,6 +68,19 @@ describe("a progress report and the final receipt behind it, taken together", ()
     progress: exec.claimReceipt(g, { kind: "progress", seq, progress: { step: seq } }),
     completed: exec.claimReceipt(g, { kind: "completed", result: { ok: true } }),
   });
+  /**
+   * A running call's report and final receipt (asking for joint answers), published while no gateway
+   * runs; then a gateway of `options` starts and takes them together.
+   */
+  const reportAndFinalWhileStopped = async (options: Parameters<typeof startExecutionGateway>[1] = {}) => {
+    const { grant, runId } = await runningCall(gateway, exec, sessionId, "tasks.read");
+    await gateway.close();
+    const { progress, completed } = receipts(grant);
+    const answers = Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: true })]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url, options);
+    return { grant, runId, answers };
+  };
   const messagesHolding = (id: string) => exec.answerMessages.filter((m) => m.some((a: ReceiptAnswer) => a.receipt_id === id));
 
   it("applies both in one write, tells the report before the settlement, and answers both in one message when asked", async () => {
@@ -116,12 +129,7 @@ describe("a progress report and the final receipt behind it, taken together", ()
   });
 
   it("streams the events of that one write as SSE: the settlement carries the id, a resume from before it reads both again", async () => {
-    const { grant, runId } = await runningCall(gateway, exec, sessionId, "tasks.read");
-    await gateway.close();
-    const { progress, completed } = receipts(grant);
-    const answers = Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: true })]);
-    await nc.flush();
-    gateway = await startExecutionGateway(fx.nats.url);
+    const { runId, answers } = await reportAndFinalWhileStopped();
     await answers;
     const open = async (lastEventId: number) => {
       const client = await SseClient.open(`${gateway.baseUrl}/v1/runs/${runId}/events`, {
@@ -148,12 +156,7 @@ describe("a progress report and the final receipt behind it, taken together", ()
   });
 
   it("publishes them as two event messages under store layout 4, which releases of that layout read", async () => {
-    const { grant, runId } = await runningCall(gateway, exec, sessionId, "tasks.read");
-    await gateway.close();
-    const { progress, completed } = receipts(grant);
-    const answers = Promise.all([exec.post(progress), exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: true })]);
-    await nc.flush();
-    gateway = await startExecutionGateway(fx.nats.url, { storeLayout: 4 });
+    const { grant, runId, answers } = await reportAndFinalWhileStopped({ storeLayout: 4 });
     expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
     expect((await storedAssignment(nc, grant.assignment_id)).state).toBe("completed");
     await nc.flush();
