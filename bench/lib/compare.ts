@@ -98,8 +98,11 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
       }
     }
     for (let round = 1; round <= options.rounds; round++) {
+      // Every other round takes the systems the other way round: none is always measured first (a
+      // warmer machine, a neighbour's leftover work), which would bias a before/after comparison.
+      const inTurn = round % 2 === 1 ? [...systems] : [...systems].reverse();
       for (const concurrency of options.levels) {
-        for (const system of systems) {
+        for (const system of inTurn) {
           const others = systems.filter((s) => s !== system).flatMap((s) => [...s.pids.values()]);
           log(`${system.id}: ${concurrency} in flight, ${options.seconds} s${options.rounds > 1 ? `, round ${round}/${options.rounds}` : ""}`);
           const r = { ...(await measureLevel(system, { concurrency, seconds: options.seconds }, others)), round };
