@@ -13,7 +13,6 @@ import {
   PresenceReply,
   ReceiptAnswer,
   ReceiptAnswers,
-  answersIn,
   ReceiptQueryReply,
   type ClaimRequest,
   type ControlQueryReply,
@@ -27,6 +26,7 @@ import {
 import { natsClientOptions, type NatsClientEnv } from "../nats/client-options.js";
 import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../wire/subjects.js";
 import { PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER } from "../wire/protocol-version.js";
+import { itemsOf } from "../wire/primitives.js";
 import { markSentAfter, ordersReceipts } from "../wire/receipt-order.js";
 import type { Logger } from "./logger.js";
 import { candidateConsumer, STREAMS } from "../streams/names.js";
@@ -107,7 +107,7 @@ export class NatsLink {
 
   /** Subscribes to this executor's receipt answers and control messages. */
   listen(answer: (answer: ReceiptAnswer) => void, control: (message: ExecutorControl) => void): void {
-    this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswers, (message) => answersIn(message).forEach(answer));
+    this.subscribe(subjects.answers(this.scope, this.executorId), ReceiptAnswers, (message) => itemsOf(message).forEach(answer));
     this.subscribe(subjects.executorControl(this.scope, this.executorId), ExecutorControl, control);
   }
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
-import { AGENT_VERSION_ID_MAX_LENGTH, ErrorBody, Id, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName } from "./primitives.js";
+import { AGENT_VERSION_ID_MAX_LENGTH, ErrorBody, Id, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName, oneOrMany } from "./primitives.js";
 
 /**
  * The executor protocol's messages (NATS side). One zod schema per message: the gateway and the
@@ -179,13 +179,8 @@ export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
  * and the final receipt sent right behind it, applied together (only to an executor that asked,
  * `Tg-Answers: joint`, `src/wire/receipt-order.ts`).
  */
-export const ReceiptAnswers = z.union([ReceiptAnswer, z.array(ReceiptAnswer).min(1)]);
+export const ReceiptAnswers = oneOrMany(ReceiptAnswer, 1);
 export type ReceiptAnswers = z.infer<typeof ReceiptAnswers>;
-
-/** The answers an answer message holds, in the order their receipts were applied. */
-export function answersIn(message: ReceiptAnswers): ReceiptAnswer[] {
-  return Array.isArray(message) ? message : [message];
-}
 
 /**
  * Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated).

@@ -49,3 +49,16 @@ export const OperationKey = z.string().min(1).max(OPERATION_KEY_MAX_LENGTH);
 export const ErrorBody = z.object({ code: z.string().max(128), message: z.string().max(4096) }).strict();
 /** Why something was cancelled (a receipt, a task cancel, an operator's settlement). */
 export const Reason = z.string().max(4096);
+
+/**
+ * A message that holds one item, or several sent as one message (a list of at least `min`): receipt
+ * answers given together, the run events of one write. Read with `itemsOf`.
+ */
+export function oneOrMany<S extends z.ZodType>(schema: S, min: number) {
+  return z.union([schema, z.array(schema).min(min)]);
+}
+
+/** The items a `oneOrMany` message holds, in order. */
+export function itemsOf<T>(message: T | T[]): T[] {
+  return Array.isArray(message) ? message : [message];
+}

@@ -12,12 +12,12 @@ import {
   PresenceReply,
   ReceiptAnswer,
   ReceiptAnswers,
-  answersIn,
   ReceiptQueryReply,
   type Grant,
   type PresenceHeartbeat,
   type Receipt,
 } from "../../src/wire/messages.js";
+import { itemsOf } from "../../src/wire/primitives.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { markSentAfter, ordersReceipts } from "../../src/wire/receipt-order.js";
 import { registerExecutor } from "./registry.js";
@@ -70,7 +70,7 @@ export class ProtocolExecutor {
     this.subs.push(
       nc.subscribe(subjects.answers(scope, executorId), {
         callback: (_err, msg) => {
-          const answers = answersIn(decode(ReceiptAnswers, msg.data));
+          const answers = itemsOf(decode(ReceiptAnswers, msg.data));
           this.answerMessages.push(answers);
           for (const answer of answers) {
             this.answers.set(answer.receipt_id, [...(this.answers.get(answer.receipt_id) ?? []), answer]);

@@ -3,6 +3,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../log/logger.js";
 import { STORED_MAX_JSON_DEPTH } from "../../validation/json-depth.js";
 import { decode, encode } from "../../wire/codec.js";
+import { itemsOf } from "../../wire/primitives.js";
 import { subjects } from "../../wire/subjects.js";
 import type { StoreLayout } from "../model/store-layout.js";
 import { RunEventMessage, type RunEvent } from "./run-events.js";
@@ -19,9 +20,6 @@ export interface StoredRunEvent {
   event: RunEvent;
   last: boolean;
 }
-
-/** The events one message of the stream holds, in order. */
-const eventsOf = (message: RunEventMessage): readonly RunEvent[] => (Array.isArray(message) ? message : [message]);
 
 /**
  * The run event stream `TG_EVENTS` (`tg.evt.<run>`). Events are published after the write they
@@ -71,7 +69,7 @@ export class RunEventLog {
         } catch (decodeErr) {
           return this.log.warn({ err: decodeErr, run_id: runId }, "undecodable run event skipped");
         }
-        for (const event of eventsOf(message)) onEvent(event);
+        for (const event of itemsOf(message)) onEvent(event);
       },
     });
   }
@@ -89,7 +87,7 @@ export class RunEventLog {
       if (signal.aborted) return;
       let previous = after;
       for await (const m of messages) {
-        const events = eventsOf(decode(RunEventMessage, m.data, STORED_MAX_JSON_DEPTH));
+        const events = itemsOf(decode(RunEventMessage, m.data, STORED_MAX_JSON_DEPTH));
         for (const [i, event] of events.entries()) {
           const last = i === events.length - 1;
           yield { seq: last ? m.seq : previous, event, last };

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Id, Millis, ToolKind } from "../../wire/primitives.js";
+import { Id, Millis, ToolKind, oneOrMany } from "../../wire/primitives.js";
 import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
 import { OUTCOME_KINDS, Outcome, type AssignmentRecord, type ProgressEntry, type RunRecord } from "../model/records.js";
 import { RUN_STATES } from "../model/run-states.js";
@@ -51,7 +51,7 @@ export type RunEvent = z.infer<typeof RunEvent>;
  * One message of the event stream: an event, or (store layout 5) the events of one write when there
  * are several, in their order. Read in both forms, whatever layout this gateway writes.
  */
-export const RunEventMessage = z.union([RunEvent, z.array(RunEvent).min(2)]);
+export const RunEventMessage = oneOrMany(RunEvent, 2);
 export type RunEventMessage = z.infer<typeof RunEventMessage>;
 
 /**
