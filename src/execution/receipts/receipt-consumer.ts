@@ -92,16 +92,12 @@ export class ReceiptConsumer {
     return handled;
   }
 
-  private async handleInOrder({ msg, sender }: Turn, key: string): Promise<void> {
+  private async handleInOrder(turn: Turn, key: string): Promise<void> {
+    const { msg, sender } = turn;
     if (!sender) return this.poison(msg, `unexpected subject ${msg.subject}`);
     const { scope, executorId, assignmentId } = sender;
-    let receipt: Receipt;
-    try {
-      receipt = decode(Receipt, msg.data);
-    } catch (err) {
-      if (err instanceof MalformedMessageError) return this.poison(msg, err.reason);
-      throw err;
-    }
+    const receipt = receiptOf(turn);
+    if (receipt instanceof MalformedMessageError) return this.poison(msg, receipt.reason);
     const after = sentAfter(msg.headers);
     // Only a report of the sender's own claim is waited for: a receipt naming anything else is taken at once (and judged as it comes).
     const held = after !== undefined && msg.info.deliveryCount < MAX_DELIVERIES_HELD && isProgressIdOfClaim(after, receipt);
@@ -132,12 +128,8 @@ export class ReceiptConsumer {
     const next = this.waiting.get(key)?.[0];
     const sender = next?.sender;
     if (!next || !sender || sentAfter(next.msg.headers) !== input.receipt.receipt_id) return null;
-    let receipt: Receipt;
-    try {
-      receipt = decode(Receipt, next.msg.data);
-    } catch {
-      return null; // refused in its own turn
-    }
+    const receipt = receiptOf(next);
+    if (receipt instanceof MalformedMessageError) return null; // refused in its own turn
     const answers = await this.processor.processTogether(input, inputOf(next.msg, sender, receipt));
     if (!answers) return null;
     next.taken = true;
@@ -203,6 +195,21 @@ interface Turn {
   readonly msg: JsMsg;
   readonly sender: Sender | null;
   taken: boolean;
+  /** Its receipt once decoded (or why it is none): a follower looked at by the report before it is not decoded again in its own turn. */
+  receipt?: Receipt | MalformedMessageError;
+}
+
+/** The turn's receipt, decoded once. */
+function receiptOf(turn: Turn): Receipt | MalformedMessageError {
+  if (turn.receipt === undefined) {
+    try {
+      turn.receipt = decode(Receipt, turn.msg.data);
+    } catch (err) {
+      if (!(err instanceof MalformedMessageError)) throw err;
+      turn.receipt = err;
+    }
+  }
+  return turn.receipt;
 }
 
 /** The sender a receipt's subject names, or null for any other subject. */
