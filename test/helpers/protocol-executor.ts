@@ -201,14 +201,11 @@ export class ProtocolExecutor {
   }
 
   /**
-   * A receipt's first send as an executor makes it on the hot path: published into the receipts
-   * stream without asking for its PubAck (the gateway's answer confirms it), then the stored answer
-   * is asked for if none comes within `timeoutMs`.
-   */
-  /**
-   * Publishes a receipt and waits for its answer. `after`: the receipt named when sent ahead of that
-   * one's answer, taking both answers in one message unless `jointAnswers` is false (as an executor
-   * older than joint answers).
+   * Publishes a receipt and waits for its answer, as an executor's first send on the hot path: into
+   * the receipts stream without asking for its PubAck (the gateway's answer confirms it), then the
+   * stored answer is asked for if none comes within `timeoutMs`. `after`: the receipt named when
+   * sent ahead of that one's answer, taking both answers in one message unless `jointAnswers` is
+   * false (as an executor older than joint answers).
    */
   async post(receipt: Receipt, timeoutMs = 10_000, after?: string, { jointAnswers = true } = {}): Promise<ReceiptQueryReply> {
     const answered = this.answerFor(receipt.receipt_id, timeoutMs);
