@@ -38,7 +38,7 @@ import { PresenceService } from "./claims/presence.js";
 import { ProgressStore } from "./receipts/progress-store.js";
 import { ProjectionStore } from "./receipts/projection-store.js";
 import { CURRENT_STORE_LAYOUT, type StoreLayout } from "./model/store-layout.js";
-import { ReceiptConsumer } from "./receipts/receipt-consumer.js";
+import { LOOK_AGAIN_MS, ReceiptConsumer } from "./receipts/receipt-consumer.js";
 import { ReceiptIndex } from "./receipts/receipt-index.js";
 import { ReceiptLog } from "./receipts/receipt-log.js";
 import { ReceiptProcessor } from "./receipts/receipt-processor.js";
@@ -71,6 +71,11 @@ export interface ExecutionOptions {
   reofferAfterMs: number;
   /** Receipts processed at once by this process. */
   receiptConcurrency: number;
+  /**
+   * The waits (ms) of a receipt whose named one has not had its turn yet, each followed by another
+   * look, before it is held back (`ReceiptConsumer`).
+   */
+  receiptLookAgainMs: readonly number[];
   /** Replica count of the per-scope consumers made at run time. */
   replicas: number;
   /** Claims one executor may hold at once (claimed or running); beyond it a claim is `too_many_claims`. */
@@ -91,6 +96,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   candidateAckWaitMs: 30_000,
   reofferAfterMs: 60_000,
   receiptConcurrency: 64,
+  receiptLookAgainMs: LOOK_AGAIN_MS,
   replicas: 1,
   maxClaimsPerExecutor: 64,
   eventHeartbeatMs: 15_000,
@@ -291,7 +297,7 @@ export async function startExecution(deps: {
       refusalOf: (reply) => ("status" in reply ? refusal(reply) : undefined),
     }),
   ];
-  const consumer = new ReceiptConsumer(nc, js, processor, log, metrics, options.receiptConcurrency);
+  const consumer = new ReceiptConsumer(nc, js, processor, log, metrics, options.receiptConcurrency, options.receiptLookAgainMs);
   await consumer.start();
   const requests = new ControlRequestConsumer(js, taskCancel, compensation, log);
   await requests.start();

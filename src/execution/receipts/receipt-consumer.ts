@@ -17,7 +17,7 @@ import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
  * process, before it is held back: another replica is usually applying that one right then (a
  * claim's receipts sent back to back are handed to the replicas in turn).
  */
-const LOOK_AGAIN_MS = [1, 2, 4, 8];
+export const LOOK_AGAIN_MS: readonly number[] = [1, 2, 4, 8];
 /** How long a receipt sent after one not applied yet waits before it is delivered again. */
 const HOLD_MS = 25;
 /** Deliveries after which a receipt is applied even though the one it names is not (that one is lost, or its own delivery failed): ~0.5 s, well inside the executor's answer timeout, and leaving most of `StreamWorker`'s attempts to transient failures. */
@@ -51,6 +51,7 @@ export class ReceiptConsumer {
     private readonly log: Logger,
     private readonly metrics: ExecutionMetrics,
     concurrency = 64,
+    private readonly lookAgainMs: readonly number[] = LOOK_AGAIN_MS,
   ) {
     this.worker = new StreamWorker(js, { stream: STREAMS.receipts, durable: RECEIPT_CONSUMER }, (msg) => this.handle(msg), log, concurrency);
   }
@@ -164,7 +165,7 @@ export class ReceiptConsumer {
 
   /** Whether the receipt `after` names had its turn, looking again a few times within ~15 ms. */
   private async hadItsTurn(assignmentId: string, after: string): Promise<boolean> {
-    for (const wait of [0, ...LOOK_AGAIN_MS]) {
+    for (const wait of [0, ...this.lookAgainMs]) {
       if (wait > 0) await delay(wait);
       if (await this.processor.applied(assignmentId, after)) return true;
     }
