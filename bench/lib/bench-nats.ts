@@ -25,6 +25,23 @@ export interface BenchNats {
   stop(): Promise<void>;
 }
 
+/** How many bench nats-servers serve pprof (`BENCH_NATS_PPROF`): each takes the next port. */
+let pprofServers = 0;
+
+/**
+ * `BENCH_NATS_PPROF=<port>`: the servers serve Go's pprof from that port on (one port per server, in
+ * the order they start; each says its own on stderr), so a CPU profile of nats-server can be taken
+ * while a level runs: `go tool pprof -top 'http://127.0.0.1:<port>/debug/pprof/profile?seconds=10'`.
+ */
+function pprofArgs(storeDir: string): string[] {
+  const base = process.env.BENCH_NATS_PPROF;
+  if (!base) return [];
+  if (!/^\d+$/.test(base)) throw new Error(`BENCH_NATS_PPROF=${base}: a port number (each server takes the next one)`);
+  const port = Number(base) + pprofServers++;
+  process.stderr.write(`bench: nats-server for ${storeDir}: pprof on http://127.0.0.1:${port}/debug/pprof/\n`);
+  return ["--profile", String(port)];
+}
+
 export async function startBenchNats(storeDir: string): Promise<BenchNats> {
   const monitorPort = await freePort();
   // Configured as the embedded server is: the executors' pulls reach JetStream by the server's own mapping, as in a secured deployment.
@@ -32,7 +49,7 @@ export async function startBenchNats(storeDir: string): Promise<BenchNats> {
     storeDir: join(storeDir),
     binary: benchNatsBinary(),
     config: executorJetStreamMappings(),
-    args: ["-m", String(monitorPort)],
+    args: ["-m", String(monitorPort), ...pprofArgs(storeDir)],
   });
   const monitorUrl = `http://127.0.0.1:${monitorPort}`;
   const nc = await connect({ servers: server.url, name: BENCH_DRIVER_CONNECTION });

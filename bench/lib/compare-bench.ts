@@ -8,7 +8,8 @@
  * shows medians); BENCH_WARMUP_SECONDS=2; BENCH_BASELINE_REF=<git ref>
  * (toolgate from that ref too, alternated with this tree); BENCH_SKIP_BUILD=1 (this tree's dist/ is
  * current); BENCH_GATEWAY_LOG (the gateway's LOG_LEVEL, default info); BENCH_PROFILE=<dir> (children
- * under --cpu-prof); BENCH_KEEP=1 (keep logs, stores and the baseline worktree); TOOLGATE_NATS_SERVER
+ * under --cpu-prof); BENCH_NATS_PPROF=<port> (the nats-servers serve pprof from that port on);
+ * BENCH_KEEP=1 (keep logs, stores and the baseline worktree); TOOLGATE_NATS_SERVER
  * (the nats-server binary, else NATS_SERVER_BIN, else PATH); BENCH_REDIS_PORT (default 6379).
  */
 import { execFileSync } from "node:child_process";
