@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
-import { EXECUTION_BUCKETS, EXECUTORS_BUCKET, kvStreamName, STREAMS } from "../streams/names.js";
+import { ASSIGNMENT_BUCKET_WATCH_PREFIX, EXECUTION_BUCKETS, EXECUTORS_BUCKET, kvStreamName, STREAMS } from "../streams/names.js";
 import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../execution/model/records.js";
 import { ExecutorSchema } from "../executors/schemas.js";
 import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
@@ -38,7 +38,10 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
   const bucket = async <T>(name: string, schema: z.ZodType<T>): Promise<Array<Stamped<T>>> => {
     // Latest revision per key: a replica still catching up may deliver a revision it later replaces.
     const latest = new Map<string, Stamped<T> | null>();
+    // The lease sweeper's watches share the assignments bucket (store layout 6): they are no assignments.
+    const watches = `$KV.${name}.${ASSIGNMENT_BUCKET_WATCH_PREFIX}`;
     await scan(kvStreamName(name), (m) => {
+      if (m.subject.startsWith(watches)) return;
       const op = m.headers?.get("KV-Operation");
       latest.set(
         m.subject,

@@ -42,7 +42,7 @@ import { LOOK_AGAIN_MS, ReceiptConsumer } from "./receipts/receipt-consumer.js";
 import { ReceiptIndex } from "./receipts/receipt-index.js";
 import { ReceiptLog } from "./receipts/receipt-log.js";
 import { ReceiptProcessor } from "./receipts/receipt-processor.js";
-import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "./model/records.js";
+import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "./model/records.js";
 import { serveRequests, type Refusal } from "./transport/responder.js";
 import { receiptOrderHeaders } from "../wire/receipt-order.js";
 import { assignmentEvents, runEvents } from "./events/run-events.js";
@@ -51,7 +51,7 @@ import { RunService } from "./runs/runs.js";
 import { BackgroundTasks } from "./tasks/background-tasks.js";
 import { TaskCancelService } from "./operations/task-cancel.js";
 import { ToolCallService } from "./runs/tool-calls.js";
-import { Watchlist } from "./claims/watchlist.js";
+import { openWatchlist } from "./claims/watchlist.js";
 import { EXECUTION_BUCKETS, STREAMS } from "../streams/names.js";
 
 export interface ExecutionOptions {
@@ -195,7 +195,7 @@ export async function startExecution(deps: {
   const runLookup = new RunLookup(runStore);
   assignmentStore.observeWrites((_previous, next) => runLookup.remember(next.assignment_id, next.run_id));
   const control = new ControlChannel(js, jsm);
-  const watchlist = new Watchlist(await store("watch", WatchEntry));
+  const watchlist = await openWatchlist(store, options.storeLayout);
   const candidates = new CandidateQueue(nc, jsm, { replicas: options.replicas, ackWaitMs: options.candidateAckWaitMs });
   const dispatcher = new Dispatcher(runStore, assignmentStore, candidates, watchlist, options.reofferAfterMs, options.dispatchGraceMs);
   const detacher = new ExecutorDetacher(assignmentStore, watchlist, dispatcher, config, log);

@@ -19,6 +19,13 @@ export const EXECUTION_BUCKETS = {
   claims: "tg_claims",
 } as const;
 
+/**
+ * The prefix of the lease sweeper's watch keys in the assignments bucket (store layout 6): an
+ * assignment's key is its id, which has no dot, so no assignment is read as a watch, nor a watch as
+ * an assignment.
+ */
+export const ASSIGNMENT_BUCKET_WATCH_PREFIX = "w.";
+
 /** The configuration plane's bucket (bindings, toolsets, agent versions, sessions). */
 export const CONFIG_BUCKET = "tg_config";
 

@@ -6,7 +6,6 @@ import { Packr } from "msgpackr";
 import { JsonFloat, buildContextPreview, canonicalJson, parseExactJson } from "../../src/budget/index.js";
 import { executionStores } from "../../src/kv/buckets.js";
 import { AssignmentRecord } from "../../src/execution/model/records.js";
-import { Watchlist } from "../../src/execution/claims/watchlist.js";
 import { argumentDigest } from "../../src/wire/digest.js";
 import { decode, encode } from "../../src/wire/codec.js";
 import { Candidate, type Grant, type Receipt } from "../../src/wire/messages.js";
@@ -16,6 +15,7 @@ import { registerExecutor } from "../helpers/registry.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { until } from "../helpers/until.js";
 import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
+import { watchlistOn, watchReader, watchSubject } from "../helpers/watches.js";
 import { receiptIndexed, storedAssignment as storedRecord } from "../helpers/stored-records.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
@@ -339,27 +339,27 @@ describe("execution path: round trip over JetStream and HTTP", () => {
     const id = await newToolCall(runId);
     const reply = await exec.claim(id, (await exec.pullFor(id)).generation);
     if (reply.status !== "granted") throw new Error(reply.reason);
-    // Every purge of the watch bucket, as the server receives it.
+    // Every purge of the assignments bucket (where the watches are), as the server receives it.
     const purges: Array<{ filter: string; reply: string }> = [];
-    const spy = nc.subscribe("$JS.API.STREAM.PURGE.KV_tg_watch", {
+    const spy = nc.subscribe("$JS.API.STREAM.PURGE.KV_tg_assignments", {
       callback: (_err, m) => {
         purges.push({ filter: (JSON.parse(m.string()) as { filter: string }).filter, reply: m.reply ?? "" });
       },
     });
     await nc.flush();
-    let watchlist!: Watchlist;
-    const processor = await processorOnSameBuckets(nc, { watchlist: (watches) => (watchlist = new Watchlist(watches)) });
+    const watchlist = await watchlistOn(nc);
+    const processor = await processorOnSameBuckets(nc, { watchlist });
     const input = { scope: SCOPE, subjectExecutorId: exec.executorId, subjectAssignmentId: id, msgId: undefined, redelivered: false };
     expect(await processor.process({ ...input, receipt: exec.accepted(reply.grant), streamSeq: 1_000_001 })).toMatchObject({ status: "recorded" });
-    const watches = await new Kvm(nc).open("tg_watch");
-    expect((await watches.get(id))?.operation).toBe("PUT");
+    const watchOf = await watchReader(nc);
+    expect(await watchOf(id)).not.toBeNull();
     const done = exec.receipt(reply.grant, { kind: "completed", result: { fast: true } });
     expect(await processor.process({ ...input, receipt: done, streamSeq: 1_000_002 })).toMatchObject({ status: "recorded", kind: "completed" });
     await watchlist.settled();
     // The server received it (a stop waits for that), and carries it out with nobody to answer.
     await until("the purge to reach the server", () => (purges.length > 0 ? true : undefined));
-    expect(purges).toEqual([{ filter: `$KV.tg_watch.${id}`, reply: "" }]);
-    await until("the watch to be erased", async () => ((await watches.get(id)) === null ? true : undefined));
+    expect(purges).toEqual([{ filter: watchSubject(id), reply: "" }]);
+    await until("the watch to be erased", async () => ((await watchOf(id)) === null ? true : undefined));
     spy.unsubscribe();
   });
 

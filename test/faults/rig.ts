@@ -11,7 +11,7 @@ import { decode } from "../../src/wire/codec.js";
 import { checkHistory, formatReport, readEvidence, readHistory, type CheckReport, type ProjectionSnapshot } from "../../src/checker/index.js";
 import { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
-import { EXECUTION_BUCKETS, RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
+import { ASSIGNMENT_BUCKET_WATCH_PREFIX, EXECUTION_BUCKETS, RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
 import { natsServers } from "../../src/nats/servers.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ExecutorPool, startGatewayProcess, type ExecutorSpec, type GatewayProcess } from "../helpers/processes.js";
@@ -225,7 +225,8 @@ export class FaultRig {
     const [assignments, watches] = await Promise.all([kvm.open(EXECUTION_BUCKETS.assignments), kvm.open(EXECUTION_BUCKETS.watch)]);
     const lines = await Promise.all(
       ids.map(async (id) => {
-        const [a, w] = await Promise.all([assignments.get(id), watches.get(id)]);
+        // The watch is a key of the assignments bucket from store layout 6 on, an entry of the watch bucket before.
+        const [a, w] = await Promise.all([assignments.get(id), assignments.get(`${ASSIGNMENT_BUCKET_WATCH_PREFIX}${id}`).then((w) => w ?? watches.get(id))]);
         const record = a?.operation === "PUT" ? decode(AssignmentRecord, a.value, STORED_MAX_JSON_DEPTH) : null;
         const watch = w?.operation === "PUT" ? decode(WatchEntry, w.value) : null;
         const { arguments: _args, ...shown } = record ?? {};

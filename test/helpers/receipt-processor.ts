@@ -9,8 +9,9 @@ import { ReceiptIndex } from "../../src/execution/receipts/receipt-index.js";
 import { ReceiptLog } from "../../src/execution/receipts/receipt-log.js";
 import { BackgroundTasks } from "../../src/execution/tasks/background-tasks.js";
 import { ReceiptProcessor } from "../../src/execution/receipts/receipt-processor.js";
-import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord, WatchEntry } from "../../src/execution/model/records.js";
-import { Watchlist } from "../../src/execution/claims/watchlist.js";
+import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "../../src/execution/model/records.js";
+import type { Watchlist } from "../../src/execution/claims/watchlist.js";
+import { watchlistOn } from "./watches.js";
 import type { ExecutionMetrics } from "../../src/metrics/metrics.js";
 import { createLogger } from "../../src/log/logger.js";
 import { CURRENT_STORE_LAYOUT, type StoreLayout } from "../../src/execution/model/store-layout.js";
@@ -23,7 +24,7 @@ export async function processorOnSameBuckets(
   nc: NatsConnection,
   own: {
     assignments?: VersionedStore<AssignmentRecord>;
-    watchlist?: (watches: VersionedStore<WatchEntry>) => Watchlist;
+    watchlist?: Watchlist;
     metrics?: Pick<ExecutionMetrics, "receiptIndexLookup">;
     now?: () => number;
     layout?: StoreLayout;
@@ -32,8 +33,7 @@ export async function processorOnSameBuckets(
   const store = await executionStores(nc);
   const assignments = own.assignments ?? (await store("assignments", AssignmentRecord));
   const runs = await store("runs", RunRecord);
-  const watches = await store("watch", WatchEntry);
-  const watchlist = own.watchlist ? own.watchlist(watches) : new Watchlist(watches);
+  const watchlist = own.watchlist ?? (await watchlistOn(nc, own.layout));
   const log = createLogger({ level: "silent" });
   const layout = own.layout ?? CURRENT_STORE_LAYOUT;
   const progress = new ProgressStore(await store("progress", ProgressEntry), layout);

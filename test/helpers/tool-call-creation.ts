@@ -3,14 +3,15 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { z } from "zod";
 import type { ResolvedTool } from "../../src/config/schemas.js";
-import { Watchlist } from "../../src/execution/claims/watchlist.js";
 import { CandidateQueue } from "../../src/execution/dispatch/candidate-queue.js";
 import { Dispatcher } from "../../src/execution/dispatch/dispatcher.js";
-import { AssignmentRecord, RunRecord, WatchEntry } from "../../src/execution/model/records.js";
+import { AssignmentRecord, RunRecord } from "../../src/execution/model/records.js";
 import { ToolCallService, type ToolResolver } from "../../src/execution/runs/tool-calls.js";
 import { executionStores, openBucket, type BucketRole } from "../../src/kv/buckets.js";
 import type { BucketAccess, VersionedStore } from "../../src/kv/versioned-store.js";
 import { EXECUTION_BUCKETS } from "../../src/streams/names.js";
+import { watchlistOn, watchReader } from "./watches.js";
+import type { Watchlist } from "../../src/execution/claims/watchlist.js";
 
 /** A store of one execution bucket of another class than the gateway's (one that dies, or waits), on its own handle. */
 export async function bucketStore<T, S extends VersionedStore<T>>(
@@ -32,16 +33,19 @@ export async function bucketStore<T, S extends VersionedStore<T>>(
 export async function toolCallCreation(
   nc: NatsConnection,
   tools: ToolResolver,
-  given: { runs?: VersionedStore<RunRecord>; assignments?: VersionedStore<AssignmentRecord>; candidates?: CandidateQueue } = {},
-): Promise<{ service: ToolCallService; dispatcher: Dispatcher; watches: VersionedStore<WatchEntry> }> {
+  given: { runs?: VersionedStore<RunRecord>; assignments?: VersionedStore<AssignmentRecord>; candidates?: CandidateQueue; watchlist?: Watchlist } = {},
+): Promise<{ service: ToolCallService; dispatcher: Dispatcher; watchOf: Awaited<ReturnType<typeof watchReader>> }> {
   const store = await executionStores(nc);
   const runs = given.runs ?? (await store("runs", RunRecord));
   const assignments = given.assignments ?? (await store("assignments", AssignmentRecord));
-  const watches = await store("watch", WatchEntry);
-  const watchlist = new Watchlist(watches);
+  const watchlist = given.watchlist ?? (await watchlistOn(nc));
   const candidates = given.candidates ?? new CandidateQueue(nc, await jetstreamManager(nc), { replicas: 1, ackWaitMs: 30_000 });
   const dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, 60_000, 10_000);
-  return { service: new ToolCallService(runs, assignments, tools, dispatcher, watchlist, () => nc.info!.max_payload), dispatcher, watches };
+  return {
+    service: new ToolCallService(runs, assignments, tools, dispatcher, watchlist, () => nc.info!.max_payload),
+    dispatcher,
+    watchOf: await watchReader(nc),
+  };
 }
 
 /** A resolver that knows one read tool, whatever the session: for a creation without a configuration store. */

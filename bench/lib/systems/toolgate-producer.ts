@@ -141,7 +141,8 @@ void (async () => {
 })();
 void (async () => {
   for await (const e of assignments) {
-    if (e.operation !== "PUT") continue;
+    // The lease sweeper's watches share the bucket from store layout 6 on (keys `w.<id>`): no assignments.
+    if (e.operation !== "PUT" || e.key.startsWith("w.")) continue;
     const a = decode(Completion, e.value);
     if (a.state === "completed" && a.projection !== undefined) watch.arrived(e.key);
   }

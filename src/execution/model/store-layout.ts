@@ -17,10 +17,17 @@
  * - 5: as 4, and the run events one write means are one message of the event stream when there are
  *   several (a msgpack array): a progress report applied together with the final receipt costs one
  *   event message instead of two. Earlier layouts publish one message per event.
+ * - 6: as 5, and the lease sweeper's watches are keys of the assignments bucket (`w.<assignment>`,
+ *   `w.end.<run>`) instead of entries of the watch bucket. A tool call's creation then publishes its
+ *   watch right before its assignment on the same connection, without waiting for the watch's reply:
+ *   the server stores one connection's messages to one stream in their order, so an assignment
+ *   stored has its watch stored before it. One round trip fewer before the call's candidate goes
+ *   out. A gateway of this release reads watches in both places whatever it writes, and moves those
+ *   it finds in the other place to its own (`Watchlist`).
  */
-export type StoreLayout = 1 | 2 | 3 | 4 | 5;
+export type StoreLayout = 1 | 2 | 3 | 4 | 5 | 6;
 
-export const STORE_LAYOUTS = [1, 2, 3, 4, 5] as const satisfies readonly StoreLayout[];
+export const STORE_LAYOUTS = [1, 2, 3, 4, 5, 6] as const satisfies readonly StoreLayout[];
 
 /** The layout of this release, and the default. */
-export const CURRENT_STORE_LAYOUT: StoreLayout = 5;
+export const CURRENT_STORE_LAYOUT: StoreLayout = 6;

@@ -12,7 +12,7 @@ import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { assignmentIdFor, defaultOperationKey } from "../model/ids.js";
 import { unstartedAssignment, type AssignmentRecord, type RunRecord } from "../model/records.js";
 import { runIsOpen } from "../model/run-states.js";
-import type { VersionedStore } from "../../kv/versioned-store.js";
+import type { Versioned, VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "../claims/watchlist.js";
 
 /** Of one NATS message, what a new tool call's record leaves for what its life adds (claims, applied receipts). */
@@ -90,14 +90,11 @@ export class ToolCallService {
     // Watched first: should this process die between the steps below, a sweeper finishes the dispatch;
     // once the candidate is out, the same watch looks for a candidate taken but never claimed. A call
     // watched already was asked for before (its tool_call_id again): the stored one, if it got that
-    // far, is replayed; else this request makes it, under the earlier request's watch. A first request
-    // reads nothing (a tool_call_id asked for the first time cannot be stored yet).
-    const watch = await this.dispatcher.watchCreation(assignmentId, now);
-    const earlier = watch === null ? await this.assignments.get(assignmentId) : null;
-    if (earlier) return { assignment: await this.replay(earlier.value, record), created: false };
-    const res = await this.dispatcher.create(record, found, encoded);
-    // Lost a race with the same tool_call_id: the one watch written stands for the call whichever
-    // request made it (removing it here could leave the winner's creation unwatched).
+    // far, is replayed; else this request makes it, under the earlier request's watch.
+    const { watch, res } = await this.watchedCreation(record, found, encoded);
+    // Stored by an earlier request, or lost a race with the same tool_call_id: the one watch written
+    // stands for the call whichever request made it (removing it here could leave the winner's
+    // creation unwatched).
     if (!res.created) return { assignment: await this.replay(res.existing.value, record), created: false };
     const dispatched = res.assignment;
     // Withdrawn (the run ended first): nothing is left to watch. Listed, its watch may be what a claim
@@ -105,6 +102,35 @@ export class ToolCallService {
     if ((!dispatched || dispatched.state === "withdrawn") && watch !== null) await this.watchlist.unwatch(assignmentId, watch);
     if (dispatched?.state === "withdrawn") throw new ToolgateError("run_terminated", `run '${runId}' ended while the tool call was created`);
     return { assignment: dispatched ?? record, created: true };
+  }
+
+  /**
+   * The creation's watch, then the assignment with its candidate (`Dispatcher.create`).
+   * - Where watches are keys of the assignments' own stream (store layout 6), the assignment is
+   *   published right behind its watch, without waiting for the watch's reply: the server stores one
+   *   connection's messages to one stream in their order, so a stored assignment has its watch
+   *   stored. A watch that failed where its assignment did not is written again before anything is
+   *   answered; one there already (null) is the earlier request's.
+   * - Elsewhere the watch's reply comes first. A watch there already was written by an earlier
+   *   request for the same call (its tool_call_id again): the call it stored, if it got that far, is
+   *   replayed; else this request makes it. A first request reads nothing (a tool_call_id asked for
+   *   the first time cannot be stored yet).
+   */
+  private async watchedCreation(
+    record: AssignmentRecord,
+    run: Versioned<RunRecord>,
+    encoded: Uint8Array,
+  ): Promise<{ watch: number | null; res: Awaited<ReturnType<Dispatcher["create"]>> }> {
+    const id = record.assignment_id;
+    if (!this.watchlist.besideAssignments) {
+      const watch = await this.dispatcher.watchCreation(id, record.created_at);
+      const earlier = watch === null ? await this.assignments.get(id) : null;
+      return { watch, res: earlier ? { created: false, existing: earlier } : await this.dispatcher.create(record, run, encoded) };
+    }
+    const [watched, created] = await Promise.allSettled([this.dispatcher.watchCreation(id, record.created_at), this.dispatcher.create(record, run, encoded)]);
+    if (created.status === "rejected") throw created.reason;
+    if (watched.status === "fulfilled" || !created.value.created) return { watch: watched.status === "fulfilled" ? watched.value : null, res: created.value };
+    return { watch: await this.dispatcher.watchCreation(id, record.created_at), res: created.value };
   }
 
   /**

@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { Kvm, type KV } from "@nats-io/kv";
-import { decode } from "../../../src/wire/codec.js";
-import { WatchEntry } from "../../../src/execution/model/records.js";
-import { EXECUTION_BUCKETS } from "../../../src/streams/names.js";
+import type { WatchEntry } from "../../../src/execution/model/records.js";
 import type { ExecutionOptions } from "../../../src/execution/execution.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 import { seedSession, startExecutionGateway, type TestGateway } from "../../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../../helpers/protocol-executor.js";
+import { watchReader } from "../../helpers/watches.js";
 
 /**
  * Which watch looks after a claim. A claim made well before its offer's watch comes due relies on
@@ -28,7 +26,7 @@ function suite(name: string, execution: Partial<ExecutionOptions>, body: (ctx: (
       const nc = await connect({ servers: nats.url });
       const exec = new ProtocolExecutor(nc, SCOPE, "exec-watch", ["b-watch"]);
       expect((await exec.heartbeat()).status).toBe("ok");
-      const watches = await new Kvm(nc).open(EXECUTION_BUCKETS.watch);
+      const watches = await watchReader(nc);
       const runId: string = (await gw.http("POST", `/v1/sessions/${sessionId}/runs`)).body.run_id;
       ctx = { gw, nc, exec, watches, runId };
     });
@@ -46,7 +44,7 @@ interface Ctx {
   gw: TestGateway;
   nc: NatsConnection;
   exec: ProtocolExecutor;
-  watches: KV;
+  watches: Awaited<ReturnType<typeof watchReader>>;
   runId: string;
 }
 
@@ -56,14 +54,14 @@ async function claimOne({ gw, exec, watches, runId }: Ctx) {
   expect(created.status).toBe(201);
   const a = created.body.assignment;
   const candidate = await exec.pullFor(a.assignment_id);
-  const before = await watches.get(a.assignment_id);
+  const before = await watches(a.assignment_id);
   const reply = await exec.claim(a.assignment_id, candidate.generation);
   if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-  const after = await watches.get(a.assignment_id);
+  const after = await watches(a.assignment_id);
   return { assignmentId: a.assignment_id as string, grant: reply.grant, before: before!, after: after! };
 }
 
-const dueOf = (entry: { value: Uint8Array }) => decode(WatchEntry, entry.value).due_at;
+const dueOf = (entry: { value: WatchEntry }) => entry.value.due_at;
 
 suite("a claim soon after its tool call (lease 30 s, creation watch due after 10 s)", { leaseMs: 30_000, dispatchGraceMs: 10_000 }, (ctx) => {
   it("writes no watch: the offer's watch, due first, stands for it and then looks after the lease and the holder", async () => {

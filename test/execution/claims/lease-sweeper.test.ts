@@ -59,7 +59,8 @@ describe("the lease sweeper, on an injected clock", () => {
     const runs = await store("runs", RunRecord);
     assignments = await store("assignments", AssignmentRecord);
     watches = await store("watch", WatchEntry);
-    watchlist = new Watchlist(watches);
+    // The watch bucket's place (store layout 5): the sweeper does the same wherever the watches are.
+    watchlist = new Watchlist({ store: watches, prefix: "" });
     candidates = new CandidateQueue(nc, jsm, { replicas: 1, ackWaitMs: 30_000 });
     dispatcher = new Dispatcher(runs, assignments, candidates, watchlist, REOFFER_MS, GRACE_MS, now);
     const log = createLogger({ level: "silent" });

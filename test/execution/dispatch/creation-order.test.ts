@@ -65,7 +65,8 @@ describe("a tool call's creation", () => {
     const { service, dispatcher, run } = await creation({ runs }, "run-order-2");
     const created = service.create("run-order-2", { tool_name: "order.read", arguments: {} });
     await until("the creation listing the call", () => (runs.mutations === 1 ? true : undefined));
-    const pending = await (await store("assignments", AssignmentRecord)).entries();
+    // One token: the assignments, not the watches beside them (`w.<id>`).
+    const pending = await (await store("assignments", AssignmentRecord)).entries("*");
     const a = pending.map((e) => e.value).find((v) => v.run_id === "run-order-2")!;
     // The run as a claim on this process has it: not listing the call yet.
     const check = dispatcher.ensureListed(a, run);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { Watchlist } from "../../../src/execution/claims/watchlist.js";
+import { watchKey, watchlistOn, watchSubject } from "../../helpers/watches.js";
 import { AssignmentRecord, RunRecord, WatchEntry } from "../../../src/execution/model/records.js";
 import { RunService } from "../../../src/execution/runs/runs.js";
 import { ControlChannel } from "../../../src/execution/transport/control-channel.js";
@@ -45,14 +45,14 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
     const bucket = EXECUTION_BUCKETS.assignments;
     // Its process dies at its first compare-and-set of an assignment: the end stops after recording itself.
     const assignments = new DyingStore(await openBucket(new Kvm(fx.nc), jsm, bucket), AssignmentRecord, { bucket, nc: fx.nc, js, jsm });
-    watches = await store("watch", WatchEntry);
+    watches = await store("assignments", WatchEntry);
     dying = new RunService(
       await store("runs", RunRecord),
       assignments,
       new CandidateQueue(fx.nc, jsm, { replicas: 1, ackWaitMs: 30_000 }),
       fx.gw.gateway.store,
       new ControlChannel(js, jsm),
-      new Watchlist(watches),
+      await watchlistOn(fx.nc),
       1_000,
       createLogger({ level: "silent" }),
     );
@@ -75,7 +75,7 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
     return grant;
   };
   const state = async (id: string): Promise<string> => (await fx.gw.api("GET", `/v1/assignments/${id}`)).state;
-  const runEndWatches = async (): Promise<string[]> => (await watches.entries()).flatMap((e) => ("run_id" in e.value ? [e.value.run_id] : []));
+  const runEndWatches = async (): Promise<string[]> => (await watches.entries(watchKey("end.>"))).flatMap((e) => ("run_id" in e.value ? [e.value.run_id] : []));
 
   it("an end its process died in the middle of takes nothing more and is finished by another gateway's sweeper", async () => {
     const runId = await newRun();
@@ -139,7 +139,7 @@ describe("a run's end: recorded first, then its assignments, then the run", () =
     // as it happens, since a sweeper's purge of removal markers may erase the stored ones at any time.
     const writesOfEndWatch = async (runId: string, act: () => Promise<unknown>): Promise<number> => {
       let writes = 0;
-      const sub = fx.nc.subscribe(`$KV.${EXECUTION_BUCKETS.watch}.end.${runId}`, {
+      const sub = fx.nc.subscribe(watchSubject(`end.${runId}`), {
         callback: () => {
           writes++;
         },

@@ -2,13 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
-import { AssignmentRecord, RunRecord, type WatchEntry } from "../../../src/execution/model/records.js";
+import { AssignmentRecord, RunRecord } from "../../../src/execution/model/records.js";
 import { ToolCallService } from "../../../src/execution/runs/tool-calls.js";
 import { executionStores } from "../../../src/kv/buckets.js";
 import type { VersionedStore } from "../../../src/kv/versioned-store.js";
 import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
 import type { Candidate } from "../../../src/wire/messages.js";
 import { activeRun, oneReadTool, toolCallCreation } from "../../helpers/tool-call-creation.js";
+import { watchlistOn } from "../../helpers/watches.js";
 import { until } from "../../helpers/until.js";
 import { startTestNats, type TestNats } from "../../helpers/nats.js";
 
@@ -65,7 +66,7 @@ describe("a tool call claimed before its creating request finished", () => {
   let nats: TestNats;
   let nc: NatsConnection;
   let service: ToolCallService;
-  let watches: VersionedStore<WatchEntry>;
+  let watchOf: Awaited<ReturnType<typeof toolCallCreation>>["watchOf"];
   let assignments: VersionedStore<AssignmentRecord>;
 
   beforeAll(async () => {
@@ -76,7 +77,7 @@ describe("a tool call claimed before its creating request finished", () => {
     assignments = await (await executionStores(nc))("assignments", AssignmentRecord);
     const candidates = new ClaimedOnPublish(nc, jsm, { replicas: 1, ackWaitMs: 30_000 });
     candidates.assignments = assignments;
-    ({ service, watches } = await toolCallCreation(nc, oneReadTool("fast.read", "b-fast", SCOPE), { assignments, candidates }));
+    ({ service, watchOf } = await toolCallCreation(nc, oneReadTool("fast.read", "b-fast", SCOPE), { assignments, candidates }));
     await (await (await executionStores(nc))("runs", RunRecord)).put(RUN, activeRun(RUN, "fast"));
   });
   afterAll(async () => {
@@ -88,7 +89,63 @@ describe("a tool call claimed before its creating request finished", () => {
     const { assignment, created } = await service.create(RUN, { tool_name: "fast.read", arguments: {} });
     expect(created).toBe(true);
     expect((await assignments.get(assignment.assignment_id))?.value).toMatchObject({ state: "claimed", candidate_seq: null });
-    const watch = await watches.get(assignment.assignment_id);
+    const watch = await watchOf(assignment.assignment_id);
     expect(watch?.value).toEqual({ assignment_id: assignment.assignment_id, due_at: assignment.created_at + 10_000 });
+  });
+});
+
+/**
+ * Store layout 6: the creation's watch is a key of the assignments' own stream, and the assignment
+ * is published right behind it without waiting for its reply. The server stores one connection's
+ * messages to one stream in their order, so the watch is stored first.
+ */
+describe("a tool call's creation under store layout 6", () => {
+  let nats: TestNats;
+  let nc: NatsConnection;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    nc = await connect({ servers: nats.url });
+    await ensureStreams(await jetstreamManager(nc), loadDefinitions(), { replicas: 1 });
+    await (await (await executionStores(nc))("runs", RunRecord)).put("run-pipelined", activeRun("run-pipelined", "pipelined"));
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it("writes the assignment while its watch's answer is held back, and the server stores the watch first", async () => {
+    const watchlist = await watchlistOn(nc, 6);
+    // The watch's answer reaches the creation only once the assignment is stored: a creation that
+    // waited for it before writing the assignment would never finish.
+    let releaseAnswer!: () => void;
+    const answer = new Promise<void>((resolve) => (releaseAnswer = resolve));
+    const watchUnlessWatched = watchlist.watchUnlessWatched.bind(watchlist);
+    watchlist.watchUnlessWatched = async (id, dueAt) => {
+      const revision = await watchUnlessWatched(id, dueAt);
+      await answer;
+      return revision;
+    };
+    const { service, watchOf } = await toolCallCreation(nc, oneReadTool("pipelined.read", "b-pipelined", "pipelined"), { watchlist });
+    const assignments = await (await executionStores(nc))("assignments", AssignmentRecord);
+    // Every write to the assignments bucket, in the order the server received them.
+    const order: string[] = [];
+    const spy = nc.subscribe("$KV.tg_assignments.>", { callback: (_err, m) => void order.push(m.subject.slice("$KV.tg_assignments.".length)) });
+    await nc.flush();
+
+    const creating = service.create("run-pipelined", { tool_name: "pipelined.read", arguments: {} });
+    const stored = await until("the assignment stored, its watch unanswered", async () =>
+      (await assignments.entries("*")).find((e) => e.value.run_id === "run-pipelined"),
+    );
+    releaseAnswer();
+    const { assignment, created } = await creating;
+    expect(created).toBe(true);
+    expect(assignment.assignment_id).toBe(stored.key);
+
+    const watch = await watchOf(assignment.assignment_id);
+    expect(watch?.value).toEqual({ assignment_id: assignment.assignment_id, due_at: assignment.created_at + 10_000 });
+    expect(watch!.revision).toBeLessThan(stored.revision);
+    expect(order.slice(0, 2)).toEqual([`w.${assignment.assignment_id}`, assignment.assignment_id]);
+    spy.unsubscribe();
   });
 });
