@@ -98,13 +98,18 @@ const SCAN_IDLE_MS = 30_000;
 /** Fresh consumers a stalled scan goes on with, each from the message after the last one read, before it fails. */
 const SCAN_RESUMES = 2;
 
+/** Sequences a scan looks at one by one, at most, to tell that the end of a stream holds no message. */
+const TAIL_PROBES = 1_000;
+
 /**
  * Every message of a stream up to its last sequence at the start, in order, through an ordered
  * consumer (no durable state left behind). The end is the leader's last sequence, not the
  * consumer's pending count: on a cluster the consumer may read a replica that is still catching up
- * (after a node restart), whose pending count says 0 too early. A stall goes on from where it was
- * on a fresh consumer (right after a leader kill, one was seen to deliver nothing at all); a scan
- * that keeps stalling fails rather than report a partial history.
+ * (after a node restart), whose pending count says 0 too early. When it says 0 before that
+ * sequence, the sequences left are looked up one by one on the leader: none holding a message (the
+ * last ones purged, as a settled call's watch is in the assignments bucket) is the end too. A
+ * stall goes on from where it was on a fresh consumer (right after a leader kill, one was seen to
+ * deliver nothing at all); a scan that keeps stalling fails rather than report a partial history.
  */
 async function scanStream(js: JetStreamClient, jsm: JetStreamManager, stream: string, onMsg: (m: JsMsg) => void, options: ReadOptions): Promise<void> {
   const { messages: total, last_seq: lastSeq } = (await jsm.streams.info(stream)).state;
@@ -112,7 +117,8 @@ async function scanStream(js: JetStreamClient, jsm: JetStreamManager, stream: st
   if (total === 0) return options.progress?.(stream, 0, 0);
   let read = 0;
   let seq = 0;
-  for (let attempt = 0; attempt <= SCAN_RESUMES && seq < lastSeq; attempt++) {
+  let ended = false;
+  for (let attempt = 0; attempt <= SCAN_RESUMES && seq < lastSeq && !ended; attempt++) {
     const consumer = await js.consumers.get(stream, seq > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: seq + 1 } : {});
     const messages = await consumer.consume();
     let idle: NodeJS.Timeout | undefined;
@@ -129,14 +135,22 @@ async function scanStream(js: JetStreamClient, jsm: JetStreamManager, stream: st
         seq = m.seq;
         if (read % every === 0) options.progress?.(stream, read, total);
         if (seq >= lastSeq) break;
+        if (m.info.pending === 0 && (ended = await noMessageAfter(jsm, stream, seq, lastSeq))) break;
       }
     } finally {
       clearTimeout(idle);
       await messages.close();
     }
   }
-  if (seq < lastSeq) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}, ${SCAN_RESUMES + 1} times`);
+  if (seq < lastSeq && !ended) throw new Error(`reading ${stream} stalled at sequence ${seq} of ${lastSeq}, ${SCAN_RESUMES + 1} times`);
   options.progress?.(stream, read, total);
+}
+
+/** Whether no sequence after `seq` up to `lastSeq` holds a message, asked of the stream's leader (false beyond `TAIL_PROBES` of them). */
+async function noMessageAfter(jsm: JetStreamManager, stream: string, seq: number, lastSeq: number): Promise<boolean> {
+  if (lastSeq - seq > TAIL_PROBES) return false;
+  for (let s = lastSeq; s > seq; s--) if ((await jsm.streams.getMessage(stream, { seq: s })) !== null) return false;
+  return true;
 }
 
 function millis(m: JsMsg): number {
