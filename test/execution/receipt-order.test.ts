@@ -13,6 +13,13 @@ import { encode } from "../../src/wire/codec.js";
 import { runningCall as startedCall } from "../helpers/running-call.js";
 
 const SCOPE = "receipt-order";
+/** One read tool in the scope, and its executor, heartbeating. */
+const FIXTURE = {
+  scope: SCOPE,
+  agent: "order-bot",
+  tools: [{ name: "tasks.read", binding_id: "b-order", input_schema: { type: "object" } }],
+  executor: { id: "exec-order", start: "heartbeat" },
+} satisfies Parameters<typeof startExecutionFixture>[0];
 
 /**
  * Receipts sent ahead of their answers (`Tg-After`, src/wire/receipt-order.ts): the gateway says on
@@ -22,12 +29,7 @@ const SCOPE = "receipt-order";
 describe("receipts sent ahead of their answers", () => {
   let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
   beforeAll(async () => {
-    fx = await startExecutionFixture({
-      scope: SCOPE,
-      agent: "order-bot",
-      tools: [{ name: "tasks.read", binding_id: "b-order", input_schema: { type: "object" } }],
-      executor: { id: "exec-order", start: "heartbeat" },
-    });
+    fx = await startExecutionFixture(FIXTURE);
     ({ gw, nc, executor: exec, sessionId } = fx);
   });
   afterAll(async () => {
@@ -134,13 +136,7 @@ describe("a receipt whose named report another replica applies meanwhile", () =>
   const LOOK_AGAIN_MS = [250, 500, 1_000, 2_000];
   let fx: ExecutionFixture, nc: NatsConnection, exec: ProtocolExecutor;
   beforeAll(async () => {
-    fx = await startExecutionFixture({
-      scope: SCOPE,
-      agent: "order-bot",
-      tools: [{ name: "tasks.read", binding_id: "b-order", input_schema: { type: "object" } }],
-      executor: { id: "exec-order", start: "heartbeat" },
-      execution: { receiptLookAgainMs: LOOK_AGAIN_MS },
-    });
+    fx = await startExecutionFixture({ ...FIXTURE, execution: { receiptLookAgainMs: LOOK_AGAIN_MS } });
     ({ nc, executor: exec } = fx);
   });
   afterAll(async () => {
