@@ -10,8 +10,12 @@ import { ASSIGNMENT_BUCKET_WATCH_PREFIX } from "../../streams/names.js";
  */
 const MAX_PURGED_PER_LISTING = 1_000;
 
-/** Watches one listing moves from the other place to this gateway's at most (`Watchlist`). */
-const MAX_MOVED_PER_LISTING = 1_000;
+/**
+ * Watches not yet due that one listing moves from the other place to this gateway's at most
+ * (`Watchlist`); due ones are all moved. While gateways of both layouts run (a rolling change of
+ * it), each moves the other's watches back, so this bounds what that costs them per sweep.
+ */
+const MAX_MOVED_AHEAD_PER_LISTING = 100;
 
 /**
  * Where watches are kept: a bucket, and the prefix of their keys in it. The watch bucket holds
@@ -32,8 +36,9 @@ export interface WatchPlace {
  *
  * Watches are written to `place`, and read in `place` and in `other`, the place another store layout
  * writes them to: a listing moves what it finds there here (created here unless a watch of the key
- * is here already, then removed there at the revision it was read at). So a cluster whose gateways
- * change their store layout, in either direction, keeps every watch looked after.
+ * is here already, then removed there at the revision it was read at), every due one and a few of
+ * the others. So a cluster whose gateways change their store layout, in either direction, keeps
+ * every watch looked after, and ends with all of them in its layout's place.
  */
 export class Watchlist {
   private readonly purging = new Map<WatchPlace, Promise<void>>();
@@ -106,33 +111,45 @@ export class Watchlist {
     }
   }
 
-  /** Every watched assignment (each claimed or running one is watched, so this is the work in flight). */
+  /** Every watched assignment, in either place (each claimed or running one is watched, so this is the work in flight). */
   async watchedIds(): Promise<string[]> {
-    return (await this.live()).flatMap((e) => ("assignment_id" in e.value ? [e.value.assignment_id] : []));
+    const ids = (await this.live(Date.now())).flatMap((e) => ("assignment_id" in e.value ? [e.value.assignment_id] : []));
+    return [...new Set(ids)];
   }
 
-  /** Watches whose time has come, with the revision each was read at. */
+  /** Watches whose time has come, with the revision each was read at (in this gateway's place: those of the other are moved first). */
   async due(now: number): Promise<Array<{ entry: WatchEntry; revision: number }>> {
-    const all = await this.live();
-    return all.filter((e) => e.value.due_at <= now).map((e) => ({ entry: e.value, revision: e.revision }));
+    const all = await this.live(now);
+    return all.filter((e) => e.here && e.value.due_at <= now).map((e) => ({ entry: e.value, revision: e.revision }));
   }
 
-  /** The live watches of this gateway's place, with those of the other place moved here first. */
-  private async live(): Promise<Array<Versioned<WatchEntry>>> {
+  /**
+   * The live watches of both places, those of the other place due at `now` (and a few more) moved
+   * here first. `here`: in this gateway's place, where it removes and renews them.
+   */
+  private async live(now: number): Promise<Array<Versioned<WatchEntry> & { here: boolean }>> {
     const [here, there] = await Promise.all([this.listed(this.place), this.other ? this.listed(this.other) : []]);
-    if (there.length === 0 || !this.other) return here;
+    const kept = new Map<string, Versioned<WatchEntry> & { here: boolean }>(
+      here.map((e) => [watchKey(this.place, e.value), { value: e.value, revision: e.revision, here: true }]),
+    );
+    if (there.length === 0 || !this.other) return [...kept.values()];
     const other = this.other;
-    const kept = new Map<string, Versioned<WatchEntry>>(here.map((e) => [watchKey(this.place, e.value), e]));
-    for (const e of there.slice(0, MAX_MOVED_PER_LISTING)) {
+    let ahead = 0;
+    const left: Array<Versioned<WatchEntry> & { here: boolean }> = [];
+    for (const e of there) {
+      if (e.value.due_at > now && ahead++ >= MAX_MOVED_AHEAD_PER_LISTING) {
+        left.push({ value: e.value, revision: e.revision, here: false });
+        continue;
+      }
       const key = watchKey(this.place, e.value);
       if (!kept.has(key)) {
         const res = await this.place.store.create(key, e.value);
-        kept.set(key, res.created ? { value: e.value, revision: res.revision } : res.existing);
+        kept.set(key, { ...(res.created ? { value: e.value, revision: res.revision } : res.existing), here: true });
       }
       // What is here stands for it: written here, it is the later watch.
       await other.store.removeAt(e.key, e.revision);
     }
-    return [...kept.values()];
+    return [...kept.values(), ...left];
   }
 
   /**

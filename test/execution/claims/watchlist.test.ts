@@ -147,6 +147,22 @@ describe("the watchlist's two places", () => {
     await five.unwatchRunEnd("run_moved", (await watchBucket.get("end.run_moved"))!.revision);
   });
 
+  it("moves every due watch at once and the others a hundred a listing, counting all of them as watched meanwhile", async () => {
+    const five = await watchlistOn(nc, 5);
+    const six = await watchlistOn(nc, 6);
+    const later = Date.now() + 60_000;
+    const ids = Array.from({ length: 103 }, (_, i) => `asg_ahead_${i}`);
+    for (const id of ids) await five.watch(id, later);
+    await five.watch("asg_due_now", 0);
+    expect(idsOf(await six.due(Date.now()))).toEqual(["asg_due_now"]);
+    expect(await liveKeys(watchBucket, ">")).toHaveLength(3);
+    expect(await liveKeys(assignmentsBucket, "w.>")).toHaveLength(101);
+    expect((await six.watchedIds()).sort()).toEqual([...ids, "asg_due_now"].sort());
+    // The next listing takes the rest.
+    expect(await liveKeys(watchBucket, ">")).toEqual([]);
+    for (const id of [...ids, "asg_due_now"]) await six.release(id);
+  });
+
   it("keeps the watch of its own place when both places watch a key: written there, it is the later one", async () => {
     const five = await watchlistOn(nc, 5);
     const six = await watchlistOn(nc, 6);
