@@ -35,13 +35,13 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
     receipts.push({ seq: m.seq, storedAt: millis(m), receipt });
   });
 
-  const bucket = async <T>(name: string, schema: z.ZodType<T>): Promise<Array<Stamped<T>>> => {
+  /** The latest value of each key of bucket `name`, but for keys starting with `except`. */
+  const bucket = async <T>(name: string, schema: z.ZodType<T>, except?: string): Promise<Array<Stamped<T>>> => {
     // Latest revision per key: a replica still catching up may deliver a revision it later replaces.
     const latest = new Map<string, Stamped<T> | null>();
-    // The lease sweeper's watches share the assignments bucket (store layout 6): they are no assignments.
-    const watches = `$KV.${name}.${ASSIGNMENT_BUCKET_WATCH_PREFIX}`;
+    const skipped = except === undefined ? undefined : `$KV.${name}.${except}`;
     await scan(kvStreamName(name), (m) => {
-      if (m.subject.startsWith(watches)) return;
+      if (skipped !== undefined && m.subject.startsWith(skipped)) return;
       const op = m.headers?.get("KV-Operation");
       latest.set(
         m.subject,
@@ -58,7 +58,8 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
     createOnly.push({ bucket: name, firstSeq: state.first_seq, lastSeq: state.last_seq, messages: state.messages });
   }
   const registry = await readRegistry(jsm, scan);
-  const assignments = await bucket(EXECUTION_BUCKETS.assignments, AssignmentRecord);
+  // The lease sweeper's watches share the assignments bucket (store layout 6): they are no assignments.
+  const assignments = await bucket(EXECUTION_BUCKETS.assignments, AssignmentRecord, ASSIGNMENT_BUCKET_WATCH_PREFIX);
   // Store layout 1 keeps projections in their bucket, layout 2 in the record that completed the call.
   const carried = assignments.flatMap(({ value: a }) => (a.projection ? [{ assignment_id: a.assignment_id, ...a.projection }] : []));
   return {

@@ -11,11 +11,12 @@ import { decode } from "../../src/wire/codec.js";
 import { checkHistory, formatReport, readEvidence, readHistory, type CheckReport, type ProjectionSnapshot } from "../../src/checker/index.js";
 import { ConfigStore } from "../../src/config/config-store.js";
 import type { ExecutionOptions } from "../../src/execution/execution.js";
-import { ASSIGNMENT_BUCKET_WATCH_PREFIX, EXECUTION_BUCKETS, RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
+import { EXECUTION_BUCKETS, RECEIPT_CONSUMER, STREAMS } from "../../src/streams/names.js";
 import { natsServers } from "../../src/nats/servers.js";
 import { ADMIN_KEY, seedSession } from "../helpers/execution-gateway.js";
 import { ExecutorPool, startGatewayProcess, type ExecutorSpec, type GatewayProcess } from "../helpers/processes.js";
 import { until } from "../helpers/until.js";
+import { watchKey } from "../helpers/watches.js";
 
 /** `TOOLGATE_FAULTS=full` (npm run test:faults) runs every scenario at full size; otherwise the quick slice. */
 export const FULL = process.env.TOOLGATE_FAULTS === "full";
@@ -226,7 +227,7 @@ export class FaultRig {
     const lines = await Promise.all(
       ids.map(async (id) => {
         // The watch is a key of the assignments bucket from store layout 6 on, an entry of the watch bucket before.
-        const [a, w] = await Promise.all([assignments.get(id), assignments.get(`${ASSIGNMENT_BUCKET_WATCH_PREFIX}${id}`).then((w) => w ?? watches.get(id))]);
+        const [a, w] = await Promise.all([assignments.get(id), assignments.get(watchKey(id)).then((w) => w ?? watches.get(id))]);
         const record = a?.operation === "PUT" ? decode(AssignmentRecord, a.value, STORED_MAX_JSON_DEPTH) : null;
         const watch = w?.operation === "PUT" ? decode(WatchEntry, w.value) : null;
         const { arguments: _args, ...shown } = record ?? {};

@@ -16,6 +16,7 @@ import { connect } from "@nats-io/transport-node";
 import { Kvm, KvWatchInclude } from "@nats-io/kv";
 import { z } from "zod";
 import { decode } from "../../../src/wire/codec.js";
+import { ASSIGNMENT_BUCKET_WATCH_PREFIX } from "../../../src/streams/names.js";
 import { closedLoop, serveLevels, type LevelCommand } from "../closed-loop.js";
 import { BENCH_COMPLETION_CONNECTION } from "../nats-traffic.js";
 import { BENCH_ARGUMENTS, BENCH_TOOL } from "../protocol-messages.js";
@@ -141,8 +142,8 @@ void (async () => {
 })();
 void (async () => {
   for await (const e of assignments) {
-    // The lease sweeper's watches share the bucket from store layout 6 on (keys `w.<id>`): no assignments.
-    if (e.operation !== "PUT" || e.key.startsWith("w.")) continue;
+    // The lease sweeper's watches share the bucket from store layout 6 on: no assignments.
+    if (e.operation !== "PUT" || e.key.startsWith(ASSIGNMENT_BUCKET_WATCH_PREFIX)) continue;
     const a = decode(Completion, e.value);
     if (a.state === "completed" && a.projection !== undefined) watch.arrived(e.key);
   }
