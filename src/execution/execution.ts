@@ -21,6 +21,7 @@ import {
 import { subjects } from "../wire/subjects.js";
 import { executionStores } from "../kv/buckets.js";
 import { CandidateQueue } from "./dispatch/candidate-queue.js";
+import { CandidateAnchor } from "./dispatch/candidate-anchor.js";
 import { ClaimQuota } from "./claims/claim-quota.js";
 import { ClaimService } from "./claims/claim-service.js";
 import { CompensationService } from "./operations/compensation.js";
@@ -304,6 +305,8 @@ export async function startExecution(deps: {
   const runs = new RunService(runStore, assignmentStore, candidates, config, control, watchlist, options.dispatchGraceMs, log);
   const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, presence, detacher, tasks, runs, log, options.sweepIntervalMs);
   sweeper.start();
+  const anchor = new CandidateAnchor(candidates, log);
+  anchor.start();
 
   return {
     options,
@@ -319,6 +322,7 @@ export async function startExecution(deps: {
     async stop() {
       for (const sub of subscriptions) sub.unsubscribe();
       await sweeper.stop();
+      await anchor.stop();
       await requests.stop();
       await consumer.stop();
       // After the consumer: the receipts it finished may have left watch releases in flight.

@@ -20,6 +20,11 @@ export const subjects = {
   candidate: (scope: string, bindingId: string, assignmentId: string) => `tg.cand.${scope}.${bindingId}.${assignmentId}`,
   /** Filter of the durable candidate consumer shared by one scope's executors. */
   candidateFilter: (scope: string) => `tg.cand.${scope}.>`,
+  /**
+   * The candidates stream's anchor (`CandidateAnchor`): three tokens, so no scope's filter
+   * (`tg.cand.<scope>.>`, four or more) ever delivers it.
+   */
+  candidateAnchor: "tg.cand.anchor",
   /** Claim request/reply of one executor, served by the gateways' queue group. */
   claim: (scope: string, executorId: string) => `tg.claim.${scope}.${executorId}`,
   /** Presence heartbeat request/reply of one executor. */

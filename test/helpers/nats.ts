@@ -1,7 +1,10 @@
 import { existsSync } from "node:fs";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { startNatsServer, type NatsServerOptions, type NatsServerProcess } from "../../src/nats/nats-server-process.js";
+import { STREAMS } from "../../src/streams/names.js";
+import { subjects } from "../../src/wire/subjects.js";
+import { until } from "./until.js";
 
 /** A NATS JetStream server owned by one test file. */
 export interface TestNats {
@@ -67,11 +70,24 @@ async function startContainer(): Promise<TestNats> {
 
 /**
  * `last_seq` of every stream but `except`: any write to a stream or a KV bucket moves it, while an
- * entry expiring (presence TTL) does not.
+ * entry expiring (presence TTL) does not. A gateway renews the candidates' anchor (a write) within
+ * `ANCHOR_RENEWAL_MS` of offering candidates: this waits until the anchor is that stream's last message.
  */
 export async function streamWatermarks(nc: NatsConnection, except: readonly string[] = []): Promise<Record<string, number>> {
   const jsm = await jetstreamManager(nc);
+  await until("the candidates' anchor renewed after the last candidate offered", async () => {
+    const info = await jsm.streams.info(STREAMS.candidates).catch(() => null);
+    if (!info || info.state.messages === 0) return true;
+    const anchor = await jsm.streams.getMessage(STREAMS.candidates, { last_by_subj: subjects.candidateAnchor });
+    return anchor?.seq === info.state.last_seq ? true : undefined;
+  });
   const out: Record<string, number> = {};
   for await (const info of jsm.streams.list()) if (!except.includes(info.config.name)) out[info.config.name] = info.state.last_seq;
   return out;
+}
+
+/** How many messages `stream` holds on the subjects `filter` matches (a stream's `messages` counts them all). */
+export async function storedOn(jsm: JetStreamManager, stream: string, filter: string): Promise<number> {
+  const info = await jsm.streams.info(stream, { subjects_filter: filter });
+  return Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
 }

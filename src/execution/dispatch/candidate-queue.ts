@@ -1,5 +1,5 @@
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, PubHeaders, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { jetstream, PubHeaders, type JetStreamClient, type JetStreamManager, type MsgRequest } from "@nats-io/jetstream";
 import { ConsumerDefinitionSchema, ensureStreams, type ConsumerDefinition } from "../../streams/index.js";
 import { isMessageGone } from "../../nats/jetstream-codes.js";
 import { decode, encode } from "../../wire/codec.js";
@@ -9,6 +9,9 @@ import { candidateConsumer, STREAMS } from "../../streams/names.js";
 
 /** Candidates of one assignment taken back at most (one per generation offered; a generation is offered once). */
 const TAKE_BACK_MAX = 4;
+
+/** The first message on `subject` at or after `seq`: the server takes `next_by_subj` since 2.9, nats.js types it for direct gets only. */
+const firstFrom = (subject: string, seq: number) => ({ next_by_subj: subject, seq }) as unknown as MsgRequest;
 
 /** Which assignment's candidate: its subject is `tg.cand.<scope>.<binding>.<assignment>`. */
 export interface CandidateOf {
@@ -28,6 +31,7 @@ export interface CandidateOf {
 export class CandidateQueue {
   private readonly ensured = new Map<string, Promise<void>>();
   private readonly js: JetStreamClient;
+  private offeredCount = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -66,6 +70,7 @@ export class CandidateQueue {
    */
   async publish(scope: string, candidate: Candidate): Promise<number> {
     await this.ensureScopeConsumer(scope);
+    this.offeredCount++;
     const { subject, data, msgId } = candidateMessage(scope, candidate);
     return (await this.js.publish(subject, data, { msgID: msgId })).seq;
   }
@@ -78,10 +83,31 @@ export class CandidateQueue {
    */
   async post(scope: string, candidate: Candidate): Promise<void> {
     await this.ensureScopeConsumer(scope);
+    this.offeredCount++;
     const { subject, data, msgId } = candidateMessage(scope, candidate);
     const h = headers();
     h.set(PubHeaders.MsgIdHdr, msgId);
     this.nc.publish(subject, data, { headers: h });
+  }
+
+  /** How many candidates this process has published so far: the anchor is renewed only once the stream moved on. */
+  get offered(): number {
+    return this.offeredCount;
+  }
+
+  /**
+   * Stores a new anchor (`CandidateAnchor`) and deletes every one stored before it, by sequence (a
+   * subject purge would move the consumers' ack floor on nats-server 2.9). Concurrent renewals by
+   * several gateways leave the newest. Returns its sequence.
+   */
+  async anchor(): Promise<number> {
+    const { seq } = await this.js.publish(subjects.candidateAnchor, new Uint8Array(0));
+    for (let from = 0; ;) {
+      const older = await this.jsm.streams.getMessage(STREAMS.candidates, firstFrom(subjects.candidateAnchor, from));
+      if (!older || older.seq >= seq) return seq;
+      await this.delete(older.seq);
+      from = older.seq + 1;
+    }
   }
 
   /** The assignment's newest candidate still in the stream, with its sequence; null when none is. */

@@ -7,7 +7,7 @@ import type { VersionedStore } from "../../../src/kv/versioned-store.js";
 import { ensureStreams, loadDefinitions } from "../../../src/streams/index.js";
 import { STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
-import { startTestNats, type TestNats } from "../../helpers/nats.js";
+import { startTestNats, storedOn, type TestNats } from "../../helpers/nats.js";
 import { GatedStore } from "../../helpers/gated-store.js";
 import { activeRun, bucketStore, oneReadTool, toolCallCreation } from "../../helpers/tool-call-creation.js";
 import { until } from "../../helpers/until.js";
@@ -44,8 +44,7 @@ describe("a tool call's creation", () => {
     await (await (await executionStores(nc))("runs", RunRecord)).put(runId, run);
     return { service, dispatcher, run };
   };
-  const candidateCount = async (): Promise<number> =>
-    (await jsm.streams.info(STREAMS.candidates, { subjects_filter: subjects.candidate(SCOPE, BINDING, "*") })).state.messages;
+  const candidateCount = (): Promise<number> => storedOn(jsm, STREAMS.candidates, subjects.candidate(SCOPE, BINDING, "*"));
 
   it("publishes the candidate while the assignment's write is still under way", async () => {
     const store = await executionStores(nc);

@@ -3,6 +3,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
 import { DirectReads } from "../../helpers/direct-reads.js";
+import { storedOn } from "../../helpers/nats.js";
 import { startExecutionFixture, type ExecutionFixture } from "../../helpers/execution-gateway.js";
 
 const SCOPE = "idem";
@@ -36,10 +37,8 @@ describe("a tool call created under its tool_call_id", () => {
   const create = (runId: string, toolCallId: string) =>
     assignmentReads.during(() => fx.gw.http("POST", `/v1/runs/${runId}/tool-calls`, { tool_name: "i.read", arguments: { q: 1 }, tool_call_id: toolCallId }));
   /** Candidates the stream holds for the call (taken ones are gone from the work queue). */
-  const candidatesOf = async (id: string): Promise<number> => {
-    const info = await (await jetstreamManager(fx.nc)).streams.info(STREAMS.candidates, { subjects_filter: subjects.candidate(SCOPE, BINDING, id) });
-    return info.state.messages;
-  };
+  const candidatesOf = async (id: string): Promise<number> =>
+    storedOn(await jetstreamManager(fx.nc), STREAMS.candidates, subjects.candidate(SCOPE, BINDING, id));
 
   it("reads nothing the first time, and replays the stored call the next, without offering it again", async () => {
     const runId = await newRun();
