@@ -10,8 +10,12 @@ import { PhaseConflictError, type LocalAssignment } from "../../src/runner/store
 import type { Grant } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
 
-/** The store's fsyncs (fdatasync), counted and, while `held` is set, parked until the test lets them run. */
-const fsyncs = vi.hoisted(() => ({ count: 0, held: undefined as Array<() => void> | undefined }));
+/**
+ * The store's fsyncs on the thread pool (fdatasync), counted and, while `held` is set, parked until
+ * the test lets them run; and those on the event loop (fdatasyncSync), counted and made to take at
+ * least `inlineMs` (a slow disk).
+ */
+const fsyncs = vi.hoisted(() => ({ count: 0, held: undefined as Array<() => void> | undefined, inline: 0, inlineMs: 0 }));
 vi.mock("node:fs", async (importOriginal) => {
   const fs = await importOriginal<typeof import("node:fs")>();
   const fdatasync = (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => {
@@ -20,7 +24,13 @@ vi.mock("node:fs", async (importOriginal) => {
     if (fsyncs.held) fsyncs.held.push(run);
     else run();
   };
-  return { ...fs, fdatasync };
+  const fdatasyncSync = (fd: number) => {
+    fsyncs.inline++;
+    const until = performance.now() + fsyncs.inlineMs;
+    fs.fdatasyncSync(fd);
+    while (performance.now() < until);
+  };
+  return { ...fs, fdatasync, fdatasyncSync };
 });
 
 /** Lets the event loop go round a few times (a write waits for setImmediate, then for its fsync). */
@@ -36,7 +46,8 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), "toolgate-store-"));
     path = join(dir, "runner.db");
-    store = new SqliteRunnerStore(path);
+    // Every fsync on the thread pool, where a test can hold it (one on the event loop cannot be held).
+    store = new SqliteRunnerStore(path, { inlineFsyncBelowMs: 0 });
     await store.open("exec-1");
   });
   afterEach(async () => {
@@ -224,6 +235,37 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     fsyncs.held.shift()!();
     await Promise.all(later);
     expect([resolved.sort(), fsyncs.count]).toEqual([["a", "b", "c"], 2]);
+  });
+
+  it("syncs a lone durable write on the event loop after a fast fsync; one after a slow fsync, or shared by several writes, on the thread pool", async () => {
+    // 200 ms stands for "fast" here, so that a loaded machine's real fsync never counts as slow.
+    const inline = new SqliteRunnerStore(join(dir, "inline.db"), { inlineFsyncBelowMs: 200 });
+    await inline.open("exec-1");
+    let n = 0;
+    const durable = () => inline.createAssignment(local(sampleGrant({ assignment_id: `asg-inline-${++n}` })), []); // a write's claim
+    const where = () => [fsyncs.count, fsyncs.inline];
+    try {
+      fsyncs.count = 0;
+      fsyncs.inline = 0;
+      await durable();
+      expect(where()).toEqual([1, 0]); // nothing measured yet: the thread pool
+      await durable();
+      expect(where()).toEqual([1, 1]);
+      fsyncs.inlineMs = 250; // the disk turns slow: this fsync is measured so
+      await durable();
+      expect(where()).toEqual([1, 2]);
+      fsyncs.inlineMs = 0;
+      await durable();
+      expect(where()).toEqual([2, 2]); // after a slow one: the thread pool
+      await Promise.all([durable(), durable()]);
+      expect(where()).toEqual([3, 2]); // two writes share one: the thread pool
+      await durable();
+      expect(where()).toEqual([3, 3]);
+      expect((await inline.getAssignment(`asg-inline-${n}`))?.phase).toBe("accepting");
+    } finally {
+      fsyncs.inlineMs = 0;
+      await inline.close();
+    }
   });
 
   it("prunes claims final before the cutoff with their receipts, oldest first, at most the limit; keeps open and younger ones", async () => {
