@@ -2,7 +2,9 @@
  * The ToolRunner's store on this machine's disk, one claim at a time (the way a call at 1 in flight
  * meets it): how long saving a claim with its `accepted` takes to resolve for a read (committed;
  * `isReadClaim`) and for a write (committed and fdatasynced), and a progress receipt after it
- * (durable, which also makes a read's claim durable). Alternated read/write, so both see the same disk.
+ * (a second one: durable, which also makes a read's claim durable). Alternated read/write, so both see
+ * the same disk, and the store as the runner opens it with one that keeps every fsync on libuv's
+ * thread pool (`inlineFsyncBelowMs: 0`), claim by claim.
  *
  *   npm run bench:store            # BENCH_STORE_CLAIMS=2000 by default
  */
@@ -44,26 +46,34 @@ function grant(i: number, kind: Grant["tool_kind"]): Grant {
 const ms = (since: bigint) => Number(process.hrtime.bigint() - since) / 1e6;
 
 const dir = mkdtempSync(join(tmpdir(), "toolgate-bench-store-"));
-const store = new SqliteRunnerStore(join(dir, "runner.db"));
-await store.open("exec-bench");
-const timings = { read: { claim: [] as number[], progress: [] as number[] }, write: { claim: [] as number[], progress: [] as number[] } };
+/** The store as the runner opens it, and one that keeps every fsync on libuv's thread pool (as before `INLINE_FSYNC_BELOW_MS`). */
+const modes = [
+  { name: "fsync inline when fast (default)", store: new SqliteRunnerStore(join(dir, "inline.db")) },
+  { name: "fsync on the thread pool only", store: new SqliteRunnerStore(join(dir, "pool.db"), { inlineFsyncBelowMs: 0 }) },
+];
+const timings = modes.map(() => ({ read: { claim: [] as number[], progress: [] as number[] }, write: { claim: [] as number[], progress: [] as number[] } }));
+for (const { store } of modes) await store.open("exec-bench");
 try {
   for (let i = 0; i < CLAIMS; i++) {
     const kind = i % 2 === 0 ? "read" : "write";
     const g = grant(i, kind);
-    const now = Date.now();
-    const accepted = buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, now);
-    let t = process.hrtime.bigint();
-    await store.createAssignment({ assignmentId: g.assignment_id, generation: 0, grant: g, phase: "accepting", createdAt: now, updatedAt: now }, [accepted]);
-    timings[kind].claim.push(ms(t));
-    await store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: now }, { from: "accepting", to: "confirmed" });
-    t = process.hrtime.bigint();
-    await store.appendReceipt(buildReceipt(g, { kind: "progress", seq: 1, progress: { done: 1, total: 2 } }, now));
-    timings[kind].progress.push(ms(t));
+    // Alternated claim by claim, so both stores see the same disk.
+    for (const [m, { store }] of modes.entries()) {
+      const now = Date.now();
+      const accepted = buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, now);
+      let t = process.hrtime.bigint();
+      await store.createAssignment({ assignmentId: g.assignment_id, generation: 0, grant: g, phase: "accepting", createdAt: now, updatedAt: now }, [accepted]);
+      timings[m]![kind].claim.push(ms(t));
+      await store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: now }, { from: "accepting", to: "confirmed" });
+      await store.appendReceipt(buildReceipt(g, { kind: "progress", seq: 1, progress: { done: 1, total: 2 } }, now));
+      t = process.hrtime.bigint();
+      await store.appendReceipt(buildReceipt(g, { kind: "progress", seq: 2, progress: { done: 2, total: 2 } }, now));
+      timings[m]![kind].progress.push(ms(t));
+    }
     if (i > 0 && i % 500 === 0) process.stderr.write(`bench:store: ${i}/${CLAIMS} claims\n`);
   }
 } finally {
-  await store.close();
+  for (const { store } of modes) await store.close();
   rmSync(dir, { recursive: true, force: true });
 }
 
@@ -72,9 +82,12 @@ const row = (what: string, values: number[]) => {
   const f = (p: number) => percentile(sorted, p).toFixed(3);
   return `| ${what} | ${values.length} | ${f(50)} | ${f(95)} | ${f(99)} |`;
 };
-console.log(`SqliteRunnerStore, ${CLAIMS} claims one at a time (alternated read/write), ms until the promise resolves:\n`);
-console.log("| step | n | p50 | p95 | p99 |\n| --- | --- | --- | --- | --- |");
-console.log(row("read's claim with `accepted` (committed)", timings.read.claim));
-console.log(row("write's claim with `accepted` (committed + fdatasync)", timings.write.claim));
-console.log(row("progress after a read's claim (durable)", timings.read.progress));
-console.log(row("progress after a write's claim (durable)", timings.write.progress));
+console.log(`SqliteRunnerStore, ${CLAIMS} claims one at a time (alternated read/write, and store by store), ms until the promise resolves:\n`);
+console.log("| store | step | n | p50 | p95 | p99 |\n| --- | --- | --- | --- | --- | --- |");
+modes.forEach(({ name }, m) => {
+  const t = timings[m]!;
+  console.log(`| ${name} ${row("read's claim with `accepted` (committed)", t.read.claim)}`);
+  console.log(`| ${name} ${row("write's claim with `accepted` (committed + fdatasync)", t.write.claim)}`);
+  console.log(`| ${name} ${row("a second progress report after a read's claim (durable)", t.read.progress)}`);
+  console.log(`| ${name} ${row("a second progress report after a write's claim (durable)", t.write.progress)}`);
+});
