@@ -8,6 +8,7 @@ import { createLogger } from "../../../src/log/logger.js";
 import { compareVersions, serverFacts } from "../../../src/nats/server-version.js";
 import { candidateConsumer, STREAMS } from "../../../src/streams/names.js";
 import { subjects } from "../../../src/wire/subjects.js";
+import { storedOn } from "../../helpers/nats.js";
 import { until } from "../../helpers/until.js";
 import { candidate, startCandidateStream, type CandidateStream } from "./candidate-stream.js";
 
@@ -40,7 +41,7 @@ describe("the candidates' anchor", () => {
     const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
     for await (const m of batch) expect(await m.ackAck()).toBe(true);
   };
-  const anchors = async () => (await stream.jsm.streams.info(STREAMS.candidates, { subjects_filter: subjects.candidateAnchor })).state.messages;
+  const anchors = () => storedOn(stream.jsm, STREAMS.candidates, subjects.candidateAnchor);
 
   it("keeps the work queue's block while every candidate is taken; without it the server replaces the block each time", async () => {
     // Without an anchor, every candidate acknowledged empties the queue: from 2.10 on, the block file
