@@ -13,11 +13,14 @@ import { encode } from "../../src/wire/codec.js";
 import { runningCall as startedCall } from "../helpers/running-call.js";
 
 const SCOPE = "receipt-order";
-/** One read tool in the scope, and its executor, heartbeating. */
+/** A read and a write tool in the scope, and their executor, heartbeating. */
 const FIXTURE = {
   scope: SCOPE,
   agent: "order-bot",
-  tools: [{ name: "tasks.read", binding_id: "b-order", input_schema: { type: "object" } }],
+  tools: [
+    { name: "tasks.read", binding_id: "b-order", input_schema: { type: "object" } },
+    { name: "tasks.write", binding_id: "b-order-write", input_schema: { type: "object" }, tool_kind: "write" as const },
+  ],
   executor: { id: "exec-order", start: "heartbeat" },
 } satisfies Parameters<typeof startExecutionFixture>[0];
 
@@ -103,6 +106,44 @@ describe("receipts sent ahead of their answers", () => {
     expect((await exec.post(again, 10_000, second)).status).toBe("recorded");
     await nc.flush();
     expect(naks).toBe(heldBefore);
+  });
+
+  /** A new call of `toolName`, claimed and granted, its `accepted` not sent yet. */
+  async function grantedCall(toolName: string): Promise<Grant> {
+    const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
+    const call = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: toolName, arguments: {} });
+    const id: string = call.assignment.assignment_id;
+    const { reply } = await exec.claimWithOrder(id, (await exec.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    return reply.grant;
+  }
+
+  it("holds a read's receipts sent ahead of its accepted until accepted had its turn", async () => {
+    const grant = await grantedCall("tasks.read");
+    const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
+    const { progress, completed } = receipts(grant);
+    const before = (await consumer()).delivered.stream_seq;
+    // The report and the final receipt reach the gateway first, the report naming `accepted`.
+    const answers = [exec.post(progress, 10_000, accepted.receipt_id), exec.post(completed, 10_000, progress.receipt_id)];
+    await until("both delivered", async () => ((await consumer()).delivered.stream_seq >= before + 2 ? true : undefined));
+    expect((await storedAssignment(nc, grant.assignment_id)).state).toBe("claimed");
+    expect((await exec.post(accepted)).status).toBe("recorded");
+    expect((await Promise.all(answers)).map((a) => a.status)).toEqual(["recorded", "recorded"]);
+    const stored = await storedAssignment(nc, grant.assignment_id);
+    expect(stored.state).toBe("completed");
+    expect(stored.progress_log?.map((p) => p.receipt_id)).toEqual([progress.receipt_id]);
+  });
+
+  it("takes at once a write's receipt naming its unanswered accepted: a write waits for the confirmation", async () => {
+    const grant = await grantedCall("tasks.write");
+    const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
+    const { progress } = receipts(grant);
+    const heldBefore = naks;
+    const early = await exec.post(progress, 10_000, accepted.receipt_id);
+    expect(early.status).not.toBe("recorded");
+    await nc.flush();
+    expect(naks).toBe(heldBefore);
+    expect((await exec.post(accepted)).status).toBe("recorded");
   });
 
   it("keeps a claim's receipts in order when two replicas take them", async () => {

@@ -9,7 +9,7 @@ import { isSubjectToken, subjects } from "../../wire/subjects.js";
 import type { ReceiptInput, ReceiptProcessor } from "./receipt-processor.js";
 import { StreamWorker } from "../transport/stream-worker.js";
 import { sentAfter, takesJointAnswers } from "../../wire/receipt-order.js";
-import { isProgressIdOfClaim } from "../../wire/receipt-ids.js";
+import { ownReceiptNamed } from "../../wire/receipt-ids.js";
 import { RECEIPT_CONSUMER, STREAMS } from "../../streams/names.js";
 
 /**
@@ -100,9 +100,11 @@ export class ReceiptConsumer {
     const receipt = receiptOf(turn);
     if (receipt instanceof MalformedMessageError) return this.poison(msg, receipt.reason);
     const after = sentAfter(msg.headers);
-    // Only a report of the sender's own claim is waited for: a receipt naming anything else is taken at once (and judged as it comes).
-    const held = after !== undefined && msg.info.deliveryCount < MAX_DELIVERIES_HELD && isProgressIdOfClaim(after, receipt);
-    if (held && !(await this.hadItsTurn(assignmentId, after))) {
+    // Only a report of the sender's own claim is waited for, and a read's `accepted` (a read may run
+    // before it is answered): a receipt naming anything else is taken at once (and judged as it comes).
+    const named = after !== undefined && msg.info.deliveryCount < MAX_DELIVERIES_HELD ? ownReceiptNamed(after, receipt) : undefined;
+    const held = named === "progress" || (named === "accepted" && (await this.processor.isRead(assignmentId)));
+    if (held && !(await this.hadItsTurn(assignmentId, after!))) {
       // Not answered: the executor waits, and the receipt comes back once the one before it had its turn.
       msg.nak(HOLD_MS);
       return;

@@ -97,6 +97,11 @@ export class ReceiptProcessor {
     return !found || tookIt(found.value);
   }
 
+  /** Whether the assignment is a read (as remembered: a tool call's kind never changes). */
+  async isRead(assignmentId: string): Promise<boolean> {
+    return (await this.deps.assignments.recent(assignmentId))?.value.tool_kind === "read";
+  }
+
   /** Whether the receipt is indexed: refused, late, or progress kept in the bucket (it had its turn, outside its assignment's record). */
   async indexed(receiptId: string): Promise<boolean> {
     const [entry, progress] = await Promise.all([this.deps.index.get(receiptId), this.deps.progress.indexEntry(receiptId)]);
