@@ -4,7 +4,7 @@ import type { RunnerError } from "../errors/protocol-codes.js";
 import { errorText, type Logger } from "./logger.js";
 import { describeError, finalReceipt, reportOf } from "./outcome.js";
 import type { Outbox } from "./outbox.js";
-import { transition } from "./phases.js";
+import { answerChange, IllegalTransitionError, transition, type Phase, type PhaseEvent } from "./phases.js";
 import { ProgressReporter } from "./progress.js";
 import { buildReceipt, type FinalReport } from "./receipts.js";
 import {
@@ -23,9 +23,6 @@ import { CancelRequested, isSubmission, submission, toolGrant, type Authorize, t
 export interface RegisteredTool extends ToolDefinition<unknown> {
   name: string;
 }
-
-/** The phases a handler runs in; its outcome's compare-and-set starts there. */
-type HandlerPhase = "confirmed" | "running";
 
 /** What one claim's execution needs of the runner that holds it. */
 export interface ExecutionHost {
@@ -46,21 +43,35 @@ export interface ExecutionHost {
 
 /**
  * One claim, from its grant to its answered outcome (like an activity execution): vet the grant, save
- * and send `accepted` (or a `refused`), start the handler once `accepted` is recorded, save and send
- * its outcome (or its submission), and let go of the slot once that is answered. Every phase change
- * goes through the table in `phases.ts` as a compare-and-set in the store.
+ * and send `accepted` (or a `refused`), start the handler once `accepted` is recorded (a read's once
+ * `accepted` is sent: `readsAhead`), save and send its outcome (or its submission), and let go of the
+ * slot once that is answered. Every phase change goes through the table in `phases.ts` as a
+ * compare-and-set in the store.
  */
 export class ClaimExecution {
   private readonly abortController = new AbortController();
-  /** Set while the handler runs, with the phase it runs in. */
-  private handler: { done: Promise<void>; phase: HandlerPhase } | undefined;
+  /** Set while the handler runs. */
+  private handler: Promise<void> | undefined;
+  /** The handler was started (a read's ahead of the answer to `accepted`): the confirmation starts nothing more. */
+  private started = false;
+  /** Resolves with whether `accepted` was recorded (a submission made ahead of it waits for that). */
+  private readonly confirmation: Promise<boolean>;
+  private settleConfirmation!: (confirmed: boolean) => void;
 
   constructor(
     private readonly host: ExecutionHost,
     readonly grant: Grant,
     /** Undefined for a claim the store holds of a tool this process no longer registers. */
     private readonly tool: RegisteredTool | undefined,
-  ) {}
+    /**
+     * The local phase as of the last change this execution queued in the store. The store commits
+     * writes in the order they are queued, so each compare-and-set starts from the phase the one
+     * queued before it leaves, whichever of the handler's outcome and the gateway's answer comes first.
+     */
+    private phase: Phase = "accepting",
+  ) {
+    this.confirmation = new Promise((resolve) => (this.settleConfirmation = resolve));
+  }
 
   get assignmentId(): string {
     return this.grant.assignment_id;
@@ -68,7 +79,22 @@ export class ClaimExecution {
 
   /** The running handler's end, when one runs. */
   get running(): Promise<void> | undefined {
-    return this.handler?.done;
+    return this.handler;
+  }
+
+  /** The change for `event` from the phase of the last change queued; the phase moves at once (see `phase`). */
+  private change(event: PhaseEvent): { from: Phase; to: Phase } {
+    const change = transition(this.phase, event);
+    this.phase = change.to;
+    return change;
+  }
+
+  /** What the gateway's answer to one of this claim's receipts changes, taken as queued now (see `phase`). */
+  answerChange(receipt: OutboxReceipt, status: StoredAnswer["status"]): { from: Phase; to: Phase } | undefined {
+    if (receipt.generation !== this.grant.generation) return undefined;
+    const change = answerChange(receipt.kind, status, this.phase);
+    if (change) this.phase = change.to;
+    return change;
   }
 
   /** Fires the handler's `ctx.signal` (once: a second reason is ignored). */
@@ -104,6 +130,9 @@ export class ClaimExecution {
       if (refusal) this.host.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
       await this.host.store.createAssignment(local, [first]);
       this.host.outbox.send(grant, [first]);
+      // A read has no side effects: it runs while `accepted` is answered, and its outcome, saved
+      // meanwhile, leaves behind a `recorded` answer (or never, behind a refusal).
+      if (!refusal && grant.tool_kind === "read") await this.start("accepting", []);
       return true;
     } catch (err) {
       this.host.logger.error(
@@ -148,22 +177,30 @@ export class ClaimExecution {
   async answered(receipt: OutboxReceipt, answer: StoredAnswer, change: PhaseChange | undefined): Promise<void> {
     // Whatever the answer, learning that the run ended stops the handler (a missed control message included).
     if (answer.code === "run_terminated") this.abort(new CancelRequested("run_cancelled", "the run is terminated"));
+    if (receipt.kind === "accepted" && receipt.generation === this.grant.generation) this.settleConfirmation(answer.status === "recorded");
     if (!change || receipt.generation !== this.grant.generation) return;
-    if (change.to === "confirmed") await this.start("confirmed", []);
-    else if (change.to !== "reporting") this.host.released(this);
+    if (change.to === "confirmed") {
+      if (!this.started) await this.start("confirmed", []);
+    } else if (change.to === "refused") {
+      // Never confirmed: a read that ran ahead stops, and what it saved is never sent (the outbox drops it).
+      if (this.handler) this.abort(new CancelRequested("claim_refused", `the gateway refused the claim: ${answer.code ?? answer.status}`));
+      this.host.released(this);
+    } else this.host.released(this);
   }
 
   /**
-   * Runs the handler of a confirmed claim (`from: "confirmed"`), or again for a read interrupted by
-   * a crash (`from: "running"`; `saved` continues its progress seq). A write is marked `running`
-   * first, durably: after a crash that mark says its side effects may exist. A read has none by
-   * contract and runs again after a crash whatever its phase, so it is not marked.
+   * Runs the handler: of a confirmed claim (`from: "confirmed"`); of a read whose `accepted` was just
+   * sent (`"accepting"`); or again for a read interrupted by a crash (`"running"`; `saved` continues
+   * its progress seq). A write is marked `running` first, durably: after a crash that mark says its
+   * side effects may exist. A read has none by contract and runs again after a crash whatever its
+   * phase, so it is not marked.
    */
-  async start(from: HandlerPhase, saved: readonly OutboxReceipt[]): Promise<void> {
+  async start(from: Phase, saved: readonly OutboxReceipt[]): Promise<void> {
     // Shutting down: a confirmed claim stays `confirmed` in the store and starts on the next start.
-    if (!this.host.startsHandlers()) return;
+    if (!this.host.startsHandlers() || this.started) return;
+    this.started = true;
     const { grant, tool } = this;
-    const unavailable = (err: unknown) => this.report(finalReceipt(grant, { kind: "failed", error: describeError("tool_unavailable", err) }, Date.now()), from);
+    const unavailable = (err: unknown) => this.report(finalReceipt(grant, { kind: "failed", error: describeError("tool_unavailable", err) }, Date.now()));
     if (!tool) return unavailable(new Error(`tool '${grant.tool_name}' is not registered in this executor`));
     let args: unknown;
     try {
@@ -171,17 +208,15 @@ export class ClaimExecution {
     } catch (err) {
       return unavailable(err);
     }
-    const phase = grant.tool_kind === "write" ? "running" : from;
-    if (phase !== from) await this.host.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, transition("confirmed", "start"));
+    if (grant.tool_kind === "write") await this.host.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, this.change("start"));
     // A read run again after a restart (`running`) continues its progress past what may have been sent.
     const seq = nextProgressSeq(saved, from === "running");
-    const done = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq), phase).finally(() => {
+    this.handler = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq)).finally(() => {
       this.handler = undefined;
     });
-    this.handler = { done, phase };
   }
 
-  private async run(tool: RegisteredTool, args: unknown, progress: ProgressReporter, phase: HandlerPhase): Promise<void> {
+  private async run(tool: RegisteredTool, args: unknown, progress: ProgressReporter): Promise<void> {
     const { grant } = this;
     const ctx = {
       arguments: args,
@@ -195,8 +230,8 @@ export class ClaimExecution {
     const call = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
     const [outcome] = await Promise.allSettled([(async () => call())()]);
     await progress.close();
-    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value, phase);
-    await this.report(finalReceipt(grant, reportOf(outcome!), Date.now()), phase);
+    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value);
+    await this.report(finalReceipt(grant, reportOf(outcome!), Date.now()));
   }
 
   /**
@@ -204,9 +239,17 @@ export class ClaimExecution {
    * for `runner.tasks`, and the claim's slot is free. A task reference already held here cannot name
    * a second task: the handler may have started one anyway, so that is `reconciliation_required`.
    */
-  private async submit(task: Submission, phase: HandlerPhase): Promise<void> {
+  private async submit(task: Submission): Promise<void> {
     const { grant, host } = this;
-    const unknown = (error: RunnerError) => this.report(finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()), phase);
+    // A task is only held for a confirmed claim: a read that ran ahead waits for the answer to `accepted`.
+    if (this.phase === "accepting" && !(await this.confirmation)) {
+      host.logger.warn(
+        { assignment_id: grant.assignment_id, task_ref: task.task_ref },
+        "a read submitted a background task before its claim was confirmed, and the gateway refused the claim: the task is not held; stop it in the product",
+      );
+      return;
+    }
+    const unknown = (error: RunnerError) => this.report(finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()));
     if (host.closed()) return unknown({ code: "executor_shutdown", message: "the handler submitted after the runner closed" }); // logged, not saved
     if (host.tasks.holds(task.task_ref))
       return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
@@ -219,7 +262,7 @@ export class ClaimExecution {
     }
     try {
       await host.tasks.submitting(task.task_ref, async () => {
-        await host.outbox.append(grant, receipt, transition(phase, "submit"));
+        await host.outbox.append(grant, receipt, this.change("submit"));
         host.tasks.hold(
           grant,
           { task_ref: task.task_ref, status: task.status },
@@ -239,39 +282,50 @@ export class ClaimExecution {
    * `reconciliation_required` (`executor_shutdown`), its outcome unknown.
    */
   async reportShutdown(deadlineMs: number): Promise<void> {
-    const handler = this.handler;
-    if (!handler) return;
+    if (!this.handler) return;
     this.abort(new CancelRequested("shutdown", "the executor is shutting down"));
     const error: RunnerError = {
       code: "executor_shutdown",
       message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown`,
     };
-    await this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()), handler.phase);
+    await this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()));
   }
 
   /** A write that was running when the last process stopped: its outcome is unknown, it never runs again. */
   reportRestarted(): Promise<void> {
     const error: RunnerError = { code: "executor_restarted", message: "the executor stopped while the write handler was running; its outcome is unknown" };
-    return this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()), "running");
+    return this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()));
   }
 
   /** Saves the product's settlement of a `reconciliation_required` claim and sends it. */
   reconcile(report: FinalReport): Promise<void> {
-    return this.host.outbox.append(this.grant, buildReceipt(this.grant, report, Date.now()), transition("awaiting_reconciliation", "reconcile"));
+    return this.host.outbox.append(this.grant, buildReceipt(this.grant, report, Date.now()), this.change("reconcile"));
   }
 
-  /** Saves a final receipt and sends it, unless another outcome was reported first (compare-and-set). */
-  private async report(receipt: OutboxReceipt, from: HandlerPhase): Promise<void> {
+  /** Saves a final receipt and sends it, unless another outcome was reported first, or the claim was refused (compare-and-set). */
+  private async report(receipt: OutboxReceipt): Promise<void> {
     const { grant, host } = this;
     if (host.closed()) {
       host.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome after close is not saved; the assignment was reported at shutdown");
       return;
     }
+    const ignored = () =>
+      host.logger.warn(
+        { assignment_id: grant.assignment_id, kind: receipt.kind, phase: this.phase },
+        "outcome ignored: the assignment was already reported, or its claim refused",
+      );
+    let change: PhaseChange;
     try {
-      await host.outbox.append(grant, receipt, transition(from, "report"));
+      change = this.change("report");
+    } catch (err) {
+      if (!(err instanceof IllegalTransitionError)) throw err;
+      return ignored();
+    }
+    try {
+      await host.outbox.append(grant, receipt, change);
     } catch (err) {
       if (!(err instanceof PhaseConflictError)) throw err;
-      host.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome ignored: the assignment was already reported");
+      ignored();
     }
   }
 }

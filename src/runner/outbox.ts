@@ -56,6 +56,8 @@ export class Outbox {
   private readonly replays = new Set<string>();
   /** Grants whose gateway said it keeps receipts sent ahead of their answers in order (a claim reply's `Tg-Receipt-Order`). */
   private readonly ahead = new WeakSet<Grant>();
+  /** Grants whose `accepted` was refused: what a read that ran ahead saved behind it is never sent. */
+  private readonly dropped = new WeakSet<Grant>();
   private readonly stop = new AbortController();
 
   constructor(
@@ -116,6 +118,7 @@ export class Outbox {
    * only at start-up.
    */
   send(grant: Grant, saved: readonly OutboxReceipt[]): void {
+    if (this.dropped.has(grant)) return;
     const key = laneKey(grant);
     let lane = this.lanes.get(key);
     if (!lane) this.lanes.set(key, (lane = { queue: [], draining: false, done: undefined, ahead: new Map(), lingering: false, wake: undefined }));
@@ -135,16 +138,21 @@ export class Outbox {
   }
 
   /**
-   * Sends every queued receipt not sent yet that follows a progress report, naming that report. Only
-   * a progress report is overtaken: `accepted`'s answer is what allows side effects, and a
-   * submission's is what a task's outcome builds on.
+   * Sends every queued receipt not sent yet that follows a progress report, naming that report, or
+   * a read's `accepted`, naming it. Nothing else is overtaken: a write's `accepted`'s answer is what
+   * allows side effects, and a submission's is what a task's outcome builds on. A report right
+   * behind a read's `accepted` with nothing queued after it waits for what follows (the outcome,
+   * usually: the gateway applies a report and the final receipt behind it in one write), or for the
+   * answer to `accepted`.
    */
   private sendAhead(grant: Grant, lane: Lane): void {
     if (lane.lingering) return;
     for (let i = 1; i < lane.queue.length; i++) {
       const receipt = lane.queue[i]!;
       const before = lane.queue[i - 1]!;
-      if (before.kind !== "progress") return;
+      const behindRead = before.kind === "accepted" && grant.tool_kind === "read";
+      if (before.kind !== "progress" && !behindRead) return;
+      if (behindRead && receipt.kind === "progress" && i === lane.queue.length - 1) return;
       if (!lane.ahead.has(receipt)) lane.ahead.set(receipt, this.deliver(grant, receipt, before.receiptId));
     }
   }
@@ -192,6 +200,12 @@ export class Outbox {
         });
         lane.queue.shift();
         lane.ahead.delete(next);
+        if (next.kind === "accepted" && status !== "recorded") {
+          // The claim was never confirmed: nothing saved behind its `accepted` (a read run ahead) may leave.
+          this.dropped.add(grant);
+          lane.queue.length = 0;
+          lane.ahead.clear();
+        }
       }
     } catch (err) {
       // The receipt stays unanswered in the store and at the head of the lane: the next send or start-up tries it again.

@@ -4,14 +4,17 @@ import type { ReceiptKind, ReceiptStatus } from "../wire/messages.js";
  * The state machine of one local assignment (one claim held by this executor), as one table.
  *
  *   (grant) ──▶ accepting ──confirm──▶ confirmed ──start──▶ running ──report──▶ reporting ──settle──▶ settled
- *      │            └──refuse──▶ refused       └──report──────────────────────────▲   └──await──▶ awaiting_reconciliation
+ *      │            ├──refuse──▶ refused       └──report──────────────────────────▲   ├──await──▶ awaiting_reconciliation
+ *      │            └──report (a read run ahead)───────────────────────────────────┘   └──refuse──▶ refused (read ahead)
  *      └── refusal (digest, arguments, authorize): `refused` saved ──▶ reporting            └──reconcile──┘
  *   confirmed / running ──submit──▶ submitted ──report──▶ reporting   (a task left running: `runner.tasks`)
  *
  * `running` is written *before* a write handler is called: after a crash, `confirmed` proves the
  * handler never started (safe to start it), `running` means side effects may exist. A read has no
  * side effects by contract and runs again after a crash either way, so it runs unmarked in
- * `confirmed` and reports from there.
+ * `confirmed` and reports from there; it may even start once its `accepted` is sent, before the
+ * answer (`accepting`): its outcome is saved meanwhile, and sent only after a `recorded` answer to
+ * `accepted` (a refusal makes it `refused`, and the saved outcome never leaves).
  */
 export const PHASES = ["accepting", "confirmed", "running", "submitted", "reporting", "awaiting_reconciliation", "settled", "refused"] as const;
 export type Phase = (typeof PHASES)[number];
@@ -19,7 +22,7 @@ export type Phase = (typeof PHASES)[number];
 export type PhaseEvent =
   /** The gateway recorded `accepted`: side effects may start. */
   | "confirm"
-  /** The gateway refused `accepted` (claim revoked, lease expired, run terminated): never run. */
+  /** The gateway refused `accepted` (claim revoked, lease expired, run terminated): never run, or a read run ahead of the answer is never reported. */
   | "refuse"
   /** A write handler is about to be called. */
   | "start"
@@ -35,11 +38,11 @@ export type PhaseEvent =
   | "reconcile";
 
 const TRANSITIONS: Readonly<Record<Phase, Partial<Record<PhaseEvent, Phase>>>> = {
-  accepting: { confirm: "confirmed", refuse: "refused" },
+  accepting: { confirm: "confirmed", refuse: "refused", report: "reporting" },
   confirmed: { start: "running", report: "reporting", submit: "submitted" },
   running: { report: "reporting", submit: "submitted" },
   submitted: { report: "reporting" },
-  reporting: { settle: "settled", await_reconciliation: "awaiting_reconciliation" },
+  reporting: { settle: "settled", await_reconciliation: "awaiting_reconciliation", refuse: "refused" },
   awaiting_reconciliation: { reconcile: "reporting" },
   settled: {},
   refused: {},
@@ -60,14 +63,16 @@ export function transition(from: Phase, event: PhaseEvent): { from: Phase; to: P
 }
 
 /**
- * What the gateway's definitive answer to a receipt does to the local assignment (undefined: nothing).
- * A rejected final receipt settles too: resending the same body cannot change the verdict, and the
- * answer stays on the receipt in the store for the operator.
+ * What the gateway's definitive answer to a receipt does to the local assignment in `phase` (undefined:
+ * nothing). A rejected final receipt settles too: resending the same body cannot change the verdict,
+ * and the answer stays on the receipt in the store for the operator.
  */
-export function answerChange(kind: ReceiptKind, status: Exclude<ReceiptStatus, "pending">): { from: Phase; to: Phase } | undefined {
+export function answerChange(kind: ReceiptKind, status: Exclude<ReceiptStatus, "pending">, phase: Phase): { from: Phase; to: Phase } | undefined {
   switch (kind) {
     case "accepted":
-      // Only an explicit `recorded` allows side effects (the outbox resolves a `duplicate` first).
+      // Only an explicit `recorded` allows side effects (the outbox resolves a `duplicate` first). A
+      // read that ran ahead and saved its outcome (`reporting`) keeps it queued on `recorded`.
+      if (phase === "reporting") return status === "recorded" ? undefined : transition("reporting", "refuse");
       return transition("accepting", status === "recorded" ? "confirm" : "refuse");
     case "progress":
     case "submission":

@@ -13,7 +13,7 @@ import { answerChange, type Phase } from "./phases.js";
 import { Presence } from "./presence.js";
 import type { FinalReport } from "./receipts.js";
 import { SqliteRunnerStore } from "./sqlite-store.js";
-import type { LocalAssignment, OutboxReceipt, RunnerStore, StoredAnswer } from "./store.js";
+import type { LocalAssignment, OutboxReceipt, PhaseChange, RunnerStore, StoredAnswer } from "./store.js";
 import { RunnerTasks } from "./tasks.js";
 import { toolGrant, type Authorize, type ReconcileOutcome, type ToolDefinition, type ToolGrant } from "./tools.js";
 import { Notifier, sleep } from "./wait.js";
@@ -248,7 +248,7 @@ export class ToolRunner {
     if (!local) throw new Error(`assignment ${assignmentId} is not held by executor ${this.executorId}`);
     if (local.phase !== "awaiting_reconciliation") throw new Error(`assignment ${assignmentId} is ${local.phase}, not awaiting_reconciliation`);
     const report: FinalReport = outcome.kind === "failed" ? { kind: "failed", error: { code: outcome.code, message: outcome.message } } : outcome;
-    await this.hold(local.grant).reconcile(report);
+    await this.hold(local.grant, undefined, local.phase).reconcile(report);
   }
 
   /**
@@ -411,7 +411,7 @@ export class ToolRunner {
         this.holdTask(local.grant, receipts, queued);
         continue;
       }
-      const execution = this.hold(local.grant);
+      const execution = this.hold(local.grant, undefined, local.phase);
       this.logger.info({ assignment_id: local.assignmentId, phase: local.phase }, "resuming assignment from the store");
       continuations.push(async () => {
         if (local.phase === "confirmed") await execution.start("confirmed", receipts);
@@ -477,8 +477,8 @@ export class ToolRunner {
   }
 
   /** Takes a slot for a claim (a new one, one resumed from the store, or one being reconciled). */
-  private hold(grant: Grant, tool = this.tools.get(grant.tool_name)): ClaimExecution {
-    const execution = new ClaimExecution(this.host, grant, tool);
+  private hold(grant: Grant, tool = this.tools.get(grant.tool_name), phase: Phase = "accepting"): ClaimExecution {
+    const execution = new ClaimExecution(this.host, grant, tool, phase);
     this.active.set(grant.assignment_id, execution);
     return execution;
   }
@@ -495,8 +495,12 @@ export class ToolRunner {
    */
   private async onAnswered(receipt: OutboxReceipt, answer: StoredAnswer): Promise<void> {
     const execution = this.active.get(receipt.assignmentId);
-    const latest = execution ? execution.grant.generation : (await this.store.getAssignment(receipt.assignmentId))?.generation;
-    const change = latest === receipt.generation ? answerChange(receipt.kind, answer.status) : undefined;
+    let change: PhaseChange | undefined;
+    if (execution) change = execution.answerChange(receipt, answer.status);
+    else {
+      const local = await this.store.getAssignment(receipt.assignmentId);
+      change = local?.generation === receipt.generation ? answerChange(receipt.kind, answer.status, local.phase) : undefined;
+    }
     await this.store.recordAnswer(receipt.receiptId, answer, change);
     // The same id with another body: this executor's store or code changed a saved receipt. Never resent with a new body.
     if (answer.code === "receipt_conflict")

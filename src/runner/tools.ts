@@ -131,7 +131,8 @@ export type Authorize = (request: AuthorizeRequest) => AuthorizeDecision | Promi
 export class CancelRequested extends Error {
   override readonly name = "AbortError";
   constructor(
-    readonly kind: "run_cancelled" | "task_cancel_requested" | "shutdown",
+    /** `claim_refused`: a read started before its `accepted` was answered, and the gateway refused the claim (its outcome is never sent). */
+    readonly kind: "run_cancelled" | "task_cancel_requested" | "shutdown" | "claim_refused",
     message: string,
   ) {
     super(message);

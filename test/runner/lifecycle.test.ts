@@ -104,8 +104,10 @@ describe("ToolRunner leaving: detach and close", () => {
     const stuck = await toolCall("stuck");
     const stuckRead = await readCall("stuck read");
     await until("the handlers", () => (gates.has("quick") && gates.has("stuck") && gates.has("stuck read") ? true : undefined));
-    // A write runs marked `running`; a read, which has no side effects to mark, runs `confirmed`.
-    expect([(await runner.assignment(stuck))?.phase, (await runner.assignment(stuckRead))?.phase]).toEqual(["running", "confirmed"]);
+    // A write runs marked `running`; a read, which has no side effects to mark, runs `confirmed` (it
+    // started once its `accepted` was sent, and the answer confirms it meanwhile).
+    await until("the read confirmed", async () => ((await runner.assignment(stuckRead))?.phase === "confirmed" ? true : undefined));
+    expect((await runner.assignment(stuck))?.phase).toBe("running");
     const closed = runner.close({ deadlineMs: 1_500 });
     gates.get("quick")!(); // finishes within the deadline
     await closed;

@@ -4,7 +4,7 @@ import { Outbox } from "../../src/runner/outbox.js";
 import type { NatsLink } from "../../src/runner/nats-link.js";
 import { buildReceipt } from "../../src/runner/receipts.js";
 import type { OutboxReceipt, RunnerStore } from "../../src/runner/store.js";
-import type { Receipt } from "../../src/wire/messages.js";
+import type { Grant, Receipt } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
 
 /**
@@ -80,7 +80,12 @@ describe("Outbox lane", () => {
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 0);
 
     /** A link that answers only when told to, and records each send with the receipt it names (`Tg-After`). */
-    function withManualAnswers(ahead: boolean, progressLingerMs = 60_000, saving: (receipt: OutboxReceipt) => Promise<void> = async () => undefined) {
+    function withManualAnswers(
+      ahead: boolean,
+      progressLingerMs = 60_000,
+      saving: (receipt: OutboxReceipt) => Promise<void> = async () => undefined,
+      claim: Grant = grant,
+    ) {
       const sent: Array<{ id: string; after: string | undefined }> = [];
       const answered: string[] = [];
       const link = {
@@ -93,8 +98,9 @@ describe("Outbox lane", () => {
       const outbox = new Outbox(store, link, timing, createLogger({ level: "silent" }), async (receipt) => {
         answered.push(receipt.receiptId);
       });
-      if (ahead) outbox.sendAheadFor(grant);
-      const answer = (r: OutboxReceipt) => outbox.handleAnswer({ receipt_id: r.receiptId, assignment_id: r.assignmentId, kind: r.kind, status: "recorded" });
+      if (ahead) outbox.sendAheadFor(claim);
+      const answer = (r: OutboxReceipt, status: "recorded" | "rejected" = "recorded") =>
+        outbox.handleAnswer({ receipt_id: r.receiptId, assignment_id: r.assignmentId, kind: r.kind, status });
       return { outbox, sent, answered, answer };
     }
     const turns = async () => {
@@ -199,6 +205,54 @@ describe("Outbox lane", () => {
       answer(completed);
       await outbox.flush(1_000);
       outbox.close();
+    });
+
+    describe("a read, which runs before its accepted is answered", () => {
+      const read = sampleGrant({ assignment_id: "asg-read", tool_kind: "read", tool_name: "tasks.read" });
+      const readAccepted = buildReceipt(read, { kind: "accepted", operation_key: read.operation_key, argument_digest: read.argument_digest }, 0);
+      const readProgress = buildReceipt(read, { kind: "progress", seq: 1, progress: { step: 1 } }, 0);
+      const readCompleted = buildReceipt(read, { kind: "completed", result: { ok: true } }, 0);
+
+      it("sends its report and outcome behind its unanswered accepted, the report naming accepted, once the outcome is saved", async () => {
+        const { outbox, sent, answered, answer } = withManualAnswers(true, 60_000, undefined, read);
+        outbox.send(read, [readAccepted]);
+        await outbox.append(read, readProgress);
+        await turns();
+        // A report alone behind accepted waits for what follows it.
+        expect(sent).toEqual([{ id: readAccepted.receiptId, after: undefined }]);
+        await outbox.append(read, readCompleted);
+        await turns();
+        expect(sent).toEqual([
+          { id: readAccepted.receiptId, after: undefined },
+          { id: readProgress.receiptId, after: readAccepted.receiptId },
+          { id: readCompleted.receiptId, after: readProgress.receiptId },
+        ]);
+        answer(readProgress);
+        answer(readCompleted);
+        await turns();
+        expect(answered).toEqual([]); // answers are taken in order: accepted's first
+        answer(readAccepted);
+        await outbox.flush(1_000);
+        expect(answered).toEqual([readAccepted.receiptId, readProgress.receiptId, readCompleted.receiptId]);
+        outbox.close();
+      });
+
+      it("never sends what is queued behind an accepted the gateway refused", async () => {
+        const { outbox, sent, answered, answer } = withManualAnswers(false, 60_000, undefined, read);
+        outbox.send(read, [readAccepted]);
+        await outbox.append(read, readProgress);
+        await outbox.append(read, readCompleted);
+        await turns();
+        expect(sent.map((s) => s.id)).toEqual([readAccepted.receiptId]);
+        answer(readAccepted, "rejected");
+        await outbox.flush(1_000);
+        // Saved later, still not sent: the claim was never confirmed.
+        await outbox.append(read, buildReceipt(read, { kind: "progress", seq: 2, progress: { step: 2 } }, 0));
+        await turns();
+        expect(sent.map((s) => s.id)).toEqual([readAccepted.receiptId]);
+        expect(answered).toEqual([readAccepted.receiptId]);
+        outbox.close();
+      });
     });
   });
 });

@@ -110,12 +110,20 @@ describe("local assignment phases", () => {
   });
 
   it("confirms only on an explicit recorded answer to accepted", () => {
-    expect(answerChange("accepted", "recorded")?.to).toBe("confirmed");
-    for (const status of ["duplicate", "late_ignored", "rejected"] as const) expect(answerChange("accepted", status)?.to).toBe("refused");
-    expect(answerChange("progress", "rejected")).toBeUndefined();
-    expect(answerChange("reconciliation_required", "recorded")?.to).toBe("awaiting_reconciliation");
-    expect(answerChange("reconciliation_required", "late_ignored")?.to).toBe("settled");
-    expect(answerChange("completed", "rejected")?.to).toBe("settled");
-    expect(answerChange("refused", "recorded")?.to).toBe("settled");
+    expect(answerChange("accepted", "recorded", "accepting")?.to).toBe("confirmed");
+    for (const status of ["duplicate", "late_ignored", "rejected"] as const) expect(answerChange("accepted", status, "accepting")?.to).toBe("refused");
+    expect(answerChange("progress", "rejected", "running")).toBeUndefined();
+    expect(answerChange("reconciliation_required", "recorded", "reporting")?.to).toBe("awaiting_reconciliation");
+    expect(answerChange("reconciliation_required", "late_ignored", "reporting")?.to).toBe("settled");
+    expect(answerChange("completed", "rejected", "reporting")?.to).toBe("settled");
+    expect(answerChange("refused", "recorded", "reporting")?.to).toBe("settled");
+  });
+
+  it("keeps the outcome a read saved ahead of the answer to accepted queued on recorded, and refuses it otherwise", () => {
+    expect(transition("accepting", "report")).toEqual({ from: "accepting", to: "reporting" });
+    expect(answerChange("accepted", "recorded", "reporting")).toBeUndefined();
+    for (const status of ["late_ignored", "rejected"] as const)
+      expect(answerChange("accepted", status, "reporting")).toEqual({ from: "reporting", to: "refused" });
+    expect(() => transition("accepting", "submit")).toThrow(IllegalTransitionError);
   });
 });

@@ -23,7 +23,9 @@ const EXECUTOR = "exec-conflict";
  * runner's copy is dropped by the stream, its `tg.rq` (with its body's digest) is answered
  * `receipt_conflict`, which it logs at error level as the bug it is and never resends with a new body.
  * The other body comes from a store that lets a second writer of the same claim (its token, its
- * receipt id) publish first: what a store shared by two processes of one executor could do.
+ * receipt id) publish first: what a store shared by two processes of one executor could do. It
+ * publishes once the claim is confirmed: a read's handler runs while its `accepted` is answered, and
+ * a report on a claim not yet confirmed would be refused, not recorded.
  */
 class RacedStore extends SqliteRunnerStore {
   private readonly grants = new Map<string, LocalAssignment["grant"]>();
@@ -32,6 +34,7 @@ class RacedStore extends SqliteRunnerStore {
   constructor(
     path: string,
     private readonly nc: NatsConnection,
+    private readonly confirmed: (assignmentId: string) => Promise<void>,
     private readonly recorded: (assignmentId: string) => Promise<void>,
   ) {
     super(path);
@@ -46,6 +49,7 @@ class RacedStore extends SqliteRunnerStore {
     const grant = this.grants.get(receipt.assignmentId);
     if (grant && receipt.kind === "progress" && !this.raced) {
       this.raced = receipt.receiptId;
+      await this.confirmed(receipt.assignmentId);
       const other = { ...receipt.body, progress: { step: "other" }, claim_token: grant.claim_token } as Receipt;
       await jetstream(this.nc, { apiPrefix: EXECUTOR_JS_API_PREFIX }).publish(subjects.receipt(SCOPE, EXECUTOR, receipt.assignmentId), encode(other), {
         msgID: receipt.receiptId,
@@ -86,8 +90,12 @@ describe("ToolRunner: receipt_conflict", () => {
       executorId: EXECUTOR,
     });
     const progressOf = async (id: string) => (await gw.api("GET", `/v1/assignments/${id}`)).progress as unknown[];
-    const store = new RacedStore(join(dir, "runner.db"), nc, (id) =>
-      until("the other body recorded", async () => ((await progressOf(id)).length === 1 ? true : undefined)).then(() => undefined),
+    const store = new RacedStore(
+      join(dir, "runner.db"),
+      nc,
+      (id) =>
+        until("the claim confirmed", async () => ((await gw.api("GET", `/v1/assignments/${id}`)).state === "running" ? true : undefined)).then(() => undefined),
+      (id) => until("the other body recorded", async () => ((await progressOf(id)).length === 1 ? true : undefined)).then(() => undefined),
     );
     runner = await startTasksReadRunner({
       natsUrl: nats.url,

@@ -1,0 +1,158 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CancelRequested, ToolRunner, type ToolContext } from "../../src/runner/index.js";
+import { STREAMS } from "../../src/streams/names.js";
+import { decode } from "../../src/wire/codec.js";
+import { Receipt } from "../../src/wire/messages.js";
+import { startTestNats, type TestNats } from "../helpers/nats.js";
+import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
+import { until } from "../helpers/until.js";
+import { FAST_RUNNER_TIMING, publishTasksAgent } from "./helpers/tasks-agent.js";
+
+const SCOPE = "ahead";
+const EXECUTOR = "exec-ahead";
+/** Leases long enough for a gateway to be closed and another started before one expires. */
+const LEASES = { ...SHORT_LEASES, leaseMs: 20_000 };
+
+/**
+ * A read has no side effects, so the ToolRunner runs its handler once `accepted` is sent instead of
+ * once it is answered: the handler and the saving of its outcome overlap the gateway's round trip,
+ * and under a gateway that keeps receipts in order its report and outcome leave right behind
+ * `accepted`, naming it. The gateway applies them only after a recorded `accepted`; behind a
+ * refusal nothing of them is applied, and a handler still running is stopped.
+ */
+describe("ToolRunner: a read runs while its accepted is answered", () => {
+  let nats: TestNats;
+  let gw: TestGateway;
+  let nc: NatsConnection;
+  let runner: ToolRunner;
+  let dir: string;
+  let sessionId: string;
+  /** What `authorize` does for the next grant (after it allowed it), then forgets. */
+  let onNextGrant: ((assignmentId: string) => Promise<void>) | undefined;
+  let handle: (ctx: ToolContext<{ cursor?: string }>) => Promise<unknown> = async () => ({ tasks: [] });
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startExecutionGateway(nats.url, LEASES);
+    nc = await connect({ servers: nats.url });
+    dir = mkdtempSync(join(tmpdir(), "toolgate-ahead-"));
+    ({ sessionId } = await publishTasksAgent(gw, {
+      scope: SCOPE,
+      readBinding: `${SCOPE}-read`,
+      writeBinding: `${SCOPE}-write`,
+      agent: `${SCOPE}-agent`,
+      executorId: EXECUTOR,
+    }));
+    runner = await ToolRunner.start({
+      natsUrl: nats.url,
+      executorId: EXECUTOR,
+      scope: SCOPE,
+      store: join(dir, "runner.db"),
+      logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
+      ...FAST_RUNNER_TIMING,
+      // Runs after the grant, before `accepted` is saved and sent: the test acts on the gateway there.
+      authorize: async (request) => {
+        const act = onNextGrant;
+        onNextGrant = undefined;
+        await act?.(request.assignment_id);
+        return true;
+      },
+      tools: { "tasks.read": { kind: "read", bindingId: `${SCOPE}-read`, handler: (ctx) => handle(ctx as ToolContext<{ cursor?: string }>) } },
+    });
+  });
+  afterAll(async () => {
+    await runner?.close({ deadlineMs: 1_000 });
+    await nc?.close();
+    await gw?.close();
+    await nats?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function call(): Promise<{ runId: string; assignmentId: string }> {
+    const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
+    const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
+    return { runId: run.run_id, assignmentId: assignment.assignment_id };
+  }
+
+  /** The kinds of the receipts the stream holds for one assignment, in order. */
+  async function receiptKinds(assignmentId: string): Promise<string[]> {
+    const jsm = await jetstreamManager(nc);
+    const info = await jsm.streams.info(STREAMS.receipts);
+    const kinds: string[] = [];
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+      const m = await jsm.streams.getMessage(STREAMS.receipts, { seq }).catch(() => null);
+      if (!m) continue;
+      const receipt = decode(Receipt, m.data);
+      if (receipt.assignment_id === assignmentId) kinds.push(receipt.kind);
+    }
+    return kinds;
+  }
+
+  it("runs, saves and sends its outcome with no gateway to answer accepted; a gateway applies it once accepted is recorded", async () => {
+    let ranWhileUnanswered = false;
+    // No gateway from the grant on: `accepted` is sent into the stream and waits for one.
+    onNextGrant = () => gw.close();
+    handle = async (ctx) => {
+      await ctx.progress({ step: "page 1" });
+      ranWhileUnanswered = (await runner.assignment(ctx.grant.assignment_id))?.phase === "accepting";
+      return { tasks: ["t-1"] };
+    };
+    const { assignmentId } = await call();
+    // The outcome is saved (`reporting`) and sent behind `accepted`, which still has no answer.
+    await until("the outcome saved ahead", async () => ((await runner.assignment(assignmentId))?.phase === "reporting" ? true : undefined));
+    expect(ranWhileUnanswered).toBe(true);
+    await until("sent behind accepted", async () => ((await receiptKinds(assignmentId)).length === 3 ? true : undefined));
+    expect(await receiptKinds(assignmentId)).toEqual(["accepted", "progress", "completed"]);
+
+    gw = await startExecutionGateway(nats.url, LEASES);
+    const done = await until("the call completed", async () => {
+      const a = await gw.api("GET", `/v1/assignments/${assignmentId}`);
+      return a.state === "completed" ? a : undefined;
+    });
+    expect(done.progress).toEqual([expect.objectContaining({ seq: 1, progress: { step: "page 1" } })]);
+    expect(done.context_preview.result).toEqual({ tasks: ["t-1"] });
+    await until("settled locally", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? true : undefined));
+  });
+
+  it("applies nothing a read sent behind a refused accepted, and stops a read still running", async () => {
+    // The run ends between the grant and `accepted`: the gateway refuses it (run_terminated).
+    onNextGrant = async (assignmentId) => {
+      const runId = (await gw.api("GET", `/v1/assignments/${assignmentId}`)).run_id;
+      await gw.api("POST", `/v1/runs/${runId}:cancel`);
+    };
+    handle = async () => ({ tasks: ["never sent"] });
+    const quick = await call();
+    await until("refused locally", async () => ((await runner.assignment(quick.assignmentId))?.phase === "refused" ? true : undefined));
+
+    let stopped: unknown;
+    onNextGrant = async (assignmentId) => {
+      const runId = (await gw.api("GET", `/v1/assignments/${assignmentId}`)).run_id;
+      await gw.api("POST", `/v1/runs/${runId}:cancel`);
+    };
+    // (The run's cancel message can reach the runner before the handler starts: its signal is then already aborted.)
+    handle = (ctx) =>
+      new Promise((_resolve, reject) => {
+        const stop = () => {
+          stopped = ctx.signal.reason;
+          reject(ctx.signal.reason);
+        };
+        if (ctx.signal.aborted) stop();
+        else ctx.signal.addEventListener("abort", stop);
+      });
+    const slow = await call();
+    await until("the running read stopped", () => (stopped ? true : undefined));
+    expect(stopped).toBeInstanceOf(CancelRequested);
+    await until("refused locally", async () => ((await runner.assignment(slow.assignmentId))?.phase === "refused" ? true : undefined));
+
+    for (const { assignmentId } of [quick, slow]) {
+      const a = await gw.api("GET", `/v1/assignments/${assignmentId}`);
+      expect([a.state, a.progress]).toEqual(["revoked", []]);
+    }
+  });
+});
