@@ -111,14 +111,19 @@ async function run(exec: ProtocolExecutor, candidate: Candidate): Promise<void> 
   const { grant } = reply;
   // Receipt ids bound to the claim, as the ToolRunner names them.
   const receipt = (body: Parameters<ProtocolExecutor["receipt"]>[1]) => exec.claimReceipt(grant, body);
-  const accepted = await exec.post(receipt({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }));
-  if (accepted.status !== "recorded") throw new Error(`accepted: ${accepted.status} ${accepted.code ?? ""}`);
-  // As the ToolRunner does under a gateway that keeps them in order: the final receipt right behind the progress report.
+  // As the ToolRunner does under a gateway that keeps them in order: a read's report right behind its
+  // `accepted` (a read has no side effects to hold back), and the final receipt right behind the report.
   const answers = await exec.postInOrder(
-    [receipt({ kind: "progress", seq: 1, progress: BENCH_PROGRESS }), receipt({ kind: "completed", result: BENCH_RESULT })],
+    [
+      receipt({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }),
+      receipt({ kind: "progress", seq: 1, progress: BENCH_PROGRESS }),
+      receipt({ kind: "completed", result: BENCH_RESULT }),
+    ],
     ordersReceipts,
+    { aheadOfAccepted: grant.tool_kind === "read" },
   );
-  for (const answer of answers) if (answer.status !== "recorded") throw new Error(`progress or completed: ${answer.status} ${answer.code ?? ""}`);
+  for (const [i, answer] of answers.entries())
+    if (answer.status !== "recorded") throw new Error(`${["accepted", "progress", "completed"][i]}: ${answer.status} ${answer.code ?? ""}`);
 }
 
 const stop = process.env.BENCH_EXECUTOR === "protocol" ? await startProtocolExecutors() : await startRunners();

@@ -219,14 +219,20 @@ export class ProtocolExecutor {
   /**
    * Posts a claim's receipts in order: each after the answer to the one before, or, under a gateway
    * that keeps receipts sent ahead in order (`ordersReceipts`), one that follows a progress report
-   * right behind it, naming it, as the ToolRunner sends them. Resolves with their answers.
+   * (or, for a read, `aheadOfAccepted`, the claim's `accepted`) right behind it, naming it, as the
+   * ToolRunner sends them. Resolves with their answers.
    */
-  async postInOrder(receipts: readonly Receipt[], ordersReceipts: boolean, timeoutMs = 10_000): Promise<ReceiptQueryReply[]> {
+  async postInOrder(
+    receipts: readonly Receipt[],
+    ordersReceipts: boolean,
+    { timeoutMs = 10_000, aheadOfAccepted = false }: { timeoutMs?: number; aheadOfAccepted?: boolean } = {},
+  ): Promise<ReceiptQueryReply[]> {
     const answers: Array<Promise<ReceiptQueryReply>> = [];
     for (const [i, receipt] of receipts.entries()) {
       const before = receipts[i - 1];
-      if (before && !(ordersReceipts && before.kind === "progress")) await answers[i - 1];
-      answers.push(this.post(receipt, timeoutMs, ordersReceipts && before?.kind === "progress" ? before.receipt_id : undefined));
+      const ahead = ordersReceipts && (before?.kind === "progress" || (aheadOfAccepted && before?.kind === "accepted"));
+      if (before && !ahead) await answers[i - 1];
+      answers.push(this.post(receipt, timeoutMs, ahead ? before!.receipt_id : undefined));
     }
     return Promise.all(answers);
   }
