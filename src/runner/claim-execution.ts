@@ -69,6 +69,8 @@ export class ClaimExecution {
      * queued before it leaves, whichever of the handler's outcome and the gateway's answer comes first.
      */
     private phase: Phase = "accepting",
+    /** The claim's receipts as the store held them at start-up; undefined for a claim granted to this process. */
+    private readonly restored?: readonly OutboxReceipt[],
   ) {
     this.confirmation = new Promise((resolve) => (this.settleConfirmation = resolve));
   }
@@ -132,7 +134,7 @@ export class ClaimExecution {
       this.host.outbox.send(grant, [first]);
       // A read has no side effects: it runs while `accepted` is answered, and its outcome, saved
       // meanwhile, leaves behind a `recorded` answer (or never, behind a refusal).
-      if (!refusal && grant.tool_kind === "read") await this.start("accepting", []);
+      if (!refusal && grant.tool_kind === "read") await this.start();
       return true;
     } catch (err) {
       this.host.logger.error(
@@ -180,7 +182,7 @@ export class ClaimExecution {
     if (receipt.kind === "accepted" && receipt.generation === this.grant.generation) this.settleConfirmation(answer.status === "recorded");
     if (!change || receipt.generation !== this.grant.generation) return;
     if (change.to === "confirmed") {
-      if (!this.started) await this.start("confirmed", []);
+      if (!this.started) await this.start();
     } else if (change.to === "refused") {
       // Never confirmed: a read that ran ahead stops, and what it saved is never sent (the outbox drops it).
       if (this.handler) this.abort(new CancelRequested("claim_refused", `the gateway refused the claim: ${answer.code ?? answer.status}`));
@@ -189,13 +191,12 @@ export class ClaimExecution {
   }
 
   /**
-   * Runs the handler: of a confirmed claim (`from: "confirmed"`); of a read whose `accepted` was just
-   * sent (`"accepting"`); or again for a read interrupted by a crash (`"running"`; `saved` continues
-   * its progress seq). A write is marked `running` first, durably: after a crash that mark says its
-   * side effects may exist. A read has none by contract and runs again after a crash whatever its
-   * phase, so it is not marked.
+   * Runs the handler, once: of a confirmed claim; of a read whose `accepted` was just sent; or again
+   * for a read interrupted by a crash. A write is marked `running` first, durably: after a crash that
+   * mark says its side effects may exist. A read has none by contract and runs again after a crash
+   * whatever its phase, so it is not marked.
    */
-  async start(from: Phase, saved: readonly OutboxReceipt[]): Promise<void> {
+  async start(): Promise<void> {
     // Shutting down: a confirmed claim stays `confirmed` in the store and starts on the next start.
     if (!this.host.startsHandlers() || this.started) return;
     this.started = true;
@@ -209,8 +210,8 @@ export class ClaimExecution {
       return unavailable(err);
     }
     if (grant.tool_kind === "write") await this.host.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, this.change("start"));
-    // A read run again after a restart (`running`) continues its progress past what may have been sent.
-    const seq = nextProgressSeq(saved, from === "running");
+    // A claim found in the store at start-up continues its progress past what may have been sent.
+    const seq = nextProgressSeq(this.restored ?? [], this.restored !== undefined);
     this.handler = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq)).finally(() => {
       this.handler = undefined;
     });

@@ -411,11 +411,11 @@ export class ToolRunner {
         this.holdTask(local.grant, receipts, queued);
         continue;
       }
-      const execution = this.hold(local.grant, undefined, local.phase);
+      const execution = this.hold(local.grant, undefined, local.phase, receipts);
       this.logger.info({ assignment_id: local.assignmentId, phase: local.phase }, "resuming assignment from the store");
       continuations.push(async () => {
-        if (local.phase === "confirmed") await execution.start("confirmed", receipts);
-        else if (local.phase === "running" && local.grant.tool_kind === "read") await execution.start("running", receipts);
+        if (local.phase === "confirmed") await execution.start();
+        else if (local.phase === "running" && local.grant.tool_kind === "read") await execution.start();
         else if (local.phase === "running") await execution.reportRestarted();
       });
     }
@@ -477,8 +477,8 @@ export class ToolRunner {
   }
 
   /** Takes a slot for a claim (a new one, one resumed from the store, or one being reconciled). */
-  private hold(grant: Grant, tool = this.tools.get(grant.tool_name), phase: Phase = "accepting"): ClaimExecution {
-    const execution = new ClaimExecution(this.host, grant, tool, phase);
+  private hold(grant: Grant, tool = this.tools.get(grant.tool_name), phase: Phase = "accepting", restored?: readonly OutboxReceipt[]): ClaimExecution {
+    const execution = new ClaimExecution(this.host, grant, tool, phase, restored);
     this.active.set(grant.assignment_id, execution);
     return execution;
   }

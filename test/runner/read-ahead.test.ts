@@ -6,12 +6,16 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CancelRequested, ToolRunner, type ToolContext } from "../../src/runner/index.js";
+import { ClaimExecution, type ExecutionHost, type RegisteredTool } from "../../src/runner/claim-execution.js";
+import { buildReceipt } from "../../src/runner/receipts.js";
+import type { OutboxReceipt } from "../../src/runner/store.js";
 import { STREAMS } from "../../src/streams/names.js";
 import { decode } from "../../src/wire/codec.js";
-import { Receipt } from "../../src/wire/messages.js";
+import { Receipt, type Grant } from "../../src/wire/messages.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
+import { sampleGrant } from "./helpers/grants.js";
 import { FAST_RUNNER_TIMING, publishTasksAgent } from "./helpers/tasks-agent.js";
 
 const SCOPE = "ahead";
@@ -154,5 +158,55 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
       const a = await gw.api("GET", `/v1/assignments/${assignmentId}`);
       expect([a.state, a.progress]).toEqual(["revoked", []]);
     }
+  });
+});
+
+/**
+ * A read found in the store at start-up still `accepting` (it ran ahead before the process stopped,
+ * its report saved and maybe sent) runs again once `accepted` is recorded, numbering its reports
+ * past the saved ones: a first report, saved without an fsync, may have reached the gateway and been
+ * lost here, so with none saved it starts at 2. The host is a stand-in that records what is appended.
+ */
+describe("a read that ran ahead, resumed from the store", () => {
+  const grant = sampleGrant({ assignment_id: "asg-resumed", tool_kind: "read", tool_name: "tasks.read" });
+  const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 1);
+  const progress = (seq: number) => buildReceipt(grant, { kind: "progress", seq, progress: { seq } }, 1);
+
+  async function resumedRun(saved: OutboxReceipt[]): Promise<number[]> {
+    const appended: OutboxReceipt[] = [];
+    let done!: () => void;
+    const finished = new Promise<void>((resolve) => (done = resolve));
+    const host = {
+      outbox: {
+        append: async (_grant: Grant, receipt: OutboxReceipt) => {
+          appended.push(receipt);
+          if (receipt.kind === "completed") done();
+        },
+      },
+      logger: pino({ level: "silent" }),
+      startsHandlers: () => true,
+      closed: () => false,
+      released: () => undefined,
+    } as unknown as ExecutionHost;
+    const tool = {
+      name: "tasks.read",
+      kind: "read",
+      bindingId: grant.binding_id,
+      handler: async (ctx: ToolContext<unknown>) => {
+        await ctx.progress({ again: true });
+        return { ok: true };
+      },
+    } as RegisteredTool;
+    const execution = new ClaimExecution(host, grant, tool, "accepting", saved);
+    const answer = { status: "recorded" as const, answeredAt: 2 };
+    await execution.answered(accepted, answer, execution.answerChange(accepted, answer.status));
+    await finished;
+    return appended.flatMap((r) => (r.kind === "progress" ? [Number(r.body.seq)] : []));
+  }
+
+  it("continues after the saved report, or from 2 when none is saved", async () => {
+    expect(await resumedRun([accepted, progress(1)])).toEqual([2]);
+    expect(await resumedRun([accepted])).toEqual([2]);
+    expect(await resumedRun([accepted, progress(1), progress(2)])).toEqual([3]);
   });
 });
