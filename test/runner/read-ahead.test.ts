@@ -16,7 +16,7 @@ import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
 import { sampleGrant } from "./helpers/grants.js";
-import { FAST_RUNNER_TIMING, publishTasksAgent } from "./helpers/tasks-agent.js";
+import { FAST_RUNNER_TIMING, publishTasksAgent, scopedTasksAgent } from "./helpers/tasks-agent.js";
 
 const SCOPE = "ahead";
 const EXECUTOR = "exec-ahead";
@@ -46,13 +46,7 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
     gw = await startExecutionGateway(nats.url, LEASES);
     nc = await connect({ servers: nats.url });
     dir = mkdtempSync(join(tmpdir(), "toolgate-ahead-"));
-    ({ sessionId } = await publishTasksAgent(gw, {
-      scope: SCOPE,
-      readBinding: `${SCOPE}-read`,
-      writeBinding: `${SCOPE}-write`,
-      agent: `${SCOPE}-agent`,
-      executorId: EXECUTOR,
-    }));
+    ({ sessionId } = await publishTasksAgent(gw, scopedTasksAgent(SCOPE, EXECUTOR)));
     runner = await ToolRunner.start({
       natsUrl: nats.url,
       executorId: EXECUTOR,

@@ -11,7 +11,7 @@ import type { Receipt } from "../../src/wire/messages.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
-import { publishTasksAgent, startTasksReadRunner } from "./helpers/tasks-agent.js";
+import { publishTasksAgent, scopedTasksAgent, startTasksReadRunner } from "./helpers/tasks-agent.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
 
@@ -82,13 +82,7 @@ describe("ToolRunner: receipt_conflict", () => {
   });
 
   it("is logged at error level and the other body is never sent", async () => {
-    const { sessionId } = await publishTasksAgent(gw, {
-      scope: SCOPE,
-      readBinding: `${SCOPE}-read`,
-      writeBinding: `${SCOPE}-write`,
-      agent: `${SCOPE}-agent`,
-      executorId: EXECUTOR,
-    });
+    const { sessionId } = await publishTasksAgent(gw, scopedTasksAgent(SCOPE, EXECUTOR));
     const progressOf = async (id: string) => (await gw.api("GET", `/v1/assignments/${id}`)).progress as unknown[];
     const store = new RacedStore(
       join(dir, "runner.db"),

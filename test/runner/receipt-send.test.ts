@@ -10,7 +10,7 @@ import { Receipt } from "../../src/wire/messages.js";
 import { subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
-import { publishTasksAgent, startTasksReadRunner } from "./helpers/tasks-agent.js";
+import { publishTasksAgent, scopedTasksAgent, startTasksReadRunner } from "./helpers/tasks-agent.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
 
@@ -51,13 +51,7 @@ describe("ToolRunner: how receipts are sent", () => {
     });
     await nc.flush();
     dir = mkdtempSync(join(tmpdir(), "toolgate-send-"));
-    ({ sessionId } = await publishTasksAgent(gw, {
-      scope: SCOPE,
-      readBinding: `${SCOPE}-read`,
-      writeBinding: `${SCOPE}-write`,
-      agent: `${SCOPE}-agent`,
-      executorId: EXECUTOR,
-    }));
+    ({ sessionId } = await publishTasksAgent(gw, scopedTasksAgent(SCOPE, EXECUTOR)));
     runner = await startTasksReadRunner({
       natsUrl: nats.url,
       executorId: EXECUTOR,

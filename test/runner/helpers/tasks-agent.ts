@@ -49,6 +49,11 @@ export async function publishTasksAgent(
   return { sessionId: session.session_id, agentVersion: agentVersion.agent_version };
 }
 
+/** `publishTasksAgent`'s ids for one scope and its executor: bindings and agent named after the scope. */
+export function scopedTasksAgent(scope: string, executorId: string): Parameters<typeof publishTasksAgent>[1] {
+  return { scope, readBinding: `${scope}-read`, writeBinding: `${scope}-write`, agent: `${scope}-agent`, executorId };
+}
+
 /** A ToolRunner serving `tasks.read` of `publishTasksAgent`'s read binding with `handler`, on FAST_RUNNER_TIMING. */
 export function startTasksReadRunner(options: {
   natsUrl: string;
