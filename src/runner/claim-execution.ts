@@ -43,9 +43,9 @@ export interface ExecutionHost {
 
 /**
  * One claim, from its grant to its answered outcome (like an activity execution): vet the grant, save
- * and send `accepted` (or a `refused`), start the handler once `accepted` is recorded (a read's once
- * `accepted` is sent: `readsAhead`), save and send its outcome (or its submission), and let go of the
- * slot once that is answered. Every phase change goes through the table in `phases.ts` as a
+ * and send `accepted` (or a `refused`), start the handler once `accepted` is recorded (a read's, which
+ * has no side effects, once `accepted` is sent), save and send its outcome (or its submission), and let
+ * go of the slot once that is answered. Every phase change goes through the table in `phases.ts` as a
  * compare-and-set in the store.
  */
 export class ClaimExecution {
@@ -132,9 +132,12 @@ export class ClaimExecution {
       if (refusal) this.host.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
       await this.host.store.createAssignment(local, [first]);
       this.host.outbox.send(grant, [first]);
-      // A read has no side effects: it runs while `accepted` is answered, and its outcome, saved
-      // meanwhile, leaves behind a `recorded` answer (or never, behind a refusal).
-      if (!refusal && grant.tool_kind === "read") await this.start();
+      // A read has no side effects: it runs while `accepted` is answered. What it reports follows
+      // `accepted` and is applied only behind a recorded answer (never behind a refusal).
+      if (!refusal && grant.tool_kind === "read")
+        void this.start().catch((err: unknown) =>
+          this.host.logger.error({ err: errorText(err), assignment_id: grant.assignment_id }, "a read started ahead of its confirmation could not report"),
+        );
       return true;
     } catch (err) {
       this.host.logger.error(
