@@ -187,7 +187,8 @@ export class ClaimExecution {
     if (change.to === "confirmed") {
       if (!this.started) await this.start();
     } else if (change.to === "refused") {
-      // Never confirmed: a read that ran ahead stops, and what it saved is never sent (the outbox drops it).
+      // Never confirmed: a read that ran ahead stops. What it saved still leaves (every saved receipt is
+      // answered), and the gateway applies none of it.
       if (this.handler) this.abort(new CancelRequested("claim_refused", `the gateway refused the claim: ${answer.code ?? answer.status}`));
       this.host.released(this);
     } else this.host.released(this);

@@ -56,8 +56,6 @@ export class Outbox {
   private readonly replays = new Set<string>();
   /** Grants whose gateway said it keeps receipts sent ahead of their answers in order (a claim reply's `Tg-Receipt-Order`). */
   private readonly ahead = new WeakSet<Grant>();
-  /** Grants whose `accepted` was refused: what a read that ran ahead saved behind it is never sent. */
-  private readonly dropped = new WeakSet<Grant>();
   private readonly stop = new AbortController();
 
   constructor(
@@ -118,7 +116,6 @@ export class Outbox {
    * only at start-up.
    */
   send(grant: Grant, saved: readonly OutboxReceipt[]): void {
-    if (this.dropped.has(grant)) return;
     const key = laneKey(grant);
     let lane = this.lanes.get(key);
     if (!lane) this.lanes.set(key, (lane = { queue: [], draining: false, done: undefined, ahead: new Map(), lingering: false, wake: undefined }));
@@ -200,12 +197,6 @@ export class Outbox {
         });
         lane.queue.shift();
         lane.ahead.delete(next);
-        if (next.kind === "accepted" && status !== "recorded") {
-          // The claim was never confirmed: nothing saved behind its `accepted` (a read run ahead) may leave.
-          this.dropped.add(grant);
-          lane.queue.length = 0;
-          lane.ahead.clear();
-        }
       }
     } catch (err) {
       // The receipt stays unanswered in the store and at the head of the lane: the next send or start-up tries it again.

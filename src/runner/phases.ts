@@ -13,8 +13,8 @@ import type { ReceiptKind, ReceiptStatus } from "../wire/messages.js";
  * handler never started (safe to start it), `running` means side effects may exist. A read has no
  * side effects by contract and runs again after a crash either way, so it runs unmarked in
  * `confirmed` and reports from there; it may even start once its `accepted` is sent, before the
- * answer (`accepting`): its outcome is saved meanwhile, and sent only after a `recorded` answer to
- * `accepted` (a refusal makes it `refused`, and the saved outcome never leaves).
+ * answer (`accepting`): its outcome is saved meanwhile and follows `accepted`, which the gateway
+ * applies only behind a `recorded` answer (a refusal makes it `refused` whichever came first).
  */
 export const PHASES = ["accepting", "confirmed", "running", "submitted", "reporting", "awaiting_reconciliation", "settled", "refused"] as const;
 export type Phase = (typeof PHASES)[number];
@@ -68,6 +68,9 @@ export function transition(from: Phase, event: PhaseEvent): { from: Phase; to: P
  * and the answer stays on the receipt in the store for the operator.
  */
 export function answerChange(kind: ReceiptKind, status: Exclude<ReceiptStatus, "pending">, phase: Phase): { from: Phase; to: Phase } | undefined {
+  // A claim that ended here changes no more: a read's receipts saved behind an `accepted` the gateway
+  // refused still leave (every saved receipt is answered), and their answers say only that.
+  if (FINAL_PHASES.has(phase)) return undefined;
   switch (kind) {
     case "accepted":
       // Only an explicit `recorded` allows side effects (the outbox resolves a `duplicate` first). A

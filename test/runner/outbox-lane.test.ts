@@ -237,7 +237,7 @@ describe("Outbox lane", () => {
         outbox.close();
       });
 
-      it("never sends what is queued behind an accepted the gateway refused", async () => {
+      it("still sends, in order, what is queued behind an accepted the gateway refused: every saved receipt gets its answer", async () => {
         const { outbox, sent, answered, answer } = withManualAnswers(false, 60_000, undefined, read);
         outbox.send(read, [readAccepted]);
         await outbox.append(read, readProgress);
@@ -245,12 +245,13 @@ describe("Outbox lane", () => {
         await turns();
         expect(sent.map((s) => s.id)).toEqual([readAccepted.receiptId]);
         answer(readAccepted, "rejected");
-        await outbox.flush(1_000);
-        // Saved later, still not sent: the claim was never confirmed.
-        await outbox.append(read, buildReceipt(read, { kind: "progress", seq: 2, progress: { step: 2 } }, 0));
         await turns();
-        expect(sent.map((s) => s.id)).toEqual([readAccepted.receiptId]);
-        expect(answered).toEqual([readAccepted.receiptId]);
+        expect(sent.map((s) => s.id)).toEqual([readAccepted.receiptId, readProgress.receiptId]);
+        answer(readProgress, "rejected");
+        await turns();
+        answer(readCompleted, "rejected");
+        await outbox.flush(1_000);
+        expect(answered).toEqual([readAccepted.receiptId, readProgress.receiptId, readCompleted.receiptId]);
         outbox.close();
       });
     });

@@ -125,5 +125,8 @@ describe("local assignment phases", () => {
     for (const status of ["late_ignored", "rejected"] as const)
       expect(answerChange("accepted", status, "reporting")).toEqual({ from: "reporting", to: "refused" });
     expect(() => transition("accepting", "submit")).toThrow(IllegalTransitionError);
+    // Refused, the claim changes no more: what was saved behind `accepted` is still answered.
+    expect(answerChange("completed", "late_ignored", "refused")).toBeUndefined();
+    expect(answerChange("progress", "rejected", "refused")).toBeUndefined();
   });
 });

@@ -152,6 +152,15 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
       const a = await gw.api("GET", `/v1/assignments/${assignmentId}`);
       expect([a.state, a.progress]).toEqual(["revoked", []]);
     }
+    // What the quick read saved behind its `accepted` still left, and every saved receipt got its answer.
+    const saved = await until("every receipt answered", async () => {
+      const receipts = (await runner.assignment(quick.assignmentId))?.receipts ?? [];
+      return receipts.length > 1 && receipts.every((r) => r.answer) ? receipts : undefined;
+    });
+    expect(saved.map((r) => [r.kind, r.answer?.status === "recorded"])).toEqual([
+      ["accepted", false],
+      ["completed", false],
+    ]);
   });
 });
 
