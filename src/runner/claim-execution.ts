@@ -54,9 +54,9 @@ export class ClaimExecution {
   private handler: Promise<void> | undefined;
   /** The handler was started (a read's ahead of the answer to `accepted`): the confirmation starts nothing more. */
   private started = false;
-  /** Resolves with whether `accepted` was recorded (a submission made ahead of it waits for that). */
-  private readonly confirmation: Promise<boolean>;
-  private settleConfirmation!: (confirmed: boolean) => void;
+  /** Resolves once `accepted` is answered (a submission made ahead of the answer waits for it). */
+  private readonly acceptedAnswered: Promise<void>;
+  private settleAcceptedAnswered!: () => void;
 
   constructor(
     private readonly host: ExecutionHost,
@@ -72,7 +72,7 @@ export class ClaimExecution {
     /** The claim's receipts as the store held them at start-up; undefined for a claim granted to this process. */
     private readonly restored?: readonly OutboxReceipt[],
   ) {
-    this.confirmation = new Promise((resolve) => (this.settleConfirmation = resolve));
+    this.acceptedAnswered = new Promise((resolve) => (this.settleAcceptedAnswered = resolve));
   }
 
   get assignmentId(): string {
@@ -182,7 +182,7 @@ export class ClaimExecution {
   async answered(receipt: OutboxReceipt, answer: StoredAnswer, change: PhaseChange | undefined): Promise<void> {
     // Whatever the answer, learning that the run ended stops the handler (a missed control message included).
     if (answer.code === "run_terminated") this.abort(new CancelRequested("run_cancelled", "the run is terminated"));
-    if (receipt.kind === "accepted" && receipt.generation === this.grant.generation) this.settleConfirmation(answer.status === "recorded");
+    if (receipt.kind === "accepted" && receipt.generation === this.grant.generation) this.settleAcceptedAnswered();
     if (!change || receipt.generation !== this.grant.generation) return;
     if (change.to === "confirmed") {
       if (!this.started) await this.start();
@@ -246,8 +246,10 @@ export class ClaimExecution {
    */
   private async submit(task: Submission): Promise<void> {
     const { grant, host } = this;
-    // A task is only held for a confirmed claim: a read that ran ahead waits for the answer to `accepted`.
-    if (this.phase === "accepting" && !(await this.confirmation)) {
+    // A task is only held for a confirmed claim: a read that ran ahead waits for the answer to
+    // `accepted`, which may also have refused the claim before the handler returned.
+    if (this.phase === "accepting") await this.acceptedAnswered;
+    if (this.phase === "refused") {
       host.logger.warn(
         { assignment_id: grant.assignment_id, task_ref: task.task_ref },
         "a read submitted a background task before its claim was confirmed, and the gateway refused the claim: the task is not held; stop it in the product",

@@ -165,51 +165,64 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
 });
 
 /**
- * A read found in the store at start-up still `accepting` (it ran ahead before the process stopped,
- * its report saved and maybe sent) runs again once `accepted` is recorded, numbering its reports
- * past the saved ones: a first report, saved without an fsync, may have reached the gateway and been
- * lost here, so with none saved it starts at 2. The host is a stand-in that records what is appended.
+ * One read's `ClaimExecution` with a stand-in host that records what is appended to the outbox: the
+ * order of the handler, the answer to `accepted` and the saves, which no real gateway can time.
  */
-describe("a read that ran ahead, resumed from the store", () => {
+describe("a read's claim execution, around the answer to its accepted", () => {
   const grant = sampleGrant({ assignment_id: "asg-resumed", tool_kind: "read", tool_name: "tasks.read" });
   const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 1);
   const progress = (seq: number) => buildReceipt(grant, { kind: "progress", seq, progress: { seq } }, 1);
 
-  async function resumedRun(saved: OutboxReceipt[]): Promise<number[]> {
+  function execution(handler: (ctx: ToolContext<unknown>) => Promise<unknown>, saved?: OutboxReceipt[]) {
     const appended: OutboxReceipt[] = [];
-    let done!: () => void;
-    const finished = new Promise<void>((resolve) => (done = resolve));
     const host = {
-      outbox: {
-        append: async (_grant: Grant, receipt: OutboxReceipt) => {
-          appended.push(receipt);
-          if (receipt.kind === "completed") done();
-        },
-      },
+      outbox: { append: async (_grant: Grant, receipt: OutboxReceipt) => void appended.push(receipt) },
       logger: pino({ level: "silent" }),
       startsHandlers: () => true,
       closed: () => false,
       released: () => undefined,
     } as unknown as ExecutionHost;
-    const tool = {
-      name: "tasks.read",
-      kind: "read",
-      bindingId: grant.binding_id,
-      handler: async (ctx: ToolContext<unknown>) => {
-        await ctx.progress({ again: true });
-        return { ok: true };
-      },
-    } as RegisteredTool;
-    const execution = new ClaimExecution(host, grant, tool, "accepting", saved);
-    const answer = { status: "recorded" as const, answeredAt: 2 };
-    await execution.answered(accepted, answer, execution.answerChange(accepted, answer.status));
-    await finished;
-    return appended.flatMap((r) => (r.kind === "progress" ? [Number(r.body.seq)] : []));
+    const tool = { name: "tasks.read", kind: "read", bindingId: grant.binding_id, handler } as RegisteredTool;
+    const claim = new ClaimExecution(host, grant, tool, "accepting", saved);
+    const answer = (status: "recorded" | "rejected") => {
+      const stored = { status, answeredAt: 2 };
+      return claim.answered(accepted, stored, claim.answerChange(accepted, status));
+    };
+    return { claim, appended, answer };
   }
 
-  it("continues after the saved report, or from 2 when none is saved", async () => {
+  /**
+   * Found in the store at start-up still `accepting` (it ran ahead before the process stopped, its
+   * report saved and maybe sent), a read runs again once `accepted` is recorded, numbering its
+   * reports past the saved ones: a first report, saved without an fsync, may have reached the
+   * gateway and been lost here, so with none saved it starts at 2.
+   */
+  it("resumed, continues after the saved report, or from 2 when none is saved", async () => {
+    const resumedRun = async (saved: OutboxReceipt[]) => {
+      const { claim, appended, answer } = execution(async (ctx) => {
+        await ctx.progress({ again: true });
+        return { ok: true };
+      }, saved);
+      await answer("recorded");
+      await claim.running;
+      return appended.flatMap((r) => (r.kind === "progress" ? [Number(r.body.seq)] : []));
+    };
     expect(await resumedRun([accepted, progress(1)])).toEqual([2]);
     expect(await resumedRun([accepted])).toEqual([2]);
     expect(await resumedRun([accepted, progress(1), progress(2)])).toEqual([3]);
+  });
+
+  it("holds no task and saves nothing for a submission returned after the gateway refused the claim", async () => {
+    let release!: () => void;
+    const returned = new Promise<void>((resolve) => (release = resolve));
+    const { claim, appended, answer } = execution(async (ctx) => {
+      await returned;
+      return ctx.submit({ task_ref: "job-1", status: "queued" });
+    });
+    await claim.start();
+    await answer("rejected");
+    release();
+    await claim.running;
+    expect(appended).toEqual([]);
   });
 });
