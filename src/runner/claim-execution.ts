@@ -184,14 +184,12 @@ export class ClaimExecution {
     if (answer.code === "run_terminated") this.abort(new CancelRequested("run_cancelled", "the run is terminated"));
     if (receipt.kind === "accepted" && receipt.generation === this.grant.generation) this.settleAcceptedAnswered();
     if (!change || receipt.generation !== this.grant.generation) return;
-    if (change.to === "confirmed") {
-      if (!this.started) await this.start();
-    } else if (change.to === "refused") {
-      // Never confirmed: a read that ran ahead stops. What it saved still leaves (every saved receipt is
-      // answered), and the gateway applies none of it.
-      if (this.handler) this.abort(new CancelRequested("claim_refused", `the gateway refused the claim: ${answer.code ?? answer.status}`));
-      this.host.released(this);
-    } else this.host.released(this);
+    if (change.to === "confirmed") return this.start();
+    // Never confirmed: a read that ran ahead stops. What it saved still leaves (every saved receipt is
+    // answered), and the gateway applies none of it.
+    if (change.to === "refused" && this.handler)
+      this.abort(new CancelRequested("claim_refused", `the gateway refused the claim: ${answer.code ?? answer.status}`));
+    this.host.released(this);
   }
 
   /**

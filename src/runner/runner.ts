@@ -248,7 +248,7 @@ export class ToolRunner {
     if (!local) throw new Error(`assignment ${assignmentId} is not held by executor ${this.executorId}`);
     if (local.phase !== "awaiting_reconciliation") throw new Error(`assignment ${assignmentId} is ${local.phase}, not awaiting_reconciliation`);
     const report: FinalReport = outcome.kind === "failed" ? { kind: "failed", error: { code: outcome.code, message: outcome.message } } : outcome;
-    await this.hold(local.grant, undefined, local.phase).reconcile(report);
+    await this.hold(local.grant, { phase: local.phase }).reconcile(report);
   }
 
   /**
@@ -411,11 +411,12 @@ export class ToolRunner {
         this.holdTask(local.grant, receipts, queued);
         continue;
       }
-      const execution = this.hold(local.grant, undefined, local.phase, receipts);
+      const execution = this.hold(local.grant, { phase: local.phase, restored: receipts });
       this.logger.info({ assignment_id: local.assignmentId, phase: local.phase }, "resuming assignment from the store");
       continuations.push(async () => {
-        if (local.phase === "confirmed") await execution.start();
-        else if (local.phase === "running" && local.grant.tool_kind === "read") await execution.start();
+        // `confirmed`: its handler never started (a read's may have: it runs again, as a `running`
+        // read does). A `running` write may have had side effects: reported, never run again.
+        if (local.phase === "confirmed" || (local.phase === "running" && local.grant.tool_kind === "read")) await execution.start();
         else if (local.phase === "running") await execution.reportRestarted();
       });
     }
@@ -472,12 +473,19 @@ export class ToolRunner {
       return;
     }
     if (ordersReceipts) this.outbox.sendAheadFor(grant);
-    const execution = this.hold(grant, tool);
+    const execution = this.hold(grant, { tool });
     if (!(await execution.accept())) this.release(execution);
   }
 
   /** Takes a slot for a claim (a new one, one resumed from the store, or one being reconciled). */
-  private hold(grant: Grant, tool = this.tools.get(grant.tool_name), phase: Phase = "accepting", restored?: readonly OutboxReceipt[]): ClaimExecution {
+  private hold(
+    grant: Grant,
+    {
+      tool = this.tools.get(grant.tool_name),
+      phase = "accepting",
+      restored,
+    }: { tool?: RegisteredTool | undefined; phase?: Phase; restored?: readonly OutboxReceipt[] } = {},
+  ): ClaimExecution {
     const execution = new ClaimExecution(this.host, grant, tool, phase, restored);
     this.active.set(grant.assignment_id, execution);
     return execution;

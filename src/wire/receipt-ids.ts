@@ -38,8 +38,8 @@ export function isClaimReceiptId(receipt: Receipt, generation: number): boolean 
 
 /** The readable form of a progress receipt's claim-bound id: `<assignment>_g<generation>_p<seq>_<tag>`. */
 const READABLE_PROGRESS_ID = new RegExp(`^(.+)_g(0|[1-9][0-9]*)_p([1-9][0-9]*)_[A-Za-z0-9_-]{${TAG_CHARS}}$`);
-/** The readable form of an `accepted` receipt's claim-bound id: `<assignment>_g<generation>_accepted_<tag>`. */
-const READABLE_ACCEPTED_ID = new RegExp(`^(.+)_g(0|[1-9][0-9]*)_accepted_[A-Za-z0-9_-]{${TAG_CHARS}}$`);
+/** The readable form of a progress report's or an `accepted`'s claim-bound id (the seq for a report alone). */
+const READABLE_NAMED_ID = new RegExp(`^(.+)_g(0|[1-9][0-9]*)_(?:p([1-9][0-9]*)|accepted)_[A-Za-z0-9_-]{${TAG_CHARS}}$`);
 
 /**
  * The assignment and seq a progress receipt id names, when it has the readable form `receiptId`
@@ -59,15 +59,10 @@ export function progressIdPlace(id: string): { assignment_id: string; seq: numbe
  * names the generation, and the seq of a report, which the tag then proves); undefined for any other id.
  */
 export function ownReceiptNamed(id: string, receipt: Pick<Receipt, "assignment_id" | "claim_token">): "progress" | "accepted" | undefined {
-  const progress = READABLE_PROGRESS_ID.exec(id);
-  if (progress) {
-    const [generation, seq] = [Number(progress[2]), Number(progress[3])];
-    const ok = progress[1] === receipt.assignment_id && Number.isSafeInteger(generation) && Number.isSafeInteger(seq);
-    return ok && id === receiptId({ ...receipt, generation }, { kind: "progress", seq }) ? "progress" : undefined;
-  }
-  const accepted = READABLE_ACCEPTED_ID.exec(id);
-  if (!accepted) return undefined;
-  const generation = Number(accepted[2]);
-  const ok = accepted[1] === receipt.assignment_id && Number.isSafeInteger(generation);
-  return ok && id === receiptId({ ...receipt, generation }, { kind: "accepted" }) ? "accepted" : undefined;
+  const m = READABLE_NAMED_ID.exec(id);
+  if (!m || m[1] !== receipt.assignment_id) return undefined;
+  const generation = Number(m[2]);
+  const named = m[3] === undefined ? { kind: "accepted" as const } : { kind: "progress" as const, seq: Number(m[3]) };
+  if (!Number.isSafeInteger(generation) || (named.kind === "progress" && !Number.isSafeInteger(named.seq))) return undefined;
+  return id === receiptId({ ...receipt, generation }, named) ? named.kind : undefined;
 }
