@@ -8,6 +8,7 @@ import { ADMIN_KEY, startExecutionFixture, startExecutionGateway, type Execution
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { runningCall } from "../helpers/running-call.js";
 import { SseClient } from "../helpers/sse-client.js";
+import { receiptId } from "../../src/wire/receipt-ids.js";
 import { storedAssignment, storedProgressEntry } from "../helpers/stored-records.js";
 
 const SCOPE = "receipts-together";
@@ -15,10 +16,11 @@ const SCOPE = "receipts-together";
 /**
  * A progress report and the final receipt sent right behind it (`Tg-After`) that reach a gateway
  * together are applied by one compare-and-set of the assignment, and answered in one message to an
- * executor that asked for it (`Tg-Answers: joint`). The receipts are published while no gateway
- * runs, so the next one takes them in one delivery, as a busy gateway does.
+ * executor that asked for it (`Tg-Answers: joint`); so is a read's `accepted` with what the read sent
+ * behind it (its answer in a message of its own). The receipts are published while no gateway runs,
+ * so the next one takes them in one delivery, as a busy gateway does.
  */
-describe("a progress report and the final receipt behind it, taken together", () => {
+describe("receipts sent back to back, taken together", () => {
   let fx: ExecutionFixture, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
   /** Per assignment, its record's writes as NATS carries them. */
   const writes = new Map<string, number>();
@@ -30,7 +32,10 @@ describe("a progress report and the final receipt behind it, taken together", ()
     fx = await startExecutionFixture({
       scope: SCOPE,
       agent: "together-bot",
-      tools: [{ name: "tasks.read", binding_id: "b-together", input_schema: { type: "object" } }],
+      tools: [
+        { name: "tasks.read", binding_id: "b-together", input_schema: { type: "object" } },
+        { name: "tasks.write", binding_id: "b-together-write", input_schema: { type: "object" }, tool_kind: "write" },
+      ],
       executor: { id: "exec-together", start: "heartbeat" },
     });
     ({ nc, executor: exec, sessionId } = fx);
@@ -126,6 +131,103 @@ describe("a progress report and the final receipt behind it, taken together", ()
     expect(messagesHolding(separateSent!.progress.receipt_id)).toHaveLength(1);
     expect(messagesHolding(separateSent!.progress.receipt_id)[0]).toHaveLength(1);
     expect(messagesHolding(separateSent!.completed.receipt_id)).toHaveLength(1);
+  });
+
+  /** A new call of `toolName` on the current gateway, claimed and granted, its `accepted` not sent yet. */
+  const grantedCall = async (toolName: string) => {
+    const run = await gateway.api("POST", `/v1/sessions/${sessionId}/runs`);
+    const call = await gateway.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: toolName, arguments: {} });
+    const id: string = call.assignment.assignment_id;
+    const { reply } = await exec.claimWithOrder(id, (await exec.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    return { grant: reply.grant, runId: run.run_id as string };
+  };
+
+  it("applies a read's accepted, report and final receipt sent back to back in one write, telling each step", async () => {
+    const { grant, runId } = await grantedCall("tasks.read");
+    const writesBefore = writes.get(grant.assignment_id) ?? 0;
+    await gateway.close();
+    const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
+    const { progress, completed } = receipts(grant);
+    const answers = Promise.all([
+      exec.post(accepted),
+      exec.post(progress, 10_000, accepted.receipt_id),
+      exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: true }),
+    ]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url);
+    expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded", "recorded"]);
+    const stored = await storedAssignment(nc, grant.assignment_id);
+    expect(stored).toMatchObject({ state: "completed", accepted: { receipt_id: accepted.receipt_id }, final: { receipt_id: completed.receipt_id } });
+    expect(stored.progress_log?.map((p) => p.receipt_id)).toEqual([progress.receipt_id]);
+    expect(stored.projection).toBeDefined();
+    expect((writes.get(grant.assignment_id) ?? 0) - writesBefore).toBe(1);
+    await nc.flush();
+    // One event message, telling what the three writes one at a time would have told.
+    expect(
+      eventMessages
+        .get(runId)
+        ?.at(-1)
+        ?.map((e) => (e.type === "assignment" ? `${e.from}>${e.to}` : e.type)),
+    ).toEqual(["claimed>running", "progress", "running>completed"]);
+    // `accepted` answered on its own (it was sent without `Tg-After`), the report and the final receipt together.
+    expect(messagesHolding(accepted.receipt_id)).toEqual([[expect.objectContaining({ receipt_id: accepted.receipt_id })]]);
+    expect(messagesHolding(progress.receipt_id)).toEqual([
+      [expect.objectContaining({ receipt_id: progress.receipt_id }), expect.objectContaining({ receipt_id: completed.receipt_id })],
+    ]);
+  });
+
+  it("applies a read's accepted and the final receipt right behind it in one write", async () => {
+    const { grant } = await grantedCall("tasks.read");
+    const writesBefore = writes.get(grant.assignment_id) ?? 0;
+    await gateway.close();
+    const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
+    const { completed } = receipts(grant);
+    const answers = Promise.all([exec.post(accepted), exec.post(completed, 10_000, accepted.receipt_id, { jointAnswers: true })]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url);
+    expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
+    expect(await storedAssignment(nc, grant.assignment_id)).toMatchObject({ state: "completed", accepted: { receipt_id: accepted.receipt_id } });
+    expect((writes.get(grant.assignment_id) ?? 0) - writesBefore).toBe(1);
+    expect(messagesHolding(accepted.receipt_id)).toHaveLength(1);
+    expect(messagesHolding(completed.receipt_id)).toEqual([[expect.objectContaining({ receipt_id: completed.receipt_id })]]);
+  });
+
+  it("applies a write's accepted on its own, and what follows it in its turn", async () => {
+    const { grant, runId } = await grantedCall("tasks.write");
+    const writesBefore = writes.get(grant.assignment_id) ?? 0;
+    await gateway.close();
+    const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
+    const { completed } = receipts(grant);
+    const answers = Promise.all([exec.post(accepted), exec.post(completed, 10_000, accepted.receipt_id)]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url);
+    expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
+    expect((writes.get(grant.assignment_id) ?? 0) - writesBefore).toBe(2);
+    await nc.flush();
+    expect(
+      eventMessages
+        .get(runId)
+        ?.slice(-2)
+        .map((m) => m.map((e) => (e.type === "assignment" ? `${e.from}>${e.to}` : e.type))),
+    ).toEqual([["claimed>running"], ["running>completed"]]);
+  });
+
+  it("applies a read's accepted on its own when it is refused, and refuses what was sent behind it", async () => {
+    const { grant } = await grantedCall("tasks.read");
+    await gateway.close();
+    // Names other arguments: the executor must not start, and nothing behind it is applied.
+    const accepted = { ...exec.accepted(grant, receiptId(grant, { kind: "accepted" })), argument_digest: "0".repeat(64) };
+    const { completed } = receipts(grant);
+    const answers = Promise.all([exec.post(accepted), exec.post(completed, 10_000, accepted.receipt_id)]);
+    await nc.flush();
+    gateway = await startExecutionGateway(fx.nats.url);
+    const [acceptedAnswer, final] = await answers;
+    expect(acceptedAnswer).toMatchObject({ status: "rejected", code: "argument_digest_mismatch" });
+    expect(final!.status).toBe("rejected");
+    const stored = await storedAssignment(nc, grant.assignment_id);
+    expect(stored.state).toBe("claimed");
+    expect(stored.accepted).toBeNull();
   });
 
   it("streams the events of that one write as SSE: the settlement carries the id, a resume from before it reads both again", async () => {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { Id, Millis, ToolKind, oneOrMany } from "../../wire/primitives.js";
-import { ASSIGNMENT_STATES } from "../model/assignment-states.js";
+import { ASSIGNMENT_STATES, type AssignmentState } from "../model/assignment-states.js";
 import { OUTCOME_KINDS, Outcome, type AssignmentRecord, type ProgressEntry, type RunRecord } from "../model/records.js";
 import { RUN_STATES } from "../model/run-states.js";
 
@@ -57,25 +57,33 @@ export type RunEventMessage = z.infer<typeof RunEventMessage>;
 /**
  * The events one assignment write means: progress reports it recorded (first: a write that also
  * settles the assignment recorded the report before the final receipt), then its state or generation
- * moving, a task cancel or a compensation recorded.
+ * moving, a task cancel or a compensation recorded. A write that applied a read's `accepted` together
+ * with what the read sent behind it tells the assignment's pass through `running` first, as the
+ * writes one at a time would have.
  */
 export function assignmentEvents(before: AssignmentRecord | undefined, after: AssignmentRecord): RunEvent[] {
   const base = { run_id: after.run_id, assignment_id: after.assignment_id, at: after.updated_at };
-  const events: RunEvent[] = (after.progress_log ?? []).slice(before?.progress_log?.length ?? 0).map((entry) => progressEvent(after.run_id, entry));
-  if (!before || before.state !== after.state || before.generation !== after.generation) {
-    events.push({
-      type: "assignment",
-      ...base,
-      tool_name: after.tool_name,
-      tool_kind: after.tool_kind,
-      from: before?.state ?? null,
-      to: after.state,
-      generation: after.generation,
-      executor_id: after.claim?.executor_id ?? null,
-      compensates: after.compensates,
-      outcome: after.outcome,
-    });
+  const stateEvent = (from: AssignmentState | null, to: AssignmentState, at: number, outcome: Outcome | null): RunEvent => ({
+    type: "assignment",
+    ...base,
+    tool_name: after.tool_name,
+    tool_kind: after.tool_kind,
+    from,
+    to,
+    generation: after.generation,
+    executor_id: after.claim?.executor_id ?? null,
+    compensates: after.compensates,
+    outcome,
+    at,
+  });
+  const events: RunEvent[] = [];
+  let from = before?.state ?? null;
+  if (before && !before.accepted && after.accepted && from !== "running" && after.state !== "running") {
+    events.push(stateEvent(from, "running", after.accepted.at, null));
+    from = "running";
   }
+  for (const entry of (after.progress_log ?? []).slice(before?.progress_log?.length ?? 0)) events.push(progressEvent(after.run_id, entry));
+  if (from !== after.state || before?.generation !== after.generation) events.push(stateEvent(from, after.state, after.updated_at, after.outcome));
   if (after.task_cancel && !before?.task_cancel) events.push({ type: "task_cancel_requested", ...base, reason: after.task_cancel.reason });
   if (after.compensated_by && !before?.compensated_by)
     events.push({ type: "compensation_requested", ...base, compensation_assignment_id: after.compensated_by });

@@ -6,7 +6,7 @@ import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
 import { Receipt, type ReceiptAnswer } from "../../wire/messages.js";
 import { isSubjectToken, subjects } from "../../wire/subjects.js";
-import type { ReceiptInput, ReceiptProcessor } from "./receipt-processor.js";
+import { togetherShape, type ReceiptInput, type ReceiptProcessor } from "./receipt-processor.js";
 import { StreamWorker } from "../transport/stream-worker.js";
 import { sentAfter, takesJointAnswers } from "../../wire/receipt-order.js";
 import { ownReceiptNamed } from "../../wire/receipt-ids.js";
@@ -110,8 +110,9 @@ export class ReceiptConsumer {
       return;
     }
     const input = inputOf(msg, sender, receipt);
-    const withNext = receipt.kind === "progress" ? await this.processedWithNext(input, key) : null;
-    if (withNext) return this.answered(msg, receipt, withNext);
+    const leads = receipt.kind === "progress" || (receipt.kind === "accepted" && (await this.processor.isRead(assignmentId)));
+    const together = leads ? await this.processedWithFollowers(input, key) : null;
+    if (together) return this.answered(msg, receipt, together);
     const answer = await this.processor.process(input);
     // To the subject's executor, the one NATS let publish there: a receipt naming another executor never reaches that one.
     this.nc.publish(subjects.answers(scope, executorId), encode(answer));
@@ -119,29 +120,45 @@ export class ReceiptConsumer {
   }
 
   /**
-   * Applies progress report `input` together with the final receipt sent right behind it, when that
-   * one is already here, waiting for its turn (`ReceiptProcessor.processTogether`): one
-   * compare-and-set for both, and one answer message when the executor takes joint answers.
-   * The report's answer when it did (the waiting receipt is then answered and acknowledged, and
-   * skipped when its turn comes), else null.
+   * Applies `input` together with the receipts sent right behind it, when they are already here,
+   * waiting for their turn (`ReceiptProcessor.processTogether`: a progress report and the final
+   * receipt, or a read's `accepted` and what the read sent behind it): one compare-and-set for all.
+   * `accepted` is answered on its own, as an executor that sent it without `Tg-After` expects.
+   * The first one's answer when they were applied (the followers are then answered and
+   * acknowledged, and skipped when their turn comes), else null.
    */
-  private async processedWithNext(input: ReceiptInput, key: string): Promise<ReceiptAnswer | null> {
+  private async processedWithFollowers(input: ReceiptInput, key: string): Promise<ReceiptAnswer | null> {
     // Receipts delivered together reach `handle` one by one: let the ones already received arrive.
     await new Promise((resolve) => setImmediate(resolve));
-    const next = this.waiting.get(key)?.[0];
-    const sender = next?.sender;
-    if (!next || !sender || sentAfter(next.msg.headers) !== input.receipt.receipt_id) return null;
-    const receipt = receiptOf(next);
-    if (receipt instanceof MalformedMessageError) return null; // refused in its own turn
-    const answers = await this.processor.processTogether(input, inputOf(next.msg, sender, receipt));
+    const followers: { turn: Turn; input: ReceiptInput }[] = [];
+    let named = input.receipt.receipt_id;
+    for (const turn of this.waiting.get(key) ?? []) {
+      if (followers.length === 2 || !turn.sender || sentAfter(turn.msg.headers) !== named) break;
+      const receipt = receiptOf(turn);
+      if (receipt instanceof MalformedMessageError) break; // refused in its own turn
+      followers.push({ turn, input: inputOf(turn.msg, turn.sender, receipt) });
+      named = receipt.receipt_id;
+    }
+    const chain = [input, ...followers.map((f) => f.input)];
+    // The longest chain that may be applied together (a report whose final receipt is not a settling one waits its turn).
+    while (chain.length >= 2 && !togetherShape(chain.map((i) => i.receipt.kind))) chain.pop();
+    if (chain.length < 2) return null;
+    const answers = await this.processor.processTogether(chain);
     if (!answers) return null;
-    next.taken = true;
-    // Acknowledged before its answer goes: applied is applied, and an answer lost is asked for again (`tg.rq`).
-    this.answered(next.msg, receipt, answers[1]);
-    const to = subjects.answers(sender.scope, sender.executorId);
-    if (takesJointAnswers(next.msg.headers)) this.nc.publish(to, encode(answers));
-    else for (const answer of answers) this.nc.publish(to, encode(answer));
-    return answers[0];
+    const taken = followers.slice(0, chain.length - 1);
+    // Acknowledged before their answers go: applied is applied, and an answer lost is asked for again (`tg.rq`).
+    for (const [i, { turn, input: follower }] of taken.entries()) {
+      turn.taken = true;
+      this.answered(turn.msg, follower.receipt, answers[i + 1]!);
+    }
+    const to = subjects.answers(input.scope, input.subjectExecutorId);
+    const [first, ...rest] = answers;
+    const separate = input.receipt.kind === "accepted" ? rest : answers;
+    if (input.receipt.kind === "accepted") this.nc.publish(to, encode(first!));
+    // A report and the final receipt behind it share one message when the final receipt asks for it.
+    if (separate.length === 2 && takesJointAnswers(taken[taken.length - 1]!.turn.msg.headers)) this.nc.publish(to, encode(separate));
+    else for (const answer of separate) this.nc.publish(to, encode(answer));
+    return first!;
   }
 
   /** Counts and logs `receipt`'s answer, and acknowledges its message. */

@@ -225,45 +225,65 @@ export class ReceiptProcessor {
   }
 
   /**
-   * A progress report and the final receipt sent right behind it (`Tg-After` naming the report),
-   * applied by one compare-and-set: one write and one reply instead of two. Only when both are new
-   * receipts of the assignment's claim (the receipt index cannot hold them: see `indexMayHold`), the
-   * assignment runs, and its record has room for the report. Otherwise null, and nothing was
-   * written: each is then processed on its own, in order.
+   * Receipts sent right behind one another (each naming the one before, `Tg-After`), applied by one
+   * compare-and-set: one write and one reply instead of one each. The chains taken (`togetherShape`):
+   * a progress report and the final receipt; a read's `accepted` with its report, its final
+   * receipt or both (a read runs before `accepted` is answered: nothing it does waits for the
+   * confirmation). Only when all are new receipts of the assignment's claim (the receipt index
+   * cannot hold them: see `indexMayHold`), every one of them is recorded, and the record has room
+   * for the report. Otherwise null, and nothing was written: each is then processed on its own, in
+   * order.
    */
-  async processTogether(report: ReceiptInput, next: ReceiptInput): Promise<[ReceiptAnswer, ReceiptAnswer] | null> {
-    const p = report.receipt;
-    const r = next.receipt;
-    if (p.kind !== "progress" || !SETTLING_KINDS.has(r.kind) || !this.deps.progress.carriedByRecords) return null;
-    // One sender: the same subject (scope and executor) and claim token, so one claim proof holds for both.
-    if (subjectMismatch(report) || subjectMismatch(next) || next.scope !== report.scope || next.subjectExecutorId !== report.subjectExecutorId) return null;
-    if (r.assignment_id !== p.assignment_id || r.claim_token !== p.claim_token) return null;
-    const [reportDigest, digest] = [bodyDigestOf(p), bodyDigestOf(r)];
-    if (typeof reportDigest !== "string" || typeof digest !== "string") return null;
-    const found = await this.deps.assignments.recent(p.assignment_id);
-    const proof: ClaimProof = { executor_id: p.executor_id, matches: claimTokenMatcher(p.claim_token) };
+  async processTogether(chain: readonly ReceiptInput[]): Promise<ReceiptAnswer[] | null> {
+    const [first, ...rest] = chain;
+    if (!first || !togetherShape(chain.map((input) => input.receipt.kind)) || !this.deps.progress.carriedByRecords) return null;
+    // One sender: the same subject (scope and executor) and claim token, so one claim proof holds for all.
+    const fromSender = (input: ReceiptInput) =>
+      !subjectMismatch(input) &&
+      input.scope === first.scope &&
+      input.subjectExecutorId === first.subjectExecutorId &&
+      input.receipt.assignment_id === first.receipt.assignment_id &&
+      input.receipt.claim_token === first.receipt.claim_token;
+    if (!rest.every(fromSender) || subjectMismatch(first)) return null;
+    const digests = chain.map((input) => bodyDigestOf(input.receipt));
+    if (!digests.every((digest): digest is string => typeof digest === "string")) return null;
+    const assignmentId = first.receipt.assignment_id;
+    const found = await this.deps.assignments.recent(assignmentId);
+    const proof: ClaimProof = { executor_id: first.receipt.executor_id, matches: claimTokenMatcher(first.receipt.claim_token) };
     const claim = found && provenClaim(found.value, proof);
-    if (!found || found.value.scope !== report.scope || !claim) return null;
-    if (this.indexMayHold(report, found.value, proof) || this.indexMayHold(next, found.value, proof)) return null;
+    if (!found || found.value.scope !== first.scope || !claim) return null;
+    if (chain.some((input) => this.indexMayHold(input, found.value, proof))) return null;
+    const r = first.receipt;
+    if (r.kind === "accepted" && r.argument_digest !== found.value.argument_digest) return null;
     const at = this.now();
-    const stored = { body_digest: reportDigest, stream_seq: report.streamSeq, at };
-    const applied: AppliedReceipt = { receipt_id: r.receipt_id, kind: r.kind, body_digest: digest, stream_seq: next.streamSeq, at };
     const res = await this.deps.assignments.mutate(
-      p.assignment_id,
-      (cur): Decision<AssignmentRecord, [Verdict, Verdict] | null> => {
-        if (cur.state !== "running") return { result: null };
-        const logged = this.logProgress(cur, p, claim, stored);
-        if (!logged.write || logged.result?.status !== "recorded") return { result: null };
-        const settled = this.settle(logged.write, r, claim, applied);
-        return settled.write ? { ...settled, result: [logged.result, settled.result] } : { result: null };
+      assignmentId,
+      (cur): Decision<AssignmentRecord, Verdict[] | null> => {
+        // Only a read's `accepted` is applied with what the executor did behind it.
+        if (r.kind === "accepted" && cur.tool_kind !== "read") return { result: null };
+        let decision: Decision<AssignmentRecord, Verdict | null> = { write: cur, result: null };
+        const verdicts: Verdict[] = [];
+        for (const [i, input] of chain.entries()) {
+          const receipt = input.receipt;
+          const stored = { body_digest: digests[i]!, stream_seq: input.streamSeq, at };
+          decision =
+            receipt.kind === "progress"
+              ? this.logProgress(decision.write!, receipt, claim, stored)
+              : this.settle(decision.write!, receipt, claim, { receipt_id: receipt.receipt_id, kind: receipt.kind, ...stored });
+          if (!decision.write || decision.result?.status !== "recorded") return { result: null };
+          verdicts.push(decision.result);
+        }
+        return { ...decision, result: verdicts };
       },
       found,
     );
     if (!res?.written || !res.result) return null;
-    const [reportVerdict, verdict] = res.result;
-    for (let i = 0; i < 2; i++) this.deps.metrics?.receiptIndexLookup("skipped");
-    await this.afterApplied(r, { ...res, result: verdict });
-    return [answerTo(p, reportVerdict), answerTo(r, verdict)];
+    const verdicts = res.result;
+    for (const _ of chain) this.deps.metrics?.receiptIndexLookup("skipped");
+    const last = chain[chain.length - 1]!.receipt;
+    // A report's compare-and-set has nothing to follow it; a final receipt's and `accepted`'s do.
+    if (last.kind !== "progress") await this.afterApplied(last, { ...res, result: verdicts[verdicts.length - 1]! });
+    return chain.map((input, i) => answerTo(input.receipt, verdicts[i]!));
   }
 
   /** What a receipt other than progress does to the assignment as it stands (`apply`'s compare-and-set). */
@@ -469,6 +489,19 @@ function outcomeOf(r: Receipt): Outcome {
 
 /** The receipts that settle running work, which a progress report may be applied together with. */
 const SETTLING_KINDS: ReadonlySet<ReceiptKind> = new Set(["completed", "failed", "cancelled"]);
+
+/**
+ * Whether receipts of these kinds, in this order, may be applied together: at least two of a read's
+ * `accepted`, one progress report and a settling receipt, in that order (`processTogether` checks
+ * that the claim is a read's).
+ */
+export function togetherShape(kinds: readonly ReceiptKind[]): boolean {
+  let i = 0;
+  if (kinds[i] === "accepted") i++;
+  if (kinds[i] === "progress") i++;
+  if (kinds[i] !== undefined && SETTLING_KINDS.has(kinds[i]!)) i++;
+  return kinds.length >= 2 && i === kinds.length;
+}
 
 /** The answer to `r`: its verdict, without what only the processor needs. */
 function answerTo(r: Receipt, verdict: Verdict): ReceiptAnswer {
