@@ -44,7 +44,7 @@ export interface ExecutionHost {
 /**
  * One claim, from its grant to its answered outcome (like an activity execution): vet the grant, save
  * and send `accepted` (or a `refused`), start the handler once `accepted` is recorded (a read's, which
- * has no side effects, once `accepted` is sent), save and send its outcome (or its submission), and let
+ * has no side effects, once `accepted` is saved), save and send its outcome (or its submission), and let
  * go of the slot once that is answered. Every phase change goes through the table in `phases.ts` as a
  * compare-and-set in the store.
  */
@@ -193,7 +193,7 @@ export class ClaimExecution {
   }
 
   /**
-   * Runs the handler, once: of a confirmed claim; of a read whose `accepted` was just sent; or again
+   * Runs the handler, once: of a confirmed claim; of a read whose `accepted` was just saved; or again
    * for a read interrupted by a crash. A write is marked `running` first, durably: after a crash that
    * mark says its side effects may exist. A read has none by contract and runs again after a crash
    * whatever its phase, so it is not marked.

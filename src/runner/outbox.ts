@@ -13,6 +13,8 @@ export interface OutboxTiming {
   maxResendIntervalMs: number;
   /** How long a progress report sent ahead waits for a receipt to go out with (see `linger`). */
   progressLingerMs: number;
+  /** How long a read's `accepted` waits for the read's outcome to go out with (see `linger`). */
+  acceptedLingerMs: number;
 }
 
 /** Called with the definitive answer to a receipt; must record it in the store before resolving. */
@@ -180,7 +182,8 @@ export class Outbox {
         if (this.stop.signal.aborted) return;
         let delivery = lane.ahead.get(next);
         if (!delivery) {
-          if (next.kind === "progress" && lane.queue.length === 1 && this.ahead.has(grant)) await this.linger(key, lane);
+          const wait = lane.queue.length === 1 ? this.lingerOf(grant, next) : undefined;
+          if (wait) await this.linger(key, lane, wait);
           delivery = this.deliver(grant, next);
           // What was queued behind it meanwhile goes right after it, in the same turn of the event loop.
           lane.lingering = false;
@@ -212,20 +215,39 @@ export class Outbox {
   }
 
   /**
-   * Waits for a receipt to be queued behind the lane's head (a progress report), so that both leave
-   * together: a gateway applies a report and the final receipt that came with it in one
-   * compare-and-set, and answers both at once. It waits `progressLingerMs`, and on while a receipt of
-   * the claim is being saved (the final one, usually: its fsync can take longer). A report that a
-   * handler follows with more work is late by `progressLingerMs`, at most.
+   * How long `head`, alone in its lane, waits for what follows it (see `linger`), under a gateway
+   * that keeps receipts sent ahead in order; undefined: it goes at once.
+   * - A progress report waits for any receipt: a gateway applies a report and the final receipt that
+   *   came with it in one compare-and-set, and answers both at once.
+   * - A read's `accepted` waits for the read's outcome (a report alone behind it is not enough): a
+   *   gateway applies a read's `accepted` with the receipts sent behind it in one compare-and-set.
+   *   The read runs meanwhile; nothing it does waits for the answer to `accepted`. It waits its time
+   *   only, not on for a save: a slow save of the outcome costs a write, never a stalled `accepted`.
    */
-  private linger(key: string, lane: Lane): Promise<void> {
-    if (this.timing.progressLingerMs === 0) return Promise.resolve();
+  private lingerOf(grant: Grant, head: OutboxReceipt): Linger | undefined {
+    if (!this.ahead.has(grant)) return undefined;
+    if (head.kind === "progress") return { ms: this.timing.progressLingerMs, enough: () => true, whileSaving: true };
+    if (head.kind === "accepted" && grant.tool_kind === "read")
+      return { ms: this.timing.acceptedLingerMs, enough: ({ queue }) => queue.length > 1 && queue.at(-1)?.kind !== "progress", whileSaving: false };
+    return undefined;
+  }
+
+  /**
+   * Waits for receipts to be queued behind the lane's head, so that they leave together: until
+   * `wait.enough` says what was queued is enough, for `wait.ms`, and (`wait.whileSaving`) on while a
+   * receipt of the claim is being saved (the final one, usually: its fsync can take longer).
+   */
+  private linger(key: string, lane: Lane, wait: Linger): Promise<void> {
+    if (wait.ms === 0) return Promise.resolve();
     lane.lingering = true;
     return new Promise((resolve) => {
+      let expired = false;
       const timer = setTimeout(() => {
-        if (!this.saving.has(key) || this.stop.signal.aborted) lane.wake?.();
-      }, this.timing.progressLingerMs);
+        expired = true;
+        if (!wait.whileSaving || !this.saving.has(key) || this.stop.signal.aborted) lane.wake?.();
+      }, wait.ms);
       lane.wake = () => {
+        if (!expired && !this.stop.signal.aborted && !wait.enough(lane)) return;
         clearTimeout(timer);
         lane.wake = undefined;
         resolve();
@@ -305,6 +327,14 @@ export class Outbox {
     });
     return { promise, cancel: () => done(undefined) };
   }
+}
+
+/** How long a lane's head waits for what follows it, and what is enough to stop waiting. */
+interface Linger {
+  ms: number;
+  enough: (lane: Lane) => boolean;
+  /** Whether it waits on past `ms` while a receipt of the claim is being saved. */
+  whileSaving: boolean;
 }
 
 /** One claim's lane: its receipts, in save order. */

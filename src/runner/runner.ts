@@ -39,6 +39,13 @@ const Timing = z
      * within this time go out together, and the gateway applies them in one write. 0: at once.
      */
     progressLingerMs: z.number().int().nonnegative().default(5),
+    /**
+     * How long a read's `accepted` waits for the read's outcome before it is sent alone, under a
+     * gateway that keeps receipts sent ahead in order (the read runs meanwhile): a read done within
+     * this time sends `accepted`, its report and its outcome together, and the gateway applies them
+     * in one write. 0: at once.
+     */
+    acceptedLingerMs: z.number().int().nonnegative().default(5),
     /** Presence heartbeat interval; by default a third of the TTL the gateway announces. */
     heartbeatIntervalMs: z.number().int().positive().optional(),
     /** How long one pull waits for candidates (JetStream's minimum is 1 s). */

@@ -31,7 +31,7 @@ describe("Outbox lane", () => {
     const outbox: Outbox = new Outbox(
       store,
       link,
-      { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs: 0 },
+      { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs: 0, acceptedLingerMs: 0 },
       createLogger({ level: "silent" }),
       (receipt) => opts.onAnswered(receipt),
     );
@@ -85,6 +85,7 @@ describe("Outbox lane", () => {
       progressLingerMs = 60_000,
       saving: (receipt: OutboxReceipt) => Promise<void> = async () => undefined,
       claim: Grant = grant,
+      acceptedLingerMs = 0,
     ) {
       const sent: Array<{ id: string; after: string | undefined }> = [];
       const answered: string[] = [];
@@ -94,7 +95,7 @@ describe("Outbox lane", () => {
         },
       } as unknown as NatsLink;
       const store = { appendReceipt: saving } as unknown as RunnerStore;
-      const timing = { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs };
+      const timing = { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs, acceptedLingerMs };
       const outbox = new Outbox(store, link, timing, createLogger({ level: "silent" }), async (receipt) => {
         answered.push(receipt.receiptId);
       });
@@ -235,6 +236,46 @@ describe("Outbox lane", () => {
         await outbox.flush(1_000);
         expect(answered).toEqual([readAccepted.receiptId, readProgress.receiptId, readCompleted.receiptId]);
         outbox.close();
+      });
+
+      it("holds its accepted back until its outcome is saved, then sends accepted, report and outcome in one turn", async () => {
+        const { outbox, sent, answer } = withManualAnswers(true, 60_000, undefined, read, 60_000);
+        outbox.send(read, [readAccepted]);
+        await turns();
+        expect(sent).toEqual([]);
+        // A report alone is not the outcome: accepted waits on.
+        await outbox.append(read, readProgress);
+        await turns();
+        expect(sent).toEqual([]);
+        await outbox.append(read, readCompleted);
+        await turns();
+        expect(sent).toEqual([
+          { id: readAccepted.receiptId, after: undefined },
+          { id: readProgress.receiptId, after: readAccepted.receiptId },
+          { id: readCompleted.receiptId, after: readProgress.receiptId },
+        ]);
+        for (const r of [readAccepted, readProgress, readCompleted]) answer(r);
+        await outbox.flush(1_000);
+        outbox.close();
+      });
+
+      it("sends its accepted alone once the linger is over, and a write's at once", async () => {
+        const { outbox, sent, answer } = withManualAnswers(true, 60_000, undefined, read, 20);
+        outbox.send(read, [readAccepted]);
+        await turns();
+        expect(sent).toEqual([]);
+        await new Promise((r) => setTimeout(r, 40));
+        expect(sent).toEqual([{ id: readAccepted.receiptId, after: undefined }]);
+        answer(readAccepted);
+        await outbox.flush(1_000);
+        outbox.close();
+
+        const write = withManualAnswers(true, 60_000, undefined, grant, 60_000);
+        write.outbox.send(grant, [accepted]);
+        expect(write.sent).toEqual([{ id: accepted.receiptId, after: undefined }]);
+        write.answer(accepted);
+        await write.outbox.flush(1_000);
+        write.outbox.close();
       });
 
       it("still sends, in order, what is queued behind an accepted the gateway refused: every saved receipt gets its answer", async () => {
