@@ -246,7 +246,10 @@ export class ClaimExecution {
     const { grant, host } = this;
     // A task is only held for a confirmed claim: a read that ran ahead waits for the answer to
     // `accepted`, which may also have refused the claim before the handler returned.
-    if (this.phase === "accepting") await this.acceptedAnswered;
+    if (this.phase === "accepting") {
+      host.outbox.sendLingering(grant);
+      await this.acceptedAnswered;
+    }
     if (this.phase === "refused") {
       host.logger.warn(
         { assignment_id: grant.assignment_id, task_ref: task.task_ref },

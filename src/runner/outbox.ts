@@ -31,8 +31,8 @@ interface Lane {
   ahead: Map<OutboxReceipt, Promise<ReceiptAnswer | undefined>>;
   /** The head waits to go out with what follows it (`linger`): nothing is sent ahead of it meanwhile. */
   lingering: boolean;
-  /** Ends the head's wait (a receipt was queued behind it). */
-  wake: (() => void) | undefined;
+  /** Ends the head's wait when what was queued behind it is enough, or at once (`now`). */
+  wake: ((now?: boolean) => void) | undefined;
 }
 
 /**
@@ -129,6 +129,12 @@ export class Outbox {
       lane.done = this.drain(key, grant, lane);
     }
     if (this.ahead.has(grant)) this.sendAhead(grant, lane);
+  }
+
+  /** Sends the head of `grant`'s lane now if it lingers (a read's `accepted` whose handler will send no outcome before its answer). */
+  sendLingering(grant: Grant): void {
+    const lane = this.lanes.get(laneKey(grant));
+    if (lane?.lingering) lane.wake?.(true);
   }
 
   /** Lets the receipts of `grant` go out ahead of the answers before them (its gateway keeps them in order). */
@@ -246,8 +252,8 @@ export class Outbox {
         expired = true;
         if (!wait.whileSaving || !this.saving.has(key) || this.stop.signal.aborted) lane.wake?.();
       }, wait.ms);
-      lane.wake = () => {
-        if (!expired && !this.stop.signal.aborted && !wait.enough(lane)) return;
+      lane.wake = (now = false) => {
+        if (!now && !expired && !this.stop.signal.aborted && !wait.enough(lane)) return;
         clearTimeout(timer);
         lane.wake = undefined;
         resolve();

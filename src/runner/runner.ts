@@ -43,9 +43,11 @@ const Timing = z
      * How long a read's `accepted` waits for the read's outcome before it is sent alone, under a
      * gateway that keeps receipts sent ahead in order (the read runs meanwhile): a read done within
      * this time sends `accepted`, its report and its outcome together, and the gateway applies them
-     * in one write. 0: at once.
+     * in one write. A read's outcome does not wait for `accepted`'s answer, so this delays no
+     * result, only the claim's `running` as others see it; a read that returns a submission sends
+     * `accepted` at once (its task waits for the confirmation). 0: at once.
      */
-    acceptedLingerMs: z.number().int().nonnegative().default(5),
+    acceptedLingerMs: z.number().int().nonnegative().default(20),
     /** Presence heartbeat interval; by default a third of the TTL the gateway announces. */
     heartbeatIntervalMs: z.number().int().positive().optional(),
     /** How long one pull waits for candidates (JetStream's minimum is 1 s). */

@@ -278,6 +278,19 @@ describe("Outbox lane", () => {
         write.outbox.close();
       });
 
+      it("sends its lingering accepted at once when told its outcome will wait for the answer (a submission)", async () => {
+        const { outbox, sent, answer } = withManualAnswers(true, 60_000, undefined, read, 60_000);
+        outbox.send(read, [readAccepted]);
+        await turns();
+        expect(sent).toEqual([]);
+        outbox.sendLingering(read);
+        await turns();
+        expect(sent).toEqual([{ id: readAccepted.receiptId, after: undefined }]);
+        answer(readAccepted);
+        await outbox.flush(1_000);
+        outbox.close();
+      });
+
       it("still sends, in order, what is queued behind an accepted the gateway refused: every saved receipt gets its answer", async () => {
         const { outbox, sent, answered, answer } = withManualAnswers(false, 60_000, undefined, read);
         outbox.send(read, [readAccepted]);

@@ -175,8 +175,12 @@ describe("a read's claim execution, around the answer to its accepted", () => {
 
   function execution(handler: (ctx: ToolContext<unknown>) => Promise<unknown>, saved?: OutboxReceipt[]) {
     const appended: OutboxReceipt[] = [];
+    const hurried: Grant[] = [];
     const host = {
-      outbox: { append: async (_grant: Grant, receipt: OutboxReceipt) => void appended.push(receipt) },
+      outbox: {
+        append: async (_grant: Grant, receipt: OutboxReceipt) => void appended.push(receipt),
+        sendLingering: (g: Grant) => void hurried.push(g),
+      },
       logger: pino({ level: "silent" }),
       startsHandlers: () => true,
       closed: () => false,
@@ -188,7 +192,7 @@ describe("a read's claim execution, around the answer to its accepted", () => {
       const stored = { status, answeredAt: 2 };
       return claim.answered(accepted, stored, claim.answerChange(accepted, status));
     };
-    return { claim, appended, answer };
+    return { claim, appended, hurried, answer };
   }
 
   /**
@@ -210,6 +214,17 @@ describe("a read's claim execution, around the answer to its accepted", () => {
     expect(await resumedRun([accepted, progress(1)])).toEqual([2]);
     expect(await resumedRun([accepted])).toEqual([2]);
     expect(await resumedRun([accepted, progress(1), progress(2)])).toEqual([3]);
+  });
+
+  it("sends its accepted without lingering when it returns a submission before the answer, and waits for that answer", async () => {
+    const { claim, appended, hurried, answer } = execution(async (ctx) => ctx.submit({ task_ref: "job-2", status: "queued" }));
+    await claim.start();
+    await until("accepted hurried out", () => (hurried.length > 0 ? true : undefined));
+    expect(hurried).toEqual([grant]);
+    expect(appended).toEqual([]);
+    await answer("rejected");
+    await claim.running;
+    expect(appended).toEqual([]);
   });
 
   it("holds no task and saves nothing for a submission returned after the gateway refused the claim", async () => {
