@@ -9,7 +9,7 @@ import { nextRunnerState, RUNNER_STATE_RULES, runnerAllows, type RunnerEvent, ty
 import { errorText, runnerLogger, type Logger } from "./logger.js";
 import { NatsLink } from "./nats-link.js";
 import { Outbox } from "./outbox.js";
-import { answerChange, type Phase } from "./phases.js";
+import { answerChange, FINAL_PHASES, type Phase } from "./phases.js";
 import { Presence } from "./presence.js";
 import type { FinalReport } from "./receipts.js";
 import { SqliteRunnerStore } from "./sqlite-store.js";
@@ -365,8 +365,10 @@ export class ToolRunner {
    * detached. A report that gets no answer leaves such claims to the presence's lapse or an operator.
    */
   private async reportHeld(open: readonly LocalAssignment[]): Promise<void> {
-    // One awaiting reconciliation is no claim the gateway holds any more (it is `reconciliation_required` there).
-    const held = open.filter((a) => a.phase !== "awaiting_reconciliation").map((a) => ({ assignment_id: a.assignmentId, generation: a.generation }));
+    // One awaiting reconciliation is no claim the gateway holds any more (it is `reconciliation_required` there), nor is one over.
+    const held = open
+      .filter((a) => a.phase !== "awaiting_reconciliation" && !FINAL_PHASES.has(a.phase))
+      .map((a) => ({ assignment_id: a.assignmentId, generation: a.generation }));
     if (held.length > HELD_CLAIMS_MAX) {
       this.logger.warn(
         { held: held.length, max: HELD_CLAIMS_MAX },
@@ -415,6 +417,8 @@ export class ToolRunner {
       if (local.phase === "awaiting_reconciliation") continue;
       const receipts = await this.store.listReceipts(local);
       resends.push(() => this.outbox.resume(local.grant, receipts));
+      // Over (refused, say) with receipts still unanswered: they are sent, and nothing else happens to it.
+      if (FINAL_PHASES.has(local.phase)) continue;
       if (local.phase === "submitted") {
         // Its task runs in the product, not in this process: held for `runner.tasks`, no handler, no slot.
         this.holdTask(local.grant, receipts, queued);

@@ -111,6 +111,7 @@ export class SqliteRunnerStore implements RunnerStore {
         FOREIGN KEY (assignment_id, generation) REFERENCES assignments (assignment_id, generation)
       ) STRICT;
       CREATE INDEX IF NOT EXISTS receipts_of_claim ON receipts (assignment_id, generation, position);
+      CREATE INDEX IF NOT EXISTS receipts_unanswered ON receipts (assignment_id, generation) WHERE answer_status IS NULL;
     `);
     this.allowEveryPhase();
     // One write: a transaction of its own; nested in a batch's transaction: a savepoint.
@@ -219,9 +220,15 @@ export class SqliteRunnerStore implements RunnerStore {
 
   async listOpen(): Promise<LocalAssignment[]> {
     const final = [...FINAL_PHASES];
-    const rows = this.sql(`SELECT * FROM assignments WHERE phase NOT IN (${final.map(() => "?").join(", ")}) ORDER BY created_at, assignment_id`).all(
-      ...final,
-    ) as AssignmentRow[];
+    const marks = final.map(() => "?").join(", ");
+    // A final claim is listed only while some receipt of it is unanswered (the partial index holds just those).
+    const rows = this.sql(
+      `SELECT * FROM assignments WHERE phase NOT IN (${marks})
+       UNION ALL
+       SELECT a.* FROM assignments a JOIN (SELECT DISTINCT assignment_id, generation FROM receipts WHERE answer_status IS NULL) u
+         USING (assignment_id, generation) WHERE a.phase IN (${marks})
+       ORDER BY created_at, assignment_id`,
+    ).all(...final, ...final) as AssignmentRow[];
     return rows.map(toAssignment);
   }
 

@@ -43,7 +43,11 @@ export interface RunnerStore {
   setPhase(key: AssignmentKey, change: PhaseChange): Promise<void>;
   /** The latest claim (highest generation) of an assignment held by this executor. */
   getAssignment(assignmentId: string): Promise<LocalAssignment | undefined>;
-  /** Every local assignment whose phase is not final, oldest first. */
+  /**
+   * Every local assignment a start-up resumes, oldest first: those whose phase is not final, and
+   * those in a final phase with a receipt still unanswered (a read refused while what it saved
+   * behind `accepted` was on its way: every saved receipt is sent until answered).
+   */
   listOpen(): Promise<LocalAssignment[]>;
   /** The receipts of one claim, in the order they were appended. */
   listReceipts(key: AssignmentKey): Promise<OutboxReceipt[]>;

@@ -5,7 +5,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CancelRequested, ToolRunner, type ToolContext } from "../../src/runner/index.js";
+import { CancelRequested, SqliteRunnerStore, ToolRunner, type PhaseChange, type StoredAnswer, type ToolContext } from "../../src/runner/index.js";
 import { ClaimExecution, type ExecutionHost, type RegisteredTool } from "../../src/runner/claim-execution.js";
 import { buildReceipt } from "../../src/runner/receipts.js";
 import type { OutboxReceipt } from "../../src/runner/store.js";
@@ -161,6 +161,91 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
       ["accepted", false],
       ["completed", false],
     ]);
+  });
+});
+
+/**
+ * A read refused while what it saved behind `accepted` was on its way, its process gone before those
+ * receipts were answered: the claim is over (`refused`), and the next process still sends them until
+ * answered, as it does every saved receipt.
+ */
+describe("ToolRunner restarted with a refused read's receipts unanswered", () => {
+  let nats: TestNats;
+  let gw: TestGateway;
+  let dir: string;
+
+  beforeAll(async () => {
+    nats = await startTestNats();
+    gw = await startExecutionGateway(nats.url, LEASES);
+    dir = mkdtempSync(join(tmpdir(), "toolgate-refused-restart-"));
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await nats?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The SQLite store, whose answers after a claim's refusal never record while `hold` is set (the process about to die). */
+  class StalledAfterRefusal extends SqliteRunnerStore {
+    hold = true;
+    refused = false;
+    override async recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
+      if (this.hold && this.refused) return new Promise(() => undefined);
+      await super.recordAnswer(receiptId, answer, change);
+      if (change?.to === "refused") this.refused = true;
+    }
+  }
+
+  it("sends them again and records their answers", async () => {
+    const scope = `${SCOPE}-restart`;
+    const executorId = `${EXECUTOR}-restart`;
+    const { sessionId } = await publishTasksAgent(gw, scopedTasksAgent(scope, executorId));
+    const path = join(dir, "runner.db");
+    const start = (store: SqliteRunnerStore, authorize: (request: { assignment_id: string }) => Promise<boolean>) =>
+      ToolRunner.start({
+        natsUrl: nats.url,
+        executorId,
+        scope,
+        store,
+        logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
+        ...FAST_RUNNER_TIMING,
+        authorize,
+        tools: { "tasks.read": { kind: "read", bindingId: `${scope}-read`, handler: async () => ({ tasks: ["never applied"] }) } },
+      });
+    const first = new StalledAfterRefusal(path);
+    // The run ends between the grant and `accepted`: the gateway refuses it.
+    let runner = await start(first, async (request) => {
+      const runId = (await gw.api("GET", `/v1/assignments/${request.assignment_id}`)).run_id;
+      await gw.api("POST", `/v1/runs/${runId}:cancel`);
+      return true;
+    });
+    const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
+    const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
+    const id: string = assignment.assignment_id;
+    await until("refused locally", () => (first.refused ? true : undefined));
+    const left = (await runner.assignment(id))!;
+    await runner.close({ deadlineMs: 500 });
+    expect(left.phase).toBe("refused");
+    expect(left.receipts.map((r) => [r.kind, r.answer !== undefined])).toEqual([
+      ["accepted", true],
+      ["completed", false],
+    ]);
+
+    runner = await start(new SqliteRunnerStore(path), async () => true);
+    try {
+      const answered = await until("every receipt answered", async () => {
+        const receipts = (await runner.assignment(id))?.receipts ?? [];
+        return receipts.every((r) => r.answer) ? receipts : undefined;
+      });
+      expect(answered.map((r) => [r.kind, r.answer?.status === "recorded"])).toEqual([
+        ["accepted", false],
+        ["completed", false],
+      ]);
+      expect((await runner.assignment(id))?.phase).toBe("refused");
+      expect((await gw.api("GET", `/v1/assignments/${id}`)).state).toBe("revoked");
+    } finally {
+      await runner.close({ deadlineMs: 1_000 });
+    }
   });
 });
 

@@ -128,6 +128,7 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     await expect(store.appendReceipt(final, transition("confirmed", "report"))).rejects.toBeInstanceOf(PhaseConflictError);
     expect((await store.listReceipts(local(grant))).map((r) => r.kind)).toEqual(["accepted", "progress"]);
     await store.appendReceipt(final, transition("running", "report"));
+    await store.recordAnswer(progress.receiptId, { status: "recorded", answeredAt: 13 });
     await store.recordAnswer(final.receiptId, { status: "duplicate", code: "x", reason: "already", answeredAt: 14 }, transition("reporting", "settle"));
     const receipts = await store.listReceipts(local(grant));
     expect(receipts.map((r) => r.kind)).toEqual(["accepted", "progress", "completed"]);
@@ -135,6 +136,18 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect(receipts[2]!.body.result).toEqual({ id: "t-1", 名前: "タスク" });
     expect(await store.listOpen()).toEqual([]);
     expect((await store.getAssignment(grant.assignment_id))?.phase).toBe("settled");
+  });
+
+  it("lists a claim that is over while a receipt of it is unanswered: a read refused with its outcome on the way", async () => {
+    const grant = sampleGrant({ tool_kind: "read" });
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
+    const completed = buildReceipt(grant, { kind: "completed", result: { ok: true } }, 11);
+    await store.createAssignment(local(grant), [accepted]);
+    await store.appendReceipt(completed, transition("accepting", "report"));
+    await store.recordAnswer(accepted.receiptId, { status: "rejected", code: "lease_expired", answeredAt: 12 }, transition("reporting", "refuse"));
+    expect(await store.listOpen()).toEqual([expect.objectContaining({ assignmentId: grant.assignment_id, phase: "refused" })]);
+    await store.recordAnswer(completed.receiptId, { status: "rejected", code: "illegal_transition", answeredAt: 13 });
+    expect(await store.listOpen()).toEqual([]);
   });
 
   it("leaves an answer unrecorded when its phase change conflicts, written alone or in a batch", async () => {
