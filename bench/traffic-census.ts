@@ -100,11 +100,18 @@ async function main(): Promise<void> {
     const id = candidate.assignment_id;
     const { reply, ordersReceipts } = await exec.claimWithOrder(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    // Receipt ids bound to the claim, and the final receipt right behind the report, as the ToolRunner sends them.
+    // Receipt ids bound to the claim, and a read's report and final receipt right behind its
+    // `accepted`, as the ToolRunner sends them (a read done within its `acceptedLingerMs`).
     const g = reply.grant;
-    await exec.post(exec.accepted(g, receiptId(g, { kind: "accepted" })));
-    const progress = exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { done: 1 } });
-    await exec.postInOrder([progress, exec.claimReceipt(g, { kind: "completed", result: { items: [i], note: "x".repeat(400) } })], ordersReceipts);
+    await exec.postInOrder(
+      [
+        exec.accepted(g, receiptId(g, { kind: "accepted" })),
+        exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { done: 1 } }),
+        exec.claimReceipt(g, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }),
+      ],
+      ordersReceipts,
+      { aheadOfAccepted: g.tool_kind === "read" },
+    );
     await answered;
   };
   for (let i = 0; i < 5; i++) await oneCall(i); // warm: consumers made, run known
