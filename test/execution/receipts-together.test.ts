@@ -3,7 +3,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { RunEventMessage, type RunEvent } from "../../src/execution/events/run-events.js";
 import { STORED_MAX_JSON_DEPTH } from "../../src/validation/json-depth.js";
 import { decode } from "../../src/wire/codec.js";
-import type { Grant, ReceiptAnswer } from "../../src/wire/messages.js";
+import type { Grant, Receipt, ReceiptAnswer } from "../../src/wire/messages.js";
 import { ADMIN_KEY, startExecutionFixture, startExecutionGateway, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { runningCall } from "../helpers/running-call.js";
@@ -177,33 +177,35 @@ describe("receipts sent back to back, taken together", () => {
     ]);
   });
 
-  it("applies a read's accepted and the final receipt right behind it in one write", async () => {
-    const { grant } = await grantedCall("tasks.read");
+  /**
+   * A new granted call of `toolName` whose `accepted` (as `tweak` makes it) and final receipt right
+   * behind it are published while no gateway runs; then a gateway starts and takes them.
+   */
+  const acceptedAndFinalWhileStopped = async (toolName: string, tweak = (r: Receipt) => r) => {
+    const { grant, runId } = await grantedCall(toolName);
     const writesBefore = writes.get(grant.assignment_id) ?? 0;
     await gateway.close();
-    const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
+    const accepted = tweak(exec.accepted(grant, receiptId(grant, { kind: "accepted" })));
     const { completed } = receipts(grant);
     const answers = Promise.all([exec.post(accepted), exec.post(completed, 10_000, accepted.receipt_id, { jointAnswers: true })]);
     await nc.flush();
     gateway = await startExecutionGateway(fx.nats.url);
+    return { grant, runId, accepted, completed, answers, writes: () => (writes.get(grant.assignment_id) ?? 0) - writesBefore };
+  };
+
+  it("applies a read's accepted and the final receipt right behind it in one write", async () => {
+    const { grant, accepted, completed, answers, writes: written } = await acceptedAndFinalWhileStopped("tasks.read");
     expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
     expect(await storedAssignment(nc, grant.assignment_id)).toMatchObject({ state: "completed", accepted: { receipt_id: accepted.receipt_id } });
-    expect((writes.get(grant.assignment_id) ?? 0) - writesBefore).toBe(1);
+    expect(written()).toBe(1);
     expect(messagesHolding(accepted.receipt_id)).toHaveLength(1);
     expect(messagesHolding(completed.receipt_id)).toEqual([[expect.objectContaining({ receipt_id: completed.receipt_id })]]);
   });
 
   it("applies a write's accepted on its own, and what follows it in its turn", async () => {
-    const { grant, runId } = await grantedCall("tasks.write");
-    const writesBefore = writes.get(grant.assignment_id) ?? 0;
-    await gateway.close();
-    const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
-    const { completed } = receipts(grant);
-    const answers = Promise.all([exec.post(accepted), exec.post(completed, 10_000, accepted.receipt_id)]);
-    await nc.flush();
-    gateway = await startExecutionGateway(fx.nats.url);
+    const { runId, answers, writes: written } = await acceptedAndFinalWhileStopped("tasks.write");
     expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
-    expect((writes.get(grant.assignment_id) ?? 0) - writesBefore).toBe(2);
+    expect(written()).toBe(2);
     await nc.flush();
     expect(
       eventMessages
@@ -214,14 +216,8 @@ describe("receipts sent back to back, taken together", () => {
   });
 
   it("applies a read's accepted on its own when it is refused, and refuses what was sent behind it", async () => {
-    const { grant } = await grantedCall("tasks.read");
-    await gateway.close();
     // Names other arguments: the executor must not start, and nothing behind it is applied.
-    const accepted = { ...exec.accepted(grant, receiptId(grant, { kind: "accepted" })), argument_digest: "0".repeat(64) };
-    const { completed } = receipts(grant);
-    const answers = Promise.all([exec.post(accepted), exec.post(completed, 10_000, accepted.receipt_id)]);
-    await nc.flush();
-    gateway = await startExecutionGateway(fx.nats.url);
+    const { grant, answers } = await acceptedAndFinalWhileStopped("tasks.read", (r) => ({ ...r, argument_digest: "0".repeat(64) }) as Receipt);
     const [acceptedAnswer, final] = await answers;
     expect(acceptedAnswer).toMatchObject({ status: "rejected", code: "argument_digest_mismatch" });
     expect(final!.status).toBe("rejected");

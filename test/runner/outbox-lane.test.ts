@@ -213,6 +213,12 @@ describe("Outbox lane", () => {
       const readAccepted = buildReceipt(read, { kind: "accepted", operation_key: read.operation_key, argument_digest: read.argument_digest }, 0);
       const readProgress = buildReceipt(read, { kind: "progress", seq: 1, progress: { step: 1 } }, 0);
       const readCompleted = buildReceipt(read, { kind: "completed", result: { ok: true } }, 0);
+      /** `accepted`, then the report and the outcome behind it, each naming the one before: as sent. */
+      const threeInOrder = [
+        { id: readAccepted.receiptId, after: undefined },
+        { id: readProgress.receiptId, after: readAccepted.receiptId },
+        { id: readCompleted.receiptId, after: readProgress.receiptId },
+      ];
 
       it("sends its report and outcome behind its unanswered accepted, the report naming accepted, once the outcome is saved", async () => {
         const { outbox, sent, answered, answer } = withManualAnswers(true, 60_000, undefined, read);
@@ -223,11 +229,7 @@ describe("Outbox lane", () => {
         expect(sent).toEqual([{ id: readAccepted.receiptId, after: undefined }]);
         await outbox.append(read, readCompleted);
         await turns();
-        expect(sent).toEqual([
-          { id: readAccepted.receiptId, after: undefined },
-          { id: readProgress.receiptId, after: readAccepted.receiptId },
-          { id: readCompleted.receiptId, after: readProgress.receiptId },
-        ]);
+        expect(sent).toEqual(threeInOrder);
         answer(readProgress);
         answer(readCompleted);
         await turns();
@@ -238,32 +240,31 @@ describe("Outbox lane", () => {
         outbox.close();
       });
 
-      it("holds its accepted back until its outcome is saved, then sends accepted, report and outcome in one turn", async () => {
-        const { outbox, sent, answer } = withManualAnswers(true, 60_000, undefined, read, 60_000);
-        outbox.send(read, [readAccepted]);
+      /** A lane whose read's `accepted` lingers up to `acceptedLingerMs`, held back so far. */
+      const lingering = async (acceptedLingerMs: number) => {
+        const lane = withManualAnswers(true, 60_000, undefined, read, acceptedLingerMs);
+        lane.outbox.send(read, [readAccepted]);
         await turns();
-        expect(sent).toEqual([]);
+        expect(lane.sent).toEqual([]);
+        return lane;
+      };
+
+      it("holds its accepted back until its outcome is saved, then sends accepted, report and outcome in one turn", async () => {
+        const { outbox, sent, answer } = await lingering(60_000);
         // A report alone is not the outcome: accepted waits on.
         await outbox.append(read, readProgress);
         await turns();
         expect(sent).toEqual([]);
         await outbox.append(read, readCompleted);
         await turns();
-        expect(sent).toEqual([
-          { id: readAccepted.receiptId, after: undefined },
-          { id: readProgress.receiptId, after: readAccepted.receiptId },
-          { id: readCompleted.receiptId, after: readProgress.receiptId },
-        ]);
+        expect(sent).toEqual(threeInOrder);
         for (const r of [readAccepted, readProgress, readCompleted]) answer(r);
         await outbox.flush(1_000);
         outbox.close();
       });
 
       it("sends its accepted alone once the linger is over, and a write's at once", async () => {
-        const { outbox, sent, answer } = withManualAnswers(true, 60_000, undefined, read, 20);
-        outbox.send(read, [readAccepted]);
-        await turns();
-        expect(sent).toEqual([]);
+        const { outbox, sent, answer } = await lingering(20);
         await new Promise((r) => setTimeout(r, 40));
         expect(sent).toEqual([{ id: readAccepted.receiptId, after: undefined }]);
         answer(readAccepted);
@@ -279,10 +280,7 @@ describe("Outbox lane", () => {
       });
 
       it("sends its lingering accepted at once when told its outcome will wait for the answer (a submission)", async () => {
-        const { outbox, sent, answer } = withManualAnswers(true, 60_000, undefined, read, 60_000);
-        outbox.send(read, [readAccepted]);
-        await turns();
-        expect(sent).toEqual([]);
+        const { outbox, sent, answer } = await lingering(60_000);
         outbox.sendLingering(read);
         await turns();
         expect(sent).toEqual([{ id: readAccepted.receiptId, after: undefined }]);
