@@ -23,8 +23,18 @@ const EXECUTOR = "exec-ahead";
 /** Leases long enough for a gateway to be closed and another started before one expires. */
 const LEASES = { ...SHORT_LEASES, leaseMs: 20_000 };
 
+/** The SQLite store of a process about to die: once a claim's refusal is recorded, no later answer ever is. */
+class StalledAfterRefusal extends SqliteRunnerStore {
+  refused = false;
+  override async recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
+    if (this.refused) return new Promise(() => undefined);
+    await super.recordAnswer(receiptId, answer, change);
+    if (change?.to === "refused") this.refused = true;
+  }
+}
+
 /**
- * A read has no side effects, so the ToolRunner runs its handler once `accepted` is sent instead of
+ * A read has no side effects, so the ToolRunner runs its handler once `accepted` is saved instead of
  * once it is answered: the handler and the saving of its outcome overlap the gateway's round trip,
  * and under a gateway that keeps receipts in order its report and outcome leave right behind
  * `accepted`, naming it. The gateway applies them only after a recorded `accepted`; behind a
@@ -162,45 +172,17 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
       ["completed", false],
     ]);
   });
-});
 
-/**
- * A read refused while what it saved behind `accepted` was on its way, its process gone before those
- * receipts were answered: the claim is over (`refused`), and the next process still sends them until
- * answered, as it does every saved receipt.
- */
-describe("ToolRunner restarted with a refused read's receipts unanswered", () => {
-  let nats: TestNats;
-  let gw: TestGateway;
-  let dir: string;
-
-  beforeAll(async () => {
-    nats = await startTestNats();
-    gw = await startExecutionGateway(nats.url, LEASES);
-    dir = mkdtempSync(join(tmpdir(), "toolgate-refused-restart-"));
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await nats?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
-
-  /** The SQLite store, whose answers after a claim's refusal never record while `hold` is set (the process about to die). */
-  class StalledAfterRefusal extends SqliteRunnerStore {
-    hold = true;
-    refused = false;
-    override async recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
-      if (this.hold && this.refused) return new Promise(() => undefined);
-      await super.recordAnswer(receiptId, answer, change);
-      if (change?.to === "refused") this.refused = true;
-    }
-  }
-
-  it("sends them again and records their answers", async () => {
+  /**
+   * A read refused while what it saved behind `accepted` was on its way, its process gone before those
+   * receipts were answered: the claim is over (`refused`), and the next process on the same store
+   * still sends them until answered, as it does every saved receipt.
+   */
+  it("resends, after a restart, what a refused read saved behind its accepted, and records the answers", async () => {
     const scope = `${SCOPE}-restart`;
     const executorId = `${EXECUTOR}-restart`;
     const { sessionId } = await publishTasksAgent(gw, scopedTasksAgent(scope, executorId));
-    const path = join(dir, "runner.db");
+    const path = join(dir, "restarted.db");
     const start = (store: SqliteRunnerStore, authorize: (request: { assignment_id: string }) => Promise<boolean>) =>
       ToolRunner.start({
         natsUrl: nats.url,
@@ -214,7 +196,7 @@ describe("ToolRunner restarted with a refused read's receipts unanswered", () =>
       });
     const first = new StalledAfterRefusal(path);
     // The run ends between the grant and `accepted`: the gateway refuses it.
-    let runner = await start(first, async (request) => {
+    let executor = await start(first, async (request) => {
       const runId = (await gw.api("GET", `/v1/assignments/${request.assignment_id}`)).run_id;
       await gw.api("POST", `/v1/runs/${runId}:cancel`);
       return true;
@@ -223,28 +205,28 @@ describe("ToolRunner restarted with a refused read's receipts unanswered", () =>
     const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
     const id: string = assignment.assignment_id;
     await until("refused locally", () => (first.refused ? true : undefined));
-    const left = (await runner.assignment(id))!;
-    await runner.close({ deadlineMs: 500 });
+    const left = (await executor.assignment(id))!;
+    await executor.close({ deadlineMs: 500 });
     expect(left.phase).toBe("refused");
     expect(left.receipts.map((r) => [r.kind, r.answer !== undefined])).toEqual([
       ["accepted", true],
       ["completed", false],
     ]);
 
-    runner = await start(new SqliteRunnerStore(path), async () => true);
+    executor = await start(new SqliteRunnerStore(path), async () => true);
     try {
       const answered = await until("every receipt answered", async () => {
-        const receipts = (await runner.assignment(id))?.receipts ?? [];
+        const receipts = (await executor.assignment(id))?.receipts ?? [];
         return receipts.every((r) => r.answer) ? receipts : undefined;
       });
       expect(answered.map((r) => [r.kind, r.answer?.status === "recorded"])).toEqual([
         ["accepted", false],
         ["completed", false],
       ]);
-      expect((await runner.assignment(id))?.phase).toBe("refused");
+      expect((await executor.assignment(id))?.phase).toBe("refused");
       expect((await gw.api("GET", `/v1/assignments/${id}`)).state).toBe("revoked");
     } finally {
-      await runner.close({ deadlineMs: 1_000 });
+      await executor.close({ deadlineMs: 1_000 });
     }
   });
 });
