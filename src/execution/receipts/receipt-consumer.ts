@@ -6,7 +6,7 @@ import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
 import { Receipt, type ReceiptAnswer } from "../../wire/messages.js";
 import { isSubjectToken, subjects } from "../../wire/subjects.js";
-import { togetherShape, type ReceiptInput, type ReceiptProcessor } from "./receipt-processor.js";
+import { LONGEST_TOGETHER, togetherShape, type ReceiptInput, type ReceiptProcessor } from "./receipt-processor.js";
 import { StreamWorker } from "../transport/stream-worker.js";
 import { sentAfter, takesJointAnswers } from "../../wire/receipt-order.js";
 import { ownReceiptNamed } from "../../wire/receipt-ids.js";
@@ -133,7 +133,7 @@ export class ReceiptConsumer {
     const followers: { turn: Turn; input: ReceiptInput }[] = [];
     let named = input.receipt.receipt_id;
     for (const turn of this.waiting.get(key) ?? []) {
-      if (followers.length === 2 || !turn.sender || sentAfter(turn.msg.headers) !== named) break;
+      if (followers.length === LONGEST_TOGETHER - 1 || !turn.sender || sentAfter(turn.msg.headers) !== named) break;
       const receipt = receiptOf(turn);
       if (receipt instanceof MalformedMessageError) break; // refused in its own turn
       followers.push({ turn, input: inputOf(turn.msg, turn.sender, receipt) });

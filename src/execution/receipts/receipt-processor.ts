@@ -235,7 +235,7 @@ export class ReceiptProcessor {
    * order.
    */
   async processTogether(chain: readonly ReceiptInput[]): Promise<ReceiptAnswer[] | null> {
-    const [first, ...rest] = chain;
+    const [first] = chain;
     if (!first || !togetherShape(chain.map((input) => input.receipt.kind)) || !this.deps.progress.carriedByRecords) return null;
     // One sender: the same subject (scope and executor) and claim token, so one claim proof holds for all.
     const fromSender = (input: ReceiptInput) =>
@@ -244,7 +244,7 @@ export class ReceiptProcessor {
       input.subjectExecutorId === first.subjectExecutorId &&
       input.receipt.assignment_id === first.receipt.assignment_id &&
       input.receipt.claim_token === first.receipt.claim_token;
-    if (!rest.every(fromSender) || subjectMismatch(first)) return null;
+    if (!chain.every(fromSender)) return null;
     const digests = chain.map((input) => bodyDigestOf(input.receipt));
     if (!digests.every((digest): digest is string => typeof digest === "string")) return null;
     const assignmentId = first.receipt.assignment_id;
@@ -489,6 +489,9 @@ function outcomeOf(r: Receipt): Outcome {
 
 /** The receipts that settle running work, which a progress report may be applied together with. */
 const SETTLING_KINDS: ReadonlySet<ReceiptKind> = new Set(["completed", "failed", "cancelled"]);
+
+/** The most receipts `togetherShape` takes: `accepted`, a report and a settling receipt. */
+export const LONGEST_TOGETHER = 3;
 
 /**
  * Whether receipts of these kinds, in this order, may be applied together: at least two of a read's
