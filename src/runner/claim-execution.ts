@@ -1,4 +1,5 @@
 import { argumentDigest } from "../wire/digest.js";
+import { rerunTag } from "../wire/receipt-ids.js";
 import type { Grant } from "../wire/messages.js";
 import type { RunnerError } from "../errors/protocol-codes.js";
 import { errorText, type Logger } from "./logger.js";
@@ -54,6 +55,8 @@ export class ClaimExecution {
   private handler: Promise<void> | undefined;
   /** The handler was started (a read's ahead of the answer to `accepted`): the confirmation starts nothing more. */
   private started = false;
+  /** The `rerun` tag of a read run again after a restart (`outcomeReceipt`), made once. */
+  private rerun: string | undefined;
   /** Resolves once `accepted` is answered (a submission made ahead of the answer waits for it). */
   private readonly acceptedAnswered: Promise<void>;
   private settleAcceptedAnswered!: () => void;
@@ -73,6 +76,16 @@ export class ClaimExecution {
     private readonly restored?: readonly OutboxReceipt[],
   ) {
     this.acceptedAnswered = new Promise((resolve) => (this.settleAcceptedAnswered = resolve));
+  }
+
+  /**
+   * The final receipt of the handler's outcome. A read found in the store at start-up runs again,
+   * and its outcome takes an id of its own (`receiptId`'s `rerun`): the first run's may have left
+   * before it was durable (`isReadAheadOutcome`) and been lost with the store, maybe with another result.
+   */
+  private outcomeReceipt(report: FinalReport): OutboxReceipt {
+    if (this.restored !== undefined && this.grant.tool_kind === "read") this.rerun ??= rerunTag();
+    return finalReceipt(this.grant, report, Date.now(), this.rerun);
   }
 
   get assignmentId(): string {
@@ -203,7 +216,7 @@ export class ClaimExecution {
     if (!this.host.startsHandlers() || this.started) return;
     this.started = true;
     const { grant, tool } = this;
-    const unavailable = (err: unknown) => this.report(finalReceipt(grant, { kind: "failed", error: describeError("tool_unavailable", err) }, Date.now()));
+    const unavailable = (err: unknown) => this.report(this.outcomeReceipt({ kind: "failed", error: describeError("tool_unavailable", err) }));
     if (!tool) return unavailable(new Error(`tool '${grant.tool_name}' is not registered in this executor`));
     let args: unknown;
     try {
@@ -234,7 +247,7 @@ export class ClaimExecution {
     const [outcome] = await Promise.allSettled([(async () => call())()]);
     await progress.close();
     if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value);
-    await this.report(finalReceipt(grant, reportOf(outcome!), Date.now()));
+    await this.report(this.outcomeReceipt(reportOf(outcome!)));
   }
 
   /**
@@ -257,7 +270,7 @@ export class ClaimExecution {
       );
       return;
     }
-    const unknown = (error: RunnerError) => this.report(finalReceipt(grant, { kind: "reconciliation_required", error }, Date.now()));
+    const unknown = (error: RunnerError) => this.report(this.outcomeReceipt({ kind: "reconciliation_required", error }));
     if (host.closed()) return unknown({ code: "executor_shutdown", message: "the handler submitted after the runner closed" }); // logged, not saved
     if (host.tasks.holds(task.task_ref))
       return unknown({ code: "task_ref_in_use", message: `task_ref '${task.task_ref}' already names another submitted task of this executor` });
@@ -296,7 +309,7 @@ export class ClaimExecution {
       code: "executor_shutdown",
       message: `the handler was still running ${deadlineMs} ms after shutdown began; its outcome is unknown`,
     };
-    await this.report(finalReceipt(this.grant, { kind: "reconciliation_required", error }, Date.now()));
+    await this.report(this.outcomeReceipt({ kind: "reconciliation_required", error }));
   }
 
   /** A write that was running when the last process stopped: its outcome is unknown, it never runs again. */

@@ -66,11 +66,11 @@ export function describeError(code: RunnerCode, err: unknown): RunnerError {
  * The outbox entry of a handler's final report. A result that is not representable as JSON cannot
  * be reported, yet the handler may have done its work: that is reconciliation too.
  */
-export function finalReceipt(grant: Grant, report: FinalReport, now: number): OutboxReceipt {
+export function finalReceipt(grant: Grant, report: FinalReport, now: number, rerun?: string): OutboxReceipt {
   try {
-    return buildReceipt(grant, report, now);
+    return buildReceipt(grant, report, now, rerun);
   } catch (err) {
     if (!(err instanceof UnrepresentableValueError)) throw err;
-    return buildReceipt(grant, { kind: "reconciliation_required", error: describeError("unrepresentable_result", err) }, now);
+    return buildReceipt(grant, { kind: "reconciliation_required", error: describeError("unrepresentable_result", err) }, now, rerun);
   }
 }

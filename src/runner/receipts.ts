@@ -23,11 +23,11 @@ const TEXT_MAX = 4096;
 
 /**
  * Builds the outbox entry of a receipt. Values are normalised through JSON here, once: what is
- * saved is exactly what is sent on every resend, whatever store holds it.
+ * saved is exactly what is sent on every resend, whatever store holds it. `rerun`: see `receiptId`.
  */
-export function buildReceipt(grant: Grant, content: ReceiptContent, now: number): OutboxReceipt {
+export function buildReceipt(grant: Grant, content: ReceiptContent, now: number, rerun?: string): OutboxReceipt {
   const key = { assignmentId: grant.assignment_id, generation: grant.generation };
-  const id = receiptId(grant, content);
+  const id = receiptId(grant, content, rerun);
   const text = jsonText({ receipt_id: id, assignment_id: grant.assignment_id, executor_id: grant.executor_id, ...bounded(content) });
   const body = parseExactJson(text) as ReceiptBody;
   bodyTexts.set(body, text);

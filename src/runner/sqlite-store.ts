@@ -7,6 +7,7 @@ import { FINAL_PHASES, PHASES, type Phase } from "./phases.js";
 import { receiptBodyText } from "./receipts.js";
 import {
   isFirstProgress,
+  isReadAheadOutcome,
   isReadClaim,
   PhaseConflictError,
   type AssignmentKey,
@@ -170,7 +171,7 @@ export class SqliteRunnerStore implements RunnerStore {
 
   /** A read's claim resolves once committed (see `RunnerStore`): its `accepted` leaves while the fsync runs. */
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void> {
-    return this.write(!isReadClaim(assignment), () => {
+    return this.write(isReadClaim(assignment) ? "committed" : "synced", () => {
       this.sql(
         `INSERT INTO assignments (assignment_id, generation, phase, operation_key, tool_name, grant_json, created_at, updated_at)
          VALUES (@assignmentId, @generation, @phase, @operationKey, @toolName, @grantJson, @createdAt, @updatedAt)`,
@@ -188,9 +189,13 @@ export class SqliteRunnerStore implements RunnerStore {
     });
   }
 
-  /** A claim's first progress report resolves once committed (see `RunnerStore`): it leaves while the fsync runs. */
+  /**
+   * A claim's first progress report resolves once committed, and a read's outcome saved ahead of its
+   * confirmation once committed with its fsync begun (see `RunnerStore`): both leave without waiting for one.
+   */
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
-    return this.write(!isFirstProgress(receipt), () => {
+    const durability = isFirstProgress(receipt) ? "committed" : isReadAheadOutcome(change) ? "committed_syncing" : "synced";
+    return this.write(durability, () => {
       if (change) this.changePhase(receipt, change);
       this.insertReceipt(receipt);
     });
@@ -198,7 +203,7 @@ export class SqliteRunnerStore implements RunnerStore {
 
   /** Resolves once committed, without waiting for the fsync (see `RunnerStore.recordAnswer`). */
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void> {
-    return this.write(false, () => {
+    return this.write("committed", () => {
       // One statement finds the claim and records the answer; a phase conflict after it rolls both back (the write's savepoint).
       const row = this.sql(
         "UPDATE receipts SET answer_status = ?, answer_code = ?, answer_reason = ?, answered_at = ? WHERE receipt_id = ? RETURNING assignment_id, generation",
@@ -210,7 +215,7 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   setPhase(key: AssignmentKey, change: PhaseChange): Promise<void> {
-    return this.write(true, () => this.changePhase(key, change));
+    return this.write("synced", () => this.changePhase(key, change));
   }
 
   async getAssignment(assignmentId: string): Promise<LocalAssignment | undefined> {
@@ -247,7 +252,7 @@ export class SqliteRunnerStore implements RunnerStore {
    */
   async pruneSettled(before: number, limit: number): Promise<number> {
     let deleted = 0;
-    await this.write(false, () => {
+    await this.write("committed", () => {
       let after = 0;
       for (;;) {
         const rows = this.sql(
@@ -283,15 +288,15 @@ export class SqliteRunnerStore implements RunnerStore {
 
   /**
    * Group commit. A write is queued and its promise resolves once it is committed and, when
-   * `durable`, fsynced, as the store contract requires; every write queued until the event loop
+   * `synced`, fsynced, as the store contract requires (see `Durability`); every write queued until the event loop
    * comes round goes into one transaction, each in its own savepoint (one that throws, a phase
    * conflict say, rolls back alone and rejects alone), and every commit made while an fsync runs
    * waits for the next one. Claims in flight at once then share one fsync instead of paying one each.
    */
-  private write(durable: boolean, op: () => void): Promise<void> {
+  private write(durability: Durability, op: () => void): Promise<void> {
     return new Promise((resolve, reject) => {
       if (this.syncError !== undefined) return reject(this.syncError);
-      this.queued.push({ op, durable, resolve, reject });
+      this.queued.push({ op, durability, resolve, reject });
       if (this.queued.length === 1) setImmediate(() => this.flush());
     });
   }
@@ -309,8 +314,11 @@ export class SqliteRunnerStore implements RunnerStore {
     }
     for (const w of batch) {
       if (failures.has(w)) w.reject(failures.get(w));
-      else if (w.durable) this.unsynced.push(w);
-      else w.resolve();
+      else if (w.durability === "synced") this.unsynced.push(w);
+      else {
+        w.resolve();
+        if (w.durability === "committed_syncing") this.unsynced.push(NOBODY_WAITS);
+      }
     }
     this.syncWal();
   }
@@ -339,7 +347,7 @@ export class SqliteRunnerStore implements RunnerStore {
     }
     // Data and size, as SQLite syncs a WAL itself: the file's other metadata is not needed to read it.
     const started = performance.now();
-    if (waiting.length === 1 && this.lastSyncMs < this.inlineFsyncBelowMs) {
+    if (waiting.length === 1 && waiting[0] !== NOBODY_WAITS && this.lastSyncMs < this.inlineFsyncBelowMs) {
       // Nothing can commit while it runs: no write is left unsynced after it.
       let failure: unknown;
       try {
@@ -419,9 +427,20 @@ interface Waiter {
   reject: (err: unknown) => void;
 }
 
+/**
+ * When a write's promise resolves: after its commit and an fsync of the WAL begun after it
+ * (`synced`); once committed (`committed`: the next synced write, or `close`, makes it durable); or
+ * once committed, with an fsync begun at once on the thread pool that nobody waits for
+ * (`committed_syncing`: no write may follow to make it durable, and what it saves leaves meanwhile).
+ */
+type Durability = "synced" | "committed" | "committed_syncing";
+
+/** The waiter of an fsync begun for a `committed_syncing` write: never on the event loop, which its receipt is leaving by. */
+const NOBODY_WAITS: Waiter = { resolve: () => undefined, reject: () => undefined };
+
 interface QueuedWrite extends Waiter {
   op: () => void;
-  durable: boolean;
+  durability: Durability;
 }
 
 interface AssignmentRow {

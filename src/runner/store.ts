@@ -6,13 +6,14 @@ import type { Phase } from "./phases.js";
  * this interface, so a product can back it with its own database; `SqliteRunnerStore` is the default.
  *
  * Contract for an implementation:
- * - Every method but `recordAnswer`, `createAssignment` of a read's claim and `appendReceipt` of a
- *   claim's first progress report is durable when its promise resolves (committed, not merely
- *   buffered): the runner publishes to the gateway, or calls a handler, only after the write that
- *   must precede it has resolved.
- * - Those three need only be visible to this store's later reads when they resolve, provided writes
+ * - Every method but `recordAnswer`, `createAssignment` of a read's claim, and `appendReceipt` of a
+ *   claim's first progress report or of a read's outcome saved ahead of its confirmation, is durable
+ *   when its promise resolves (committed, not merely buffered): the runner publishes to the gateway,
+ *   or calls a handler, only after the write that must precede it has resolved.
+ * - Those four need only be visible to this store's later reads when they resolve, provided writes
  *   become durable in the order they were made (so every durable write after them makes them
- *   durable too). Making them durable at once is always allowed.
+ *   durable too). Making them durable at once is always allowed; a read's outcome must become
+ *   durable soon after without waiting for a later write (a runner that only serves reads makes none).
  *   - `recordAnswer`: an answer lost to a power failure only makes a restart resend its receipt,
  *     which the gateway answers `duplicate` or from its receipt index.
  *   - `createAssignment` of a read's claim (phase `accepting`, grant `tool_kind` `read`,
@@ -22,7 +23,11 @@ import type { Phase } from "./phases.js";
  *   - `appendReceipt` of progress seq 1 (`isFirstProgress`): one lost so may have reached the
  *     gateway. A restarted runner whose store holds no progress of a claim numbers that claim's
  *     progress from 2 (`nextProgressSeq`), so the lost report's id is never sent with another body.
- *     Every later report, and the final receipt, is durable before it is sent, and makes it durable.
+ *   - `appendReceipt` of a final receipt saved while the claim is `accepting` (`isReadAheadOutcome`:
+ *     a read that ran ahead of its confirmation): one lost so may have reached the gateway. A read
+ *     found in the store at start-up runs again, and its outcome takes an id of its own
+ *     (`receiptId`'s `rerun`), so the lost one's id is never sent with another body either.
+ *     Every other report and final receipt is durable before it is sent, and makes them durable.
  * - Each method is one atomic transaction (a receipt and the phase change that goes with it land
  *   together or not at all).
  * - Phase changes are compare-and-set: `change.from` must be the stored phase, otherwise the
@@ -35,7 +40,7 @@ export interface RunnerStore {
   open(executorId: string): Promise<void>;
   /** Saves a new local assignment together with its first outbox receipts (in order); a read's claim need not be durable yet. */
   createAssignment(assignment: LocalAssignment, receipts: readonly OutboxReceipt[]): Promise<void>;
-  /** Appends a receipt to the outbox (and changes the phase, when given); a claim's first progress report need not be durable yet. */
+  /** Appends a receipt to the outbox (and changes the phase, when given); a claim's first progress report, or a read's outcome saved ahead of its confirmation, need not be durable yet. */
   appendReceipt(receipt: OutboxReceipt, change?: PhaseChange): Promise<void>;
   /** Records the gateway's answer to a saved receipt (and changes the phase, when given); durable by the next durable write. */
   recordAnswer(receiptId: string, answer: StoredAnswer, change?: PhaseChange): Promise<void>;
@@ -123,6 +128,16 @@ export function isReadClaim(assignment: LocalAssignment): boolean {
  */
 export function isFirstProgress(receipt: OutboxReceipt): boolean {
   return receipt.kind === "progress" && receipt.body.seq === 1;
+}
+
+/**
+ * A final receipt saved while its claim is still `accepting`: only a read that ran ahead of its
+ * confirmation reports from there. The one final receipt `appendReceipt` need not make durable
+ * before it resolves (see `RunnerStore`): it leaves with `accepted` instead of waiting for an fsync.
+ * A read confirmed first (slower than `accepted`'s answer) saves its outcome durably, as a write does.
+ */
+export function isReadAheadOutcome(change: PhaseChange | undefined): boolean {
+  return change?.from === "accepting" && change.to === "reporting";
 }
 
 /**

@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import type { Grant, Receipt, ReceiptKind } from "./messages.js";
 
 /** The longest id a NATS key token may be (`Id`). */
@@ -17,9 +17,20 @@ const TAG_CHARS = 22;
  * ours as a duplicate for its whole window). Hence the tag: an HMAC keyed by the claim token, which
  * only the holder of the claim knows, and nobody before the claim was granted. It reveals nothing
  * of the token.
+ *
+ * `rerun`: the final receipt of a read run again after a restart (`rerunTag`). Its first run's final
+ * receipt may have left before it was durable and been lost with the runner's store, so the rerun's,
+ * whose result may differ, takes an id of its own instead of minting the first one's again with
+ * another body. Such an id is not the one a claim's receipt has (`isClaimReceiptId`): the gateway
+ * looks it up like any executor-chosen id.
  */
-export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "claim_token">, receipt: { kind: ReceiptKind; seq?: number }): string {
-  const readable = `${grant.assignment_id}_g${grant.generation}_${receipt.kind === "progress" ? `p${receipt.seq}` : receipt.kind}`;
+export function receiptId(
+  grant: Pick<Grant, "assignment_id" | "generation" | "claim_token">,
+  receipt: { kind: ReceiptKind; seq?: number },
+  rerun?: string,
+): string {
+  const named = receipt.kind === "progress" ? `p${receipt.seq}` : receipt.kind;
+  const readable = `${grant.assignment_id}_g${grant.generation}_${named}${rerun === undefined ? "" : `_r${rerun}`}`;
   const tag = createHmac("sha256", grant.claim_token).update(readable).digest("base64url");
   const id = `${readable}_${tag.slice(0, TAG_CHARS)}`;
   // Long assignment ids: the full tag alone keeps the id deterministic and inside the token limit.
@@ -34,6 +45,11 @@ export function receiptId(grant: Pick<Grant, "assignment_id" | "generation" | "c
  */
 export function isClaimReceiptId(receipt: Receipt, generation: number): boolean {
   return receipt.receipt_id === receiptId({ assignment_id: receipt.assignment_id, generation, claim_token: receipt.claim_token }, receipt);
+}
+
+/** A tag for `receiptId`'s `rerun`: lowercase hex, so no readable form below can end inside it. */
+export function rerunTag(): string {
+  return randomBytes(4).toString("hex");
 }
 
 /** The readable form of a progress receipt's claim-bound id: `<assignment>_g<generation>_p<seq>_<tag>`. */

@@ -3,7 +3,7 @@ import { finalReceipt, reportOf, BusinessCancelled, BusinessFailure } from "../.
 import { answerChange, IllegalTransitionError, transition } from "../../src/runner/phases.js";
 import { toJsonText } from "../../src/budget/index.js";
 import { buildReceipt, receiptBodyText, wireReceipt, type ReceiptContent } from "../../src/runner/receipts.js";
-import { receiptId } from "../../src/wire/receipt-ids.js";
+import { isClaimReceiptId, ownReceiptNamed, progressIdPlace, receiptId, rerunTag } from "../../src/wire/receipt-ids.js";
 import { encode } from "../../src/wire/codec.js";
 import { Receipt } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
@@ -66,6 +66,27 @@ describe("receipts", () => {
     const long = receiptId({ ...claim, assignment_id: "a".repeat(128) }, { kind: "completed" });
     expect(long).toMatch(/^r_[A-Za-z0-9_-]{43}$/);
     expect(receiptId({ ...claim, assignment_id: "a".repeat(128) }, { kind: "completed" })).toBe(long);
+  });
+
+  it("gives a rerun read's final receipt an id of its own, which no claim-bound or readable form takes for the claim's", () => {
+    const claim = { assignment_id: "asg-9", generation: 2, claim_token: "t".repeat(43) };
+    const receipt = { ...claim, receipt_id: "", executor_id: "exec-1", kind: "completed", result: {} } as unknown as Receipt;
+    const first = receiptId(claim, { kind: "completed" });
+    const [a, b] = [rerunTag(), rerunTag()];
+    expect(a).toMatch(/^[0-9a-f]{8}$/);
+    expect(a).not.toBe(b);
+    const rerun = receiptId(claim, { kind: "completed" }, a);
+    expect(rerun).toMatch(new RegExp(`^asg-9_g2_completed_r${a}_[A-Za-z0-9_-]{22}$`));
+    expect(receiptId(claim, { kind: "completed" }, a)).toBe(rerun);
+    expect(new Set([first, rerun, receiptId(claim, { kind: "completed" }, b)]).size).toBe(3);
+    // The gateway looks such an id up instead of taking it for the claim's own.
+    expect(isClaimReceiptId({ ...receipt, receipt_id: first }, 2)).toBe(true);
+    expect(isClaimReceiptId({ ...receipt, receipt_id: rerun }, 2)).toBe(false);
+    expect(progressIdPlace(rerun)).toBeNull();
+    expect(ownReceiptNamed(rerun, receipt)).toBeUndefined();
+    const long = { ...claim, assignment_id: "a".repeat(128) };
+    expect(receiptId(long, { kind: "completed" }, a)).toMatch(/^r_[A-Za-z0-9_-]{43}$/);
+    expect(receiptId(long, { kind: "completed" }, a)).not.toBe(receiptId(long, { kind: "completed" }));
   });
 
   it("sends the saved body with the claim token and the replay flag as transport fields", () => {

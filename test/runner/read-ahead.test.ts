@@ -8,15 +8,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CancelRequested, SqliteRunnerStore, ToolRunner, type PhaseChange, type StoredAnswer, type ToolContext } from "../../src/runner/index.js";
 import { ClaimExecution, type ExecutionHost, type RegisteredTool } from "../../src/runner/claim-execution.js";
 import { buildReceipt } from "../../src/runner/receipts.js";
+import { transition } from "../../src/runner/phases.js";
 import type { OutboxReceipt } from "../../src/runner/store.js";
 import { STREAMS } from "../../src/streams/names.js";
 import { decode } from "../../src/wire/codec.js";
 import { Receipt, type Grant } from "../../src/wire/messages.js";
+import { receiptId } from "../../src/wire/receipt-ids.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
 import { until } from "../helpers/until.js";
 import { sampleGrant } from "./helpers/grants.js";
-import { FAST_RUNNER_TIMING, publishTasksAgent, scopedTasksAgent } from "./helpers/tasks-agent.js";
+import { FAST_RUNNER_TIMING, publishTasksAgent, scopedTasksAgent, startTasksReadRunner } from "./helpers/tasks-agent.js";
+import { ProtocolExecutor } from "../helpers/protocol-executor.js";
 
 const SCOPE = "ahead";
 const EXECUTOR = "exec-ahead";
@@ -229,6 +232,63 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
       await executor.close({ deadlineMs: 1_000 });
     }
   });
+
+  /**
+   * A read's outcome saved ahead of its confirmation leaves before it is durable, so a power failure
+   * may take it from the store after it reached the gateway. A read's claim the store still holds
+   * (here one confirmed before its process stopped) runs again at start-up, and the outcome of that
+   * run, under an id of its own, completes the call.
+   */
+  it("runs again, after a restart, a read the store holds without its outcome; that outcome, under an id of its own, completes the call", async () => {
+    const scope = `${SCOPE}-rerun`;
+    const executorId = `${EXECUTOR}-rerun`;
+    const { sessionId } = await publishTasksAgent(gw, scopedTasksAgent(scope, executorId));
+    const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
+    const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
+    const id: string = assignment.assignment_id;
+    // What an earlier process left: the claim, granted over the protocol, confirmed, and no outcome.
+    const earlier = new ProtocolExecutor(nc, scope, executorId, [`${scope}-read`], { register: false });
+    await earlier.heartbeat();
+    const { reply } = await earlier.claimWithOrder(id, (await earlier.pullFor(id)).generation);
+    if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
+    const { grant } = reply;
+    const now = Date.now();
+    const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, now);
+    expect((await earlier.post(earlier.accepted(grant, accepted.receiptId))).status).toBe("recorded");
+    const path = join(dir, "rerun.db");
+    const left = new SqliteRunnerStore(path);
+    await left.open(executorId);
+    await left.createAssignment({ assignmentId: id, generation: grant.generation, grant, phase: "accepting", createdAt: now, updatedAt: now }, [accepted]);
+    await left.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: now }, transition("accepting", "confirm"));
+    await left.close();
+    earlier.close();
+
+    const executor = await startTasksReadRunner({
+      natsUrl: nats.url,
+      scope,
+      executorId,
+      store: new SqliteRunnerStore(path),
+      logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
+      handler: async () => ({ tasks: ["run again"] }),
+    });
+    try {
+      const done = await until("the call completed", async () => {
+        const a = await gw.api("GET", `/v1/assignments/${id}`);
+        return a.state === "completed" ? a : undefined;
+      });
+      expect(done.context_preview.result).toEqual({ tasks: ["run again"] });
+      const settled = await until("settled locally", async () => {
+        const local = await executor.assignment(id);
+        return local?.phase === "settled" ? local : undefined;
+      });
+      const outcome = settled.receipts.find((r) => r.kind === "completed")!;
+      expect(outcome.receiptId).not.toBe(receiptId(grant, { kind: "completed" }));
+      expect(outcome.receiptId).toMatch(new RegExp(`_g${grant.generation}_completed_r[0-9a-f]{8}_`));
+      expect(outcome.answer?.status).toBe("recorded");
+    } finally {
+      await executor.close({ deadlineMs: 1_000 });
+    }
+  });
 });
 
 /**
@@ -281,6 +341,27 @@ describe("a read's claim execution, around the answer to its accepted", () => {
     expect(await resumedRun([accepted, progress(1)])).toEqual([2]);
     expect(await resumedRun([accepted])).toEqual([2]);
     expect(await resumedRun([accepted, progress(1), progress(2)])).toEqual([3]);
+  });
+
+  /**
+   * Its first run's outcome, saved ahead of the confirmation, may have left before it was durable and
+   * been lost with the store: the outcome of the run again takes an id of its own, never the first
+   * run's id with what may be another result. A read granted to this process keeps its claim's id.
+   */
+  it("resumed, sends its outcome under an id of its own; granted here, under the claim's", async () => {
+    const outcomeId = async (saved: OutboxReceipt[] | undefined) => {
+      const { claim, appended, answer } = execution(async () => ({ ok: true }), saved);
+      if (saved) await answer("recorded");
+      else await claim.start();
+      await claim.running;
+      const outcome = appended.find((r) => r.kind === "completed");
+      return outcome!.receiptId;
+    };
+    const claimId = receiptId(grant, { kind: "completed" });
+    expect(await outcomeId(undefined)).toBe(claimId);
+    const [once, again] = [await outcomeId([accepted]), await outcomeId([accepted, progress(1)])];
+    expect(once).toMatch(new RegExp(`^asg-resumed_g${grant.generation}_completed_r[0-9a-f]{8}_`));
+    expect(new Set([claimId, once, again]).size).toBe(3);
   });
 
   it("sends its accepted without lingering when it returns a submission before the answer, and waits for that answer", async () => {

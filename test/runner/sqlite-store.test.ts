@@ -352,6 +352,51 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect((await store.listReceipts(local(grant))).map((r) => r.body.seq)).toEqual([undefined, 1, 2]);
   });
 
+  it("resolves a read's outcome saved ahead of its confirmation once committed, its fsync begun at once on the thread pool; a confirmed read's outcome waits for its fsync", async () => {
+    // Inline fsyncs allowed (200 ms is "fast"): the outcome's fsync still goes to the pool, where it blocks nothing.
+    const inline = new SqliteRunnerStore(join(dir, "read-ahead.db"), { inlineFsyncBelowMs: 200 });
+    await inline.open("exec-1");
+    const claimOf = async (id: string) => {
+      const grant = sampleGrant({ assignment_id: id, tool_kind: "read" });
+      await inline.createAssignment(local(grant), [
+        buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 1),
+      ]);
+      return grant;
+    };
+    const outcome = (grant: Grant) => buildReceipt(grant, { kind: "completed", result: { rows: 1 } }, 2);
+    try {
+      await inline.createAssignment(local(sampleGrant({ assignment_id: "asg-first-sync" })), []); // a write's claim: measures the disk
+      const ahead = await claimOf("asg-ahead");
+      fsyncs.held = [];
+      fsyncs.count = 0;
+      fsyncs.inline = 0;
+      await inline.appendReceipt(outcome(ahead), transition("accepting", "report"));
+      expect([fsyncs.count, fsyncs.inline, fsyncs.held.length]).toEqual([1, 0, 1]); // begun, still running
+      expect((await inline.getAssignment("asg-ahead"))?.phase).toBe("reporting");
+      fsyncs.held.splice(0).forEach((run) => run());
+      fsyncs.held = undefined;
+      await turns();
+
+      const confirmed = await claimOf("asg-confirmed");
+      await inline.recordAnswer(receiptId(confirmed, { kind: "accepted" }), { status: "recorded", answeredAt: 2 }, transition("accepting", "confirm"));
+      fsyncs.count = 0;
+      fsyncs.inline = 0;
+      await inline.appendReceipt(outcome(confirmed), transition("confirmed", "report"));
+      expect([fsyncs.count, fsyncs.inline]).toEqual([0, 1]); // waited for, on the loop (a lone write after a fast fsync)
+    } finally {
+      fsyncs.held?.splice(0).forEach((run) => run());
+      fsyncs.held = undefined;
+      await inline.close();
+    }
+    const reopened = new SqliteRunnerStore(join(dir, "read-ahead.db"));
+    await reopened.open("exec-1");
+    try {
+      expect((await reopened.listReceipts({ assignmentId: "asg-ahead", generation: 0 })).map((r) => r.kind)).toEqual(["accepted", "completed"]);
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it("resolves an answer once committed, without an fsync; close fsyncs it, so a reopened store has it", async () => {
     const grant = sampleGrant();
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
