@@ -143,7 +143,12 @@ describe("receipts sent back to back, taken together", () => {
     return { grant: reply.grant, runId: run.run_id as string };
   };
 
-  it("applies a read's accepted, report and final receipt sent back to back in one write, telling each step", async () => {
+  /**
+   * A new granted read whose `accepted`, report and final receipt are published back to back while no
+   * gateway runs (the report asking for joint answers when `reportJoint`, the final receipt always);
+   * then a gateway starts and takes them.
+   */
+  const readSentBackToBackWhileStopped = async (reportJoint: boolean) => {
     const { grant, runId } = await grantedCall("tasks.read");
     const writesBefore = writes.get(grant.assignment_id) ?? 0;
     await gateway.close();
@@ -151,11 +156,16 @@ describe("receipts sent back to back, taken together", () => {
     const { progress, completed } = receipts(grant);
     const answers = Promise.all([
       exec.post(accepted),
-      exec.post(progress, 10_000, accepted.receipt_id),
+      exec.post(progress, 10_000, accepted.receipt_id, { jointAnswers: reportJoint }),
       exec.post(completed, 10_000, progress.receipt_id, { jointAnswers: true }),
     ]);
     await nc.flush();
     gateway = await startExecutionGateway(fx.nats.url);
+    return { grant, runId, writesBefore, accepted, progress, completed, answers };
+  };
+
+  it("applies a read's accepted, report and final receipt sent back to back in one write, telling each step, and answers them in one message", async () => {
+    const { grant, runId, writesBefore, accepted, progress, completed, answers } = await readSentBackToBackWhileStopped(true);
     expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded", "recorded"]);
     const stored = await storedAssignment(nc, grant.assignment_id);
     expect(stored).toMatchObject({ state: "completed", accepted: { receipt_id: accepted.receipt_id }, final: { receipt_id: completed.receipt_id } });
@@ -170,7 +180,15 @@ describe("receipts sent back to back, taken together", () => {
         ?.at(-1)
         ?.map((e) => (e.type === "assignment" ? `${e.from}>${e.to}` : e.type)),
     ).toEqual(["claimed>running", "progress", "running>completed"]);
-    // `accepted` answered on its own (it was sent without `Tg-After`), the report and the final receipt together.
+    // Each one sent behind another asked for joint answers: the three answers in one message, in order.
+    expect(messagesHolding(accepted.receipt_id)).toEqual([
+      [accepted, progress, completed].map((r) => expect.objectContaining({ receipt_id: r.receipt_id, status: "recorded" })),
+    ]);
+  });
+
+  it("answers accepted in a message of its own when the report behind it does not ask for joint answers", async () => {
+    const { accepted, progress, completed, answers } = await readSentBackToBackWhileStopped(false);
+    expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded", "recorded"]);
     expect(messagesHolding(accepted.receipt_id)).toEqual([[expect.objectContaining({ receipt_id: accepted.receipt_id })]]);
     expect(messagesHolding(progress.receipt_id)).toEqual([
       [expect.objectContaining({ receipt_id: progress.receipt_id }), expect.objectContaining({ receipt_id: completed.receipt_id })],
@@ -198,8 +216,9 @@ describe("receipts sent back to back, taken together", () => {
     expect((await answers).map((a) => a.status)).toEqual(["recorded", "recorded"]);
     expect(await storedAssignment(nc, grant.assignment_id)).toMatchObject({ state: "completed", accepted: { receipt_id: accepted.receipt_id } });
     expect(written()).toBe(1);
-    expect(messagesHolding(accepted.receipt_id)).toHaveLength(1);
-    expect(messagesHolding(completed.receipt_id)).toEqual([[expect.objectContaining({ receipt_id: completed.receipt_id })]]);
+    expect(messagesHolding(accepted.receipt_id)).toEqual([
+      [expect.objectContaining({ receipt_id: accepted.receipt_id }), expect.objectContaining({ receipt_id: completed.receipt_id })],
+    ]);
   });
 
   it("applies a write's accepted on its own, and what follows it in its turn", async () => {

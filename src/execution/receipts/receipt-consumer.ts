@@ -122,8 +122,8 @@ export class ReceiptConsumer {
   /**
    * Applies `input` together with the receipts sent right behind it, when they are already here,
    * waiting for their turn (`ReceiptProcessor.processTogether`: a progress report and the final
-   * receipt, or a read's `accepted` and what the read sent behind it): one compare-and-set for all.
-   * `accepted` is answered on its own, as an executor that sent it without `Tg-After` expects.
+   * receipt, or a read's `accepted` and what the read sent behind it): one compare-and-set for all,
+   * and one answer message for those whose executor takes joint answers.
    * The first one's answer when they were applied (the followers are then answered and
    * acknowledged, and skipped when their turn comes), else null.
    */
@@ -151,14 +151,19 @@ export class ReceiptConsumer {
       turn.taken = true;
       this.answered(turn.msg, follower.receipt, answers[i + 1]!);
     }
+    // A receipt that asks for it (`Tg-Answers: joint`) is answered in the message of the one it names.
     const to = subjects.answers(input.scope, input.subjectExecutorId);
-    const [first, ...rest] = answers;
-    const separate = input.receipt.kind === "accepted" ? rest : answers;
-    if (input.receipt.kind === "accepted") this.nc.publish(to, encode(first!));
-    // A report and the final receipt behind it share one message when the final receipt asks for it.
-    if (separate.length === 2 && takesJointAnswers(taken[taken.length - 1]!.turn.msg.headers)) this.nc.publish(to, encode(separate));
-    else for (const answer of separate) this.nc.publish(to, encode(answer));
-    return first!;
+    const send = (group: ReceiptAnswer[]) => this.nc.publish(to, encode(group.length === 1 ? group[0] : group));
+    let group = [answers[0]!];
+    for (const [i, { turn }] of taken.entries()) {
+      if (takesJointAnswers(turn.msg.headers)) group.push(answers[i + 1]!);
+      else {
+        send(group);
+        group = [answers[i + 1]!];
+      }
+    }
+    send(group);
+    return answers[0]!;
   }
 
   /** Counts and logs `receipt`'s answer, and acknowledges its message. */
