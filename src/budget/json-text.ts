@@ -10,9 +10,11 @@ import { MAX_NESTING_DEPTH } from "./canonical-json.js";
 import { jsonTextTooDeep } from "../validation/json-depth.js";
 import { JsonNumberError, parseJsonNumber } from "./json-numbers.js";
 
-// A float token has a digit followed by `.`, `e` or `E`; an integer JSON.parse may round has 16+ digits.
-// Matches inside strings only send the text to the slower exact parser, which is still right.
-const INEXACT_FOR_JSON_PARSE = /\d[.eE]|\d{16}/;
+// A number token opens the text or follows `:`, `,` or `[` (whitespace between). A float has a digit
+// followed by `.`, `e` or `E`; an integer JSON.parse may round has 16+ digits. Checking the token's start
+// keeps strings out: a hex digest ("…3e…") or an id is no number. A string that does hold such a
+// sequence after one of those characters (rare) only sends the text to the slower exact parser, still right.
+const INEXACT_FOR_JSON_PARSE = /(?:^|[:,[])\s*-?(?:\d+[.eE]|\d{16})/;
 
 /**
  * Parses JSON text keeping every number exact. Throws a SyntaxError for text that is not JSON, a

@@ -106,6 +106,16 @@ describe("differential against Python's json.dumps", () => {
   it("agrees byte for byte on a few hundred random JSON texts, and on which ones cannot be written", () => {
     // Fixed cases first: a value Python cannot write is refused only where a duplicate key does not replace it.
     const fixed = ['{"a":1e400,"a":1}', '{"a":[-1e400,{"b":9' + "9".repeat(4400) + '}],"a":2.0}', '{"a":{"x":-1e400},"b":1.5e3}', "[1e400]"];
+    // Numbers after whitespace, and strings that look numeric inside (a digest, a time): read exactly either way.
+    fixed.push(
+      " 1.0",
+      "\t-2.50e3 ",
+      "[1, 2.0]",
+      "[1 ,\r9007199254740993]",
+      '{"d":"0123456789abcdef3e1e","n":1}',
+      '{"t":"12:30.5, [7.0"}',
+      '{"d":"3e5","x":[1 , 1.0]}',
+    );
     const texts = [...fixed, ...fc.sample(jsonText, 400)];
     const run = spawnSync("python3", ["-c", PYTHON], { input: Buffer.from(texts.join("\n") + "\n", "utf8"), maxBuffer: 64 << 20 });
     expect(run.status, run.stderr.toString()).toBe(0);
