@@ -1,11 +1,14 @@
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gatewayConfigFromEnv, GatewayConfigError } from "../../src/gateway/config.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { ADMIN_KEY, bearer, bindingExample, startTestGateway, tasksRead } from "../helpers/gateway.js";
 import { serve } from "../helpers/serve.js";
+import { until } from "../helpers/until.js";
 
 describe("gateway", () => {
   let nats: TestNats;
@@ -78,6 +81,47 @@ describe("gateway", () => {
     expect((await fetch(`${url}/v1/bindings`, { headers: bearer(ADMIN_KEY) })).status).toBe(200);
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
+  });
+
+  /**
+   * npm 11 passes no SIGTERM on: `kill <pid of npx toolgate serve>` ends npx and left the gateway
+   * running with nobody to stop it. Here the launcher is killed outright, as npm is gone either way.
+   */
+  it("'toolgate serve' started through npm stops as on SIGTERM once the npm process that started it is gone", async () => {
+    const env = {
+      PATH: process.env.PATH ?? "",
+      npm_command: "exec",
+      NATS_URL: nats.url,
+      TOOLGATE_HTTP_PORT: "0",
+      TOOLGATE_DATA_DIR: tempDir(),
+      TOOLGATE_IDENTITIES: JSON.stringify([{ name: "a", key: ADMIN_KEY, agents: "*", permissions: ["configuration:read"] }]),
+    };
+    // The launcher starts the gateway as npx does (its stderr is the launcher's, so the test reads it) and stays.
+    const launch = `require("node:child_process").spawn(process.execPath, ["--import", "tsx", "src/cli/run.ts", "serve"], { stdio: ["ignore", "ignore", "inherit"] }); setInterval(() => {}, 1000);`;
+    const launcher = spawn(process.execPath, ["-e", launch], { env, stdio: ["ignore", "ignore", "pipe"] });
+    const lines: string[] = [];
+    const ended = new Promise<void>((resolve) =>
+      createInterface({ input: launcher.stderr! })
+        .on("line", (l) => lines.push(l))
+        .once("close", resolve),
+    );
+    const listening = await until("the gateway listening", () =>
+      lines.map((l) => JSON.parse(l) as { msg?: string; pid?: number }).find((e) => e.msg === "gateway listening"),
+    );
+    launcher.kill("SIGKILL");
+    await ended; // the gateway, the last holder of the pipe, has exited
+    const said = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(said).toContain("the npm process that started the gateway is gone (npm passes no SIGTERM on): stopping as on SIGTERM");
+    expect(said.at(-1)).toBe("gateway stopped");
+    // Gone: no such process, or one that exited and waits to be reaped by whoever adopted it.
+    const exited = () => {
+      try {
+        return readFileSync(`/proc/${listening.pid}/stat`, "utf8").split(") ")[1]?.startsWith("Z") ? true : undefined;
+      } catch {
+        return true;
+      }
+    };
+    expect(await until("the gateway's process gone", exited)).toBe(true);
   });
 
   it("on a first local run starts an embedded nats-server and a 0600 admin key, logging where, not what", async () => {

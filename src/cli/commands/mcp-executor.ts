@@ -3,6 +3,7 @@ import { createLogger } from "../../log/logger.js";
 import { natsClientEnv } from "../../nats/client-options.js";
 import { natsServers } from "../../nats/servers.js";
 import { UsageError, type Command } from "../command.js";
+import { whenLauncherGone } from "../launcher.js";
 import { mcpServerOptions, mcpServerUsage, serverTarget, splitServerCommand, toolMapping } from "../mcp-server-args.js";
 
 const usage = `Usage: toolgate mcp-executor --scope S --binding B [options] -- COMMAND [ARGS...]
@@ -23,8 +24,9 @@ ${mcpServerUsage}
   --max-concurrent N   calls held at once (default 16)
 
 Every grant the gateway issued is authorised; embed McpExecutor (toolgate/mcp) for a per-call policy.
-Logs are pino JSON on stderr (LOG_LEVEL). SIGTERM/SIGINT: stop claiming, let running calls finish
-for 10 s, report the rest, exit 0. Docs: docs/mcp.md.`;
+Logs are pino JSON on stderr (LOG_LEVEL). SIGTERM/SIGINT (or, started through npm or npx, the npm
+process that started it gone): stop claiming, let running calls finish for 10 s, report the rest,
+exit 0. Docs: docs/mcp.md.`;
 
 export const mcpExecutorCommand: Command = {
   name: "mcp-executor",
@@ -65,6 +67,10 @@ export const mcpExecutorCommand: Command = {
     });
     await new Promise<void>((resolve) => {
       for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve());
+      whenLauncherGone(() => {
+        logger.warn({}, "the npm process that started the executor is gone (npm passes no SIGTERM on): stopping as on SIGTERM");
+        resolve();
+      });
     });
     logger.info({}, "stopping: finishing running calls");
     await executor.close({ deadlineMs: 10_000 });

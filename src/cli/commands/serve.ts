@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { UsageError, type Command } from "../command.js";
 import { createGateway } from "../../gateway/gateway.js";
 import { gatewayConfigFromEnv } from "../../gateway/config.js";
+import { whenLauncherGone } from "../launcher.js";
 
 const usage = `Usage: toolgate serve [--host HOST] [--port N]
 
@@ -17,7 +18,8 @@ variable is listed in docs/operations.md.
 
 On SIGTERM or SIGINT it stops taking connections, lets in-flight HTTP requests and receipts finish,
 drains NATS, flushes its log and exits 0; after TOOLGATE_SHUTDOWN_TIMEOUT_MS, or on a second signal,
-it exits 1 at once. If the NATS connection closes for good, it exits 1 so a supervisor restarts it.
+it exits 1 at once. Started through npm or npx (npx toolgate serve), it also stops so when the npm
+process that started it is gone: npm does not pass SIGTERM on. If the NATS connection closes for good, it exits 1 so a supervisor restarts it.
 A start that fails (e.g. the HTTP port is taken) stops what it started, the embedded nats-server
 included, and exits 1.`;
 
@@ -58,6 +60,11 @@ export const serveCommand: Command = {
     };
     const stopped = new Promise<void>((resolve) => {
       for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => void stop(signal).then(resolve));
+      whenLauncherGone(() => {
+        if (stopping) return;
+        log.warn("the npm process that started the gateway is gone (npm passes no SIGTERM on): stopping as on SIGTERM");
+        void stop("launcher gone").then(resolve);
+      });
       // Reconnection is unbounded, so a close here is final (e.g. credentials revoked): let the supervisor restart us.
       void gateway.nc.closed().then((err) => {
         if (stopping) return;
