@@ -55,8 +55,8 @@ export class ClaimExecution {
   private handler: Promise<void> | undefined;
   /** The handler was started (a read's ahead of the answer to `accepted`): the confirmation starts nothing more. */
   private started = false;
-  /** The `rerun` tag of a read run again after a restart (`outcomeReceipt`), made once. */
-  private rerun: string | undefined;
+  /** The `rerun` tag of a read found in the store at start-up, which runs again (`outcomeReceipt`). */
+  private readonly rerun: string | undefined;
   /** Resolves once `accepted` is answered (a submission made ahead of the answer waits for it). */
   private readonly acceptedAnswered: Promise<void>;
   private settleAcceptedAnswered!: () => void;
@@ -76,6 +76,7 @@ export class ClaimExecution {
     private readonly restored?: readonly OutboxReceipt[],
   ) {
     this.acceptedAnswered = new Promise((resolve) => (this.settleAcceptedAnswered = resolve));
+    this.rerun = restored !== undefined && grant.tool_kind === "read" ? rerunTag() : undefined;
   }
 
   /**
@@ -84,7 +85,6 @@ export class ClaimExecution {
    * before it was durable (`isReadAheadOutcome`) and been lost with the store, maybe with another result.
    */
   private outcomeReceipt(report: FinalReport): OutboxReceipt {
-    if (this.restored !== undefined && this.grant.tool_kind === "read") this.rerun ??= rerunTag();
     return finalReceipt(this.grant, report, Date.now(), this.rerun);
   }
 

@@ -19,9 +19,9 @@ variable is listed in docs/operations.md.
 On SIGTERM or SIGINT it stops taking connections, lets in-flight HTTP requests and receipts finish,
 drains NATS, flushes its log and exits 0; after TOOLGATE_SHUTDOWN_TIMEOUT_MS, or on a second signal,
 it exits 1 at once. Started through npm or npx (npx toolgate serve), it also stops so when the npm
-process that started it is gone: npm does not pass SIGTERM on. If the NATS connection closes for good, it exits 1 so a supervisor restarts it.
-A start that fails (e.g. the HTTP port is taken) stops what it started, the embedded nats-server
-included, and exits 1.`;
+process that started it is gone: npm does not pass SIGTERM on. If the NATS connection closes for
+good, it exits 1 so a supervisor restarts it. A start that fails (e.g. the HTTP port is taken) stops
+what it started, the embedded nats-server included, and exits 1.`;
 
 export const serveCommand: Command = {
   name: "serve",
