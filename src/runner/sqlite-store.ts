@@ -68,7 +68,7 @@ export class SqliteRunnerStore implements RunnerStore {
   private readonly db: Database.Database;
   /** Compiled once: preparing a statement costs more than running these small ones. */
   private readonly statements = new Map<string, Database.Statement>();
-  /** One transaction for a batch, one savepoint per write in it (a write alone: its own transaction); built once, as each transaction() call wraps four functions. */
+  /** One transaction for a batch, its writes bare or, once one of them threw, each in a savepoint (a write alone: its own transaction); built once, as each transaction() call wraps four functions. */
   private readonly commitBatch: (batch: readonly QueuedWrite[], failures: Map<QueuedWrite, unknown>) => void;
   private readonly queued: QueuedWrite[] = [];
   /** Committed, waiting for an fsync of the WAL to start. */
@@ -127,8 +127,20 @@ export class SqliteRunnerStore implements RunnerStore {
       }
     };
     const batchTransaction = this.db.transaction(eachInSavepoint);
-    // A write alone needs no savepoint around it (two statements fewer): its transaction rolls back alone.
-    this.commitBatch = (batch, failures) => (batch.length === 1 ? eachInSavepoint(batch, failures) : batchTransaction(batch, failures));
+    const allInOne = this.db.transaction((batch: readonly QueuedWrite[]) => {
+      for (const w of batch) w.op();
+    });
+    this.commitBatch = (batch, failures) => {
+      // A write alone needs no savepoint around it (two statements fewer): its transaction rolls back alone.
+      if (batch.length === 1) return eachInSavepoint(batch, failures);
+      try {
+        // A savepoint costs two statements per write, and a write seldom throws: the batch is tried without them first.
+        return allInOne(batch);
+      } catch {
+        // A write threw and the whole batch rolled back: again, each in a savepoint, so only the writes that throw fail.
+        return batchTransaction(batch, failures);
+      }
+    };
   }
 
   /**
@@ -253,6 +265,8 @@ export class SqliteRunnerStore implements RunnerStore {
   async pruneSettled(before: number, limit: number): Promise<number> {
     let deleted = 0;
     await this.write("committed", () => {
+      // Counted afresh on each run: a batch that rolls back runs its writes again (`commitBatch`).
+      deleted = 0;
       let after = 0;
       for (;;) {
         const rows = this.sql(
@@ -289,8 +303,8 @@ export class SqliteRunnerStore implements RunnerStore {
   /**
    * Group commit. A write is queued and its promise resolves once it is committed and, when
    * `synced`, fsynced, as the store contract requires (see `Durability`); every write queued until the event loop
-   * comes round goes into one transaction, each in its own savepoint (one that throws, a phase
-   * conflict say, rolls back alone and rejects alone), and every commit made while an fsync runs
+   * comes round goes into one transaction (should one throw, a phase conflict say, the batch runs
+   * again with each write in its own savepoint, so that it rolls back and rejects alone), and every commit made while an fsync runs
    * waits for the next one. Claims in flight at once then share one fsync instead of paying one each.
    */
   private write(durability: Durability, op: () => void): Promise<void> {
@@ -439,6 +453,7 @@ type Durability = "synced" | "committed" | "committed_syncing";
 const NOBODY_WAITS: Waiter = { resolve: () => undefined, reject: () => undefined };
 
 interface QueuedWrite extends Waiter {
+  /** The write's statements; run again when its batch rolled back, so it changes nothing outside the database. */
   op: () => void;
   durability: Durability;
 }

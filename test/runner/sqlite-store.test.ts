@@ -216,6 +216,29 @@ describe("SqliteRunnerStore (real SQLite file)", () => {
     expect((await store.listReceipts(local(grants[2]))).map((r) => r.kind)).toEqual(["accepted", "failed"]);
   });
 
+  it("rolls back what a failing write of a batch did before it threw, and runs the batch's other writes once", async () => {
+    const [settled, kept, broken] = ["asg-settled", "asg-kept", "asg-broken"].map((id) => sampleGrant({ assignment_id: id }));
+    const accepted = (g: Grant, at: number) => buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, at);
+    await store.createAssignment({ ...local(settled), phase: "settled", createdAt: 100, updatedAt: 100 }, [accepted(settled!, 100)]);
+    const duplicate = accepted(broken!, 1);
+    const outcomes = await Promise.allSettled([
+      store.pruneSettled(500, 10),
+      store.createAssignment(local(kept), [accepted(kept!, 1)]),
+      // Its assignment row is inserted, then its second receipt breaks the receipt id's uniqueness.
+      store.createAssignment(local(broken), [duplicate, duplicate]),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "rejected"]);
+    expect((outcomes[0] as PromiseFulfilledResult<number>).value).toBe(1); // counted once, not once per run of the batch
+    expect((outcomes[2] as PromiseRejectedResult).reason).toMatchObject({ message: expect.stringMatching(/UNIQUE/) });
+    await store.close();
+    store = new SqliteRunnerStore(path);
+    await store.open("exec-1");
+    expect(await store.getAssignment("asg-settled")).toBeUndefined();
+    expect((await store.getAssignment("asg-kept"))?.phase).toBe("accepting");
+    expect(await store.getAssignment("asg-broken")).toBeUndefined();
+    expect(await store.listReceipts(local(broken))).toEqual([]);
+  });
+
   it("refuses a receipt id saved twice", async () => {
     const grant = sampleGrant();
     const accepted = buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, 10);
