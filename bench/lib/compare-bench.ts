@@ -9,7 +9,7 @@
  * (toolgate from that ref too, alternated with this tree); BENCH_SKIP_BUILD=1 (this tree's dist/ is
  * current); BENCH_GATEWAY_LOG (the gateway's LOG_LEVEL, default info); BENCH_PROFILE=<dir> (children
  * under --cpu-prof); BENCH_NATS_PPROF=<port> (the nats-servers serve pprof from that port on);
- * BENCH_KEEP=1 (keep logs, stores and the baseline worktree); TOOLGATE_NATS_SERVER
+ * BENCH_KEEP=1 (keep logs, stores and the baseline worktree; logs and stores are kept anyway when a level failed); TOOLGATE_NATS_SERVER
  * (the nats-server binary, else NATS_SERVER_BIN, else PATH); BENCH_REDIS_PORT (default 6379).
  */
 import { execFileSync } from "node:child_process";
@@ -49,6 +49,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
 
   const trees: ToolgateTree[] = [];
   const dir = mkdtempSync(join(tmpdir(), `toolgate-bench-${options.bench}-`));
+  let keepLogs = Boolean(process.env.BENCH_KEEP);
   try {
     const usesToolgate = ids.some((id) => id.startsWith("toolgate-"));
     if (usesToolgate && process.env.BENCH_BASELINE_REF) trees.push(checkoutBaseline(root, process.env.BENCH_BASELINE_REF, log));
@@ -94,9 +95,14 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
     };
     writeFileSync(file, `${JSON.stringify({ meta, ...comparison }, null, 2)}\n`);
     log(`results: ${file}`);
-    if (comparison.skipped.length > 0 || comparison.results.some((r) => r.error)) process.exitCode = 1;
+    if (comparison.skipped.length > 0 || comparison.results.some((r) => r.error)) {
+      process.exitCode = 1;
+      // What the processes logged is all there is to tell why a level failed.
+      keepLogs = true;
+    }
   } finally {
     for (const tree of trees) tree.remove();
-    if (!process.env.BENCH_KEEP) rmSync(dir, { recursive: true, force: true });
+    if (keepLogs) log(`logs kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
