@@ -18,6 +18,7 @@ import { argumentDigest } from "../src/wire/digest.js";
 import type { Grant } from "../src/wire/messages.js";
 import { buildReceipt } from "../src/runner/receipts.js";
 import { SqliteRunnerStore } from "../src/runner/sqlite-store.js";
+import type { OutboxReceipt } from "../src/runner/store.js";
 import { percentile } from "./lib/stats.js";
 
 const CLAIMS = Number(process.env.BENCH_STORE_CLAIMS ?? 2_000);
@@ -49,36 +50,15 @@ function grant(i: number, kind: Grant["tool_kind"]): Grant {
 
 const ms = (since: bigint) => Number(process.hrtime.bigint() - since) / 1e6;
 
-const dir = mkdtempSync(join(tmpdir(), "toolgate-bench-store-"));
-/** The store as the runner opens it, and one that keeps every fsync on libuv's thread pool (as before `INLINE_FSYNC_BELOW_MS`). */
-const modes = [
-  { name: "fsync inline when fast (default)", store: new SqliteRunnerStore(join(dir, "inline.db")) },
-  { name: "fsync on the thread pool only", store: new SqliteRunnerStore(join(dir, "pool.db"), { inlineFsyncBelowMs: 0 }) },
-];
-const timings = modes.map(() => ({ read: { claim: [] as number[], progress: [] as number[] }, write: { claim: [] as number[], progress: [] as number[] } }));
-for (const { store } of modes) await store.open("exec-bench");
-try {
-  for (let i = 0; i < CLAIMS; i++) {
-    const kind = i % 2 === 0 ? "read" : "write";
-    const g = grant(i, kind);
-    // Alternated claim by claim, so both stores see the same disk.
-    for (const [m, { store }] of modes.entries()) {
-      const now = Date.now();
-      const accepted = buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, now);
-      let t = process.hrtime.bigint();
-      await store.createAssignment({ assignmentId: g.assignment_id, generation: 0, grant: g, phase: "accepting", createdAt: now, updatedAt: now }, [accepted]);
-      timings[m]![kind].claim.push(ms(t));
-      await store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: now }, { from: "accepting", to: "confirmed" });
-      await store.appendReceipt(buildReceipt(g, { kind: "progress", seq: 1, progress: { done: 1, total: 2 } }, now));
-      t = process.hrtime.bigint();
-      await store.appendReceipt(buildReceipt(g, { kind: "progress", seq: 2, progress: { done: 2, total: 2 } }, now));
-      timings[m]![kind].progress.push(ms(t));
-    }
-    if (i > 0 && i % 500 === 0) process.stderr.write(`bench:store: ${i}/${CLAIMS} claims\n`);
-  }
-} finally {
-  for (const { store } of modes) await store.close();
+/** A read or write claim as the runner saves it, with its `accepted`. */
+function claimOf(g: Grant, now: number) {
+  const accepted = buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, now);
+  return { assignment: { assignmentId: g.assignment_id, generation: 0, grant: g, phase: "accepting" as const, createdAt: now, updatedAt: now }, accepted };
 }
+
+/** The gateway's answer to `accepted`, recorded with the claim's confirmation. */
+const confirm = (store: SqliteRunnerStore, accepted: OutboxReceipt, now: number) =>
+  store.recordAnswer(accepted.receiptId, { status: "recorded", answeredAt: now }, { from: "accepting", to: "confirmed" });
 
 /** Claims `BATCH` at a time, reads: each saved with its `accepted`, answered, then reported on, each step's writes queued at once. The CPU counted is the store's: receipts are built before. */
 async function batched(store: SqliteRunnerStore, first: number): Promise<{ writes: number; cpuUs: number }> {
@@ -87,15 +67,11 @@ async function batched(store: SqliteRunnerStore, first: number): Promise<{ write
   for (let at = first; at < first + CLAIMS; at += BATCH) {
     const grants = Array.from({ length: Math.min(BATCH, first + CLAIMS - at) }, (_, i) => grant(at + i, "read"));
     const now = Date.now();
-    const accepted = grants.map((g) => buildReceipt(g, { kind: "accepted", operation_key: g.operation_key, argument_digest: g.argument_digest }, now));
+    const claims = grants.map((g) => claimOf(g, now));
     const reports = grants.map((g) => buildReceipt(g, { kind: "progress", seq: 1, progress: { done: 1, total: 1 } }, now));
     const started = process.cpuUsage();
-    await Promise.all(
-      grants.map((g, i) =>
-        store.createAssignment({ assignmentId: g.assignment_id, generation: 0, grant: g, phase: "accepting", createdAt: now, updatedAt: now }, [accepted[i]!]),
-      ),
-    );
-    await Promise.all(accepted.map((a) => store.recordAnswer(a.receiptId, { status: "recorded", answeredAt: now }, { from: "accepting", to: "confirmed" })));
+    await Promise.all(claims.map((c) => store.createAssignment(c.assignment, [c.accepted])));
+    await Promise.all(claims.map((c) => confirm(store, c.accepted, now)));
     await Promise.all(reports.map((r) => store.appendReceipt(r)));
     const cpu = process.cpuUsage(started);
     cpuUs += cpu.user + cpu.system;
@@ -104,14 +80,48 @@ async function batched(store: SqliteRunnerStore, first: number): Promise<{ write
   return { writes, cpuUs };
 }
 
-const batchStore = new SqliteRunnerStore(join(dir, "batched.db"));
-await batchStore.open("exec-bench");
+const dir = mkdtempSync(join(tmpdir(), "toolgate-bench-store-"));
+/** The store as the runner opens it, and one that keeps every fsync on libuv's thread pool (as before `INLINE_FSYNC_BELOW_MS`). */
+const modes = [
+  { name: "fsync inline when fast (default)", store: new SqliteRunnerStore(join(dir, "inline.db")) },
+  { name: "fsync on the thread pool only", store: new SqliteRunnerStore(join(dir, "pool.db"), { inlineFsyncBelowMs: 0 }) },
+];
+const timings = modes.map(() => ({ read: { claim: [] as number[], progress: [] as number[] }, write: { claim: [] as number[], progress: [] as number[] } }));
 let batchedCost: { writes: number; cpuUs: number };
 try {
-  await batched(batchStore, CLAIMS); // warm: statements prepared, code compiled
-  batchedCost = await batched(batchStore, 2 * CLAIMS);
+  for (const { store } of modes) await store.open("exec-bench");
+  try {
+    for (let i = 0; i < CLAIMS; i++) {
+      const kind = i % 2 === 0 ? "read" : "write";
+      const g = grant(i, kind);
+      // Alternated claim by claim, so both stores see the same disk.
+      for (const [m, { store }] of modes.entries()) {
+        const now = Date.now();
+        const { assignment, accepted } = claimOf(g, now);
+        let t = process.hrtime.bigint();
+        await store.createAssignment(assignment, [accepted]);
+        timings[m]![kind].claim.push(ms(t));
+        await confirm(store, accepted, now);
+        await store.appendReceipt(buildReceipt(g, { kind: "progress", seq: 1, progress: { done: 1, total: 2 } }, now));
+        t = process.hrtime.bigint();
+        await store.appendReceipt(buildReceipt(g, { kind: "progress", seq: 2, progress: { done: 2, total: 2 } }, now));
+        timings[m]![kind].progress.push(ms(t));
+      }
+      if (i > 0 && i % 500 === 0) process.stderr.write(`bench:store: ${i}/${CLAIMS} claims\n`);
+    }
+  } finally {
+    for (const { store } of modes) await store.close();
+  }
+
+  const batchStore = new SqliteRunnerStore(join(dir, "batched.db"));
+  await batchStore.open("exec-bench");
+  try {
+    await batched(batchStore, CLAIMS); // warm: statements prepared, code compiled
+    batchedCost = await batched(batchStore, 2 * CLAIMS);
+  } finally {
+    await batchStore.close();
+  }
 } finally {
-  await batchStore.close();
   rmSync(dir, { recursive: true, force: true });
 }
 

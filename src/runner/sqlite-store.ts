@@ -134,7 +134,8 @@ export class SqliteRunnerStore implements RunnerStore {
       // A write alone needs no savepoint around it (two statements fewer): its transaction rolls back alone.
       if (batch.length === 1) return eachInSavepoint(batch, failures);
       try {
-        // A savepoint costs two statements per write, and a write seldom throws: the batch is tried without them first.
+        // A savepoint makes SQLite journal every page its write changes (in a temporary file once a
+        // batch is large), and a write seldom throws: the batch is tried without them first.
         return allInOne(batch);
       } catch {
         // A write threw and the whole batch rolled back: again, each in a savepoint, so only the writes that throw fail.
