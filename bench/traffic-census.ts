@@ -98,19 +98,19 @@ async function main(): Promise<void> {
     callStart = performance.now();
     const { candidate, answered } = await makeCall(i);
     const id = candidate.assignment_id;
-    const { reply, ordersReceipts } = await exec.claimWithOrder(id, candidate.generation);
+    const { reply, ...terms } = await exec.claimWithOrder(id, candidate.generation);
     if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
-    // Receipt ids bound to the claim, and a read's report and final receipt right behind its
-    // `accepted`, as the ToolRunner sends them (a read done within its `acceptedLingerMs`).
+    // Receipt ids bound to the claim, and a read's `accepted`, report and final receipt sent as the
+    // ToolRunner sends them (a read done within its `acceptedLingerMs`): one chain message.
     const g = reply.grant;
-    await exec.postInOrder(
+    await exec.postAsRunner(
       [
         exec.accepted(g, receiptId(g, { kind: "accepted" })),
         exec.claimReceipt(g, { kind: "progress", seq: 1, progress: { done: 1 } }),
         exec.claimReceipt(g, { kind: "completed", result: { items: [i], note: "x".repeat(400) } }),
       ],
-      ordersReceipts,
-      { aheadOfAccepted: g.tool_kind === "read" },
+      terms,
+      { read: g.tool_kind === "read" },
     );
     await answered;
   };

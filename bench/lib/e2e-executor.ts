@@ -106,21 +106,22 @@ async function startProtocolExecutors(): Promise<() => Promise<void>> {
 }
 
 async function run(exec: ProtocolExecutor, candidate: Candidate): Promise<void> {
-  const { reply, ordersReceipts } = await exec.claimWithOrder(candidate.assignment_id, candidate.generation);
+  const { reply, ...terms } = await exec.claimWithOrder(candidate.assignment_id, candidate.generation);
   if (reply.status !== "granted") throw new Error(`claim refused: ${reply.code}`);
   const { grant } = reply;
   // Receipt ids bound to the claim, as the ToolRunner names them.
   const receipt = (body: Parameters<ProtocolExecutor["receipt"]>[1]) => exec.claimReceipt(grant, body);
-  // As the ToolRunner does under a gateway that keeps them in order: a read's report right behind its
-  // `accepted` (a read has no side effects to hold back), and the final receipt right behind the report.
-  const answers = await exec.postInOrder(
+  // As the ToolRunner sends them: a read's `accepted`, report and final receipt as one message where
+  // the gateway takes chains, else the report right behind `accepted` (a read has no side effects to
+  // hold back) and the final receipt right behind the report.
+  const answers = await exec.postAsRunner(
     [
       receipt({ kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }),
       receipt({ kind: "progress", seq: 1, progress: BENCH_PROGRESS }),
       receipt({ kind: "completed", result: BENCH_RESULT }),
     ],
-    ordersReceipts,
-    { aheadOfAccepted: grant.tool_kind === "read" },
+    terms,
+    { read: grant.tool_kind === "read" },
   );
   for (const [i, answer] of answers.entries())
     if (answer.status !== "recorded") throw new Error(`${["accepted", "progress", "completed"][i]}: ${answer.status} ${answer.code ?? ""}`);

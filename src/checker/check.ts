@@ -100,7 +100,7 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
 
   const runs = new Map(h.runs.map((r) => [r.value.run_id, r]));
   const assignments = new Map(h.assignments.map((a) => [a.value.assignment_id, a.value]));
-  const bySeq = new Map(h.receipts.map((r) => [r.seq, r]));
+  const bySeq = receiptsBySeq(h.receipts);
   const inStream = new Set(h.receipts.flatMap((r) => (r.receipt ? [r.receipt.receipt_id] : [])));
   // A progress receipt under its claim-bound id may be indexed by its progress entry (store layout 3).
   const byProgress = h.progress.flatMap((p) => progressIndexEntry(p) ?? []);
@@ -237,7 +237,7 @@ function checkStateAgainstReceipts(a: AssignmentRecord, add: Add): void {
 }
 
 /** The receipts an assignment says it applied are in the stream with the same body, and indexed, if at all, as recorded. */
-function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>, bySeq: Map<number, StoredReceipt>, add: Add): void {
+function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>, bySeq: ReceiptsBySeq, add: Add): void {
   for (const applied of [a.accepted, a.final, ...(a.replaced ?? [])]) {
     if (!applied) continue;
     const bad = (message: string) =>
@@ -247,8 +247,8 @@ function checkApplied(a: AssignmentRecord, index: Map<string, ReceiptIndexEntry>
       if (!bySeq.has(applied.stream_seq)) bad(`operator settlement is not at stream sequence ${applied.stream_seq}`);
       continue;
     }
-    const stored = bySeq.get(applied.stream_seq)?.receipt;
-    if (!stored || stored.receipt_id !== applied.receipt_id) bad(`applied ${applied.kind} receipt is not at stream sequence ${applied.stream_seq}`);
+    const stored = receiptAt(bySeq, applied);
+    if (!stored) bad(`applied ${applied.kind} receipt is not at stream sequence ${applied.stream_seq}`);
     else if (digestOf(stored) !== applied.body_digest) bad(`applied ${applied.kind} receipt's body digest differs from the stream's copy`);
     // The assignment is its index; an entry besides it (written before that was so) must say the same.
     const entry = index.get(applied.receipt_id);
@@ -281,7 +281,7 @@ function checkAppliedOnce(a: AssignmentRecord, entries: ReceiptIndexEntry[], add
  * receipt as the stream holds it; and every settlement of a task (a final receipt, or the deadline)
  * is a task result of its run, exactly once.
  */
-function checkTask(a: AssignmentRecord, run: RunRecord | undefined, bySeq: Map<number, StoredReceipt>, add: Add): void {
+function checkTask(a: AssignmentRecord, run: RunRecord | undefined, bySeq: ReceiptsBySeq, add: Add): void {
   const bad = (rule: Rule, message: string) => add({ rule, message, run_id: a.run_id, assignment_id: a.assignment_id });
   const submissions = [a.final, ...(a.replaced ?? [])].filter((r) => r?.kind === "submission");
   if (submissions.length > 1) bad("receipt_applied_twice", `${submissions.length} submissions applied`);
@@ -291,7 +291,7 @@ function checkTask(a: AssignmentRecord, run: RunRecord | undefined, bySeq: Map<n
     return;
   }
   if (!submission) return bad("task_mismatch", `tool call holds task '${a.task.task_ref}' but no submission was applied`);
-  const stored = bySeq.get(submission.stream_seq)?.receipt;
+  const stored = receiptAt(bySeq, submission);
   if (stored?.kind === "submission" && (stored.task_ref !== a.task.task_ref || stored.status !== a.task.status))
     bad("task_mismatch", `task '${a.task.task_ref}' differs from its submission in the stream ('${stored.task_ref}')`);
   if (a.state === "submitted" || a.state === "abandoned" || !a.outcome || !run) return;
@@ -324,13 +324,13 @@ function checkTaskResults(run: RunRecord, assignments: Map<string, AssignmentRec
 }
 
 /** Each index entry points at its own receipt in the stream, with the body digest it was indexed under. */
-function checkIndex(entries: ReceiptIndexEntry[], bySeq: Map<number, StoredReceipt>, add: Add): void {
+function checkIndex(entries: ReceiptIndexEntry[], bySeq: ReceiptsBySeq, add: Add): void {
   for (const e of entries) {
-    const stored = bySeq.get(e.stream_seq)?.receipt;
-    if (!stored || stored.receipt_id !== e.receipt_id || stored.assignment_id !== e.assignment_id)
+    const stored = receiptAt(bySeq, e);
+    if (!stored || stored.assignment_id !== e.assignment_id)
       add({
         rule: "index_mismatch",
-        message: `index entry points at stream sequence ${e.stream_seq}, which holds ${stored?.receipt_id ?? "nothing"}`,
+        message: `index entry points at stream sequence ${e.stream_seq}, which holds ${stored ? `it for ${stored.assignment_id}` : "no such receipt"}`,
         assignment_id: e.assignment_id,
         receipt_id: e.receipt_id,
       });
@@ -412,7 +412,7 @@ function checkRunEnd(
   run: Stamped<RunRecord>,
   assignments: Map<string, AssignmentRecord>,
   knownByAssignment: Map<string, ReceiptIndexEntry[]>,
-  bySeq: Map<number, StoredReceipt>,
+  bySeq: ReceiptsBySeq,
   add: Add,
 ): void {
   const r = run.value;
@@ -432,7 +432,7 @@ function checkRunEnd(
         assignment_id: id,
       });
     for (const e of knownByAssignment.get(id) ?? []) {
-      const stored = bySeq.get(e.stream_seq);
+      const stored = bySeq.get(e.stream_seq)?.[0];
       if (e.status === "recorded" && stored && stored.storedAt > run.storedAt)
         add({
           rule: "receipt_applied_after_run_end",
@@ -579,4 +579,18 @@ function tally(values: readonly string[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const v of values) out[v] = (out[v] ?? 0) + 1;
   return out;
+}
+
+/** The stream's receipts by the sequence of their message: one each, or the receipts of a chain. */
+type ReceiptsBySeq = Map<number, StoredReceipt[]>;
+
+function receiptsBySeq(receipts: readonly StoredReceipt[]): ReceiptsBySeq {
+  const out: ReceiptsBySeq = new Map();
+  for (const r of receipts) out.set(r.seq, [...(out.get(r.seq) ?? []), r]);
+  return out;
+}
+
+/** The receipt `at` names in the stream (its message's sequence and its id), if it is there. */
+function receiptAt(bySeq: ReceiptsBySeq, at: { stream_seq: number; receipt_id: string }): NonNullable<StoredReceipt["receipt"]> | undefined {
+  return bySeq.get(at.stream_seq)?.find((r) => r.receipt?.receipt_id === at.receipt_id)?.receipt ?? undefined;
 }

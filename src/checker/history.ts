@@ -10,7 +10,7 @@ import type { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEnt
 export interface StoredHistory {
   runs: Array<Stamped<RunRecord>>;
   assignments: Array<Stamped<AssignmentRecord>>;
-  /** Every message of `TG_RECEIPTS`, in stream order; `receipt` is null for a message that is no receipt. */
+  /** Every receipt of `TG_RECEIPTS`, in stream order (a chain's message gives one per receipt); `receipt` is null for a message that is no receipt. */
   receipts: StoredReceipt[];
   index: ReceiptIndexEntry[];
   progress: ProgressEntry[];

@@ -6,7 +6,8 @@ import { AssignmentRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, R
 import { ExecutorSchema } from "../executors/schemas.js";
 import { STORED_MAX_JSON_DEPTH } from "../validation/json-depth.js";
 import { decode } from "../wire/codec.js";
-import { Receipt } from "../wire/messages.js";
+import { ReceiptMessage, type Receipt } from "../wire/messages.js";
+import { itemsOf } from "../wire/primitives.js";
 import type { CreateOnlyBucket, RegistryHistory, Stamped, StoredHistory, StoredReceipt } from "./history.js";
 
 export interface ReadOptions {
@@ -26,13 +27,14 @@ export async function readHistory(nc: NatsConnection, options: ReadOptions = {})
 
   const receipts: StoredReceipt[] = [];
   await scan(STREAMS.receipts, (m) => {
-    let receipt: Receipt | null = null;
+    let held: Receipt[] | null = null;
     try {
-      receipt = decode(Receipt, m.data);
+      held = itemsOf(decode(ReceiptMessage, m.data));
     } catch {
       // Kept as a message that is no receipt: the gateway terminated it, the checker only counts it.
     }
-    receipts.push({ seq: m.seq, storedAt: millis(m), receipt });
+    // A chain's message holds several receipts, each listed with the message's sequence.
+    for (const receipt of held ?? [null]) receipts.push({ seq: m.seq, storedAt: millis(m), receipt });
   });
 
   /** The latest value of each key of bucket `name`, but for keys starting with `except`. */

@@ -46,6 +46,7 @@ import { ReceiptProcessor } from "./receipts/receipt-processor.js";
 import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, ProjectionRecord, ReceiptIndexEntry, RunRecord } from "./model/records.js";
 import { serveRequests, type Refusal } from "./transport/responder.js";
 import { receiptOrderHeaders } from "../wire/receipt-order.js";
+import { markTakesChains } from "../wire/receipt-chains.js";
 import { assignmentEvents, runEvents } from "./events/run-events.js";
 import { RunLookup } from "./runs/run-lookup.js";
 import { RunService } from "./runs/runs.js";
@@ -253,8 +254,9 @@ export async function startExecution(deps: {
       ...serve,
       subject: subjects.claim("*", "*"),
       schema: ClaimRequest,
-      // The receipt consumer keeps a claim's receipts in order: its executor may send them ahead of their answers.
-      replyHeaders: receiptOrderHeaders(),
+      // The receipt consumer keeps a claim's receipts in order: its executor may send them ahead of
+      // their answers, and a read's first ones as one message.
+      replyHeaders: markTakesChains(receiptOrderHeaders()),
       handle: async (origin, req): Promise<ClaimReply> => {
         const reply = await claims.claim(origin, req);
         metrics.claimAnswered(reply.status === "granted" ? "granted" : reply.code);

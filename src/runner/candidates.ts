@@ -1,4 +1,5 @@
 import type { Candidate, Grant, RefusalCode } from "../wire/messages.js";
+import type { ReceiptTerms } from "../wire/receipt-chains.js";
 import { errorText, type Logger } from "./logger.js";
 import type { CandidateDelivery, NatsLink } from "./nats-link.js";
 import type { Presence } from "./presence.js";
@@ -39,8 +40,8 @@ export interface CandidateSource {
   /** The tool this executor serves the candidate with, or undefined when it is not for this executor now. */
   toolFor(candidate: Candidate): RegisteredTool | undefined;
   /** Takes a claim the gateway granted (vet, accept, run). */
-  /** `ordersReceipts`: the claim's gateway keeps receipts sent ahead of their answers in order. */
-  take(grant: Grant, candidate: Candidate, tool: RegisteredTool, ordersReceipts: boolean): Promise<void>;
+  /** `terms`: what the claim's gateway takes of the claim's receipts. */
+  take(grant: Grant, candidate: Candidate, tool: RegisteredTool, terms: ReceiptTerms): Promise<void>;
 }
 
 /**
@@ -87,7 +88,7 @@ export class CandidatePuller {
     }
     this.claiming++;
     try {
-      const { reply, ordersReceipts } = await source.link.claim({
+      const { reply, terms } = await source.link.claim({
         assignment_id: candidate.assignment_id,
         executor_id: source.executorId,
         generation: candidate.generation,
@@ -101,7 +102,7 @@ export class CandidatePuller {
         return;
       }
       delivery.ack();
-      await source.take(reply.grant, candidate, tool, ordersReceipts);
+      await source.take(reply.grant, candidate, tool, terms);
     } catch (err) {
       source.logger.warn({ err: errorText(err), assignment_id: candidate.assignment_id }, "claim failed; candidate released");
       delivery.release(source.timing.releaseDelayMs);

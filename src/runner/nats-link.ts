@@ -27,7 +27,8 @@ import { natsClientOptions, type NatsClientEnv } from "../nats/client-options.js
 import { EXECUTOR_JS_API_PREFIX, executorInboxPrefix, subjects } from "../wire/subjects.js";
 import { PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER } from "../wire/protocol-version.js";
 import { itemsOf } from "../wire/primitives.js";
-import { markSentAfter, ordersReceipts } from "../wire/receipt-order.js";
+import { markSentAfter } from "../wire/receipt-order.js";
+import { chainHeaders, receiptTermsOf, type ReceiptTerms } from "../wire/receipt-chains.js";
 import type { Logger } from "./logger.js";
 import { candidateConsumer, STREAMS } from "../streams/names.js";
 
@@ -136,10 +137,10 @@ export class NatsLink {
     return this.query(subjects.heldClaims(this.scope, this.executorId), message, HeldClaimsReply);
   }
 
-  /** The claim's reply, and whether its gateway keeps receipts sent ahead of their answers in order (`Tg-Receipt-Order`). */
-  async claim(message: ClaimRequest): Promise<{ reply: ClaimReply; ordersReceipts: boolean }> {
+  /** The claim's reply, and what its gateway takes of the claim's receipts (its headers). */
+  async claim(message: ClaimRequest): Promise<{ reply: ClaimReply; terms: ReceiptTerms }> {
     const reply = await this.requestMessage(subjects.claim(this.scope, this.executorId), message);
-    return { reply: decode(ClaimReply, reply.data), ordersReceipts: ordersReceipts(reply.headers) };
+    return { reply: decode(ClaimReply, reply.data), terms: receiptTermsOf(reply.headers) };
   }
 
   queryReceipt(message: ReceiptQuery): Promise<ReceiptAnswer> {
@@ -169,6 +170,19 @@ export class NatsLink {
     const h = receiptHeaders(after);
     h.set(PubHeaders.MsgIdHdr, receipt.receipt_id);
     this.nc.publish(subjects.receipt(this.scope, this.executorId, receipt.assignment_id), encode(receipt), { headers: h });
+  }
+
+  /**
+   * Publishes a read's first receipts as one message (a chain: `src/wire/receipt-chains.ts`), without
+   * asking for its PubAck, as `postReceipt` does one receipt: the gateway's answers confirm it, and a
+   * chain the stream did not store (this executor published on the subject before) gets none.
+   */
+  postChain(receipts: readonly Receipt[]): void {
+    const [first] = receipts;
+    if (!first) return;
+    this.nc.publish(subjects.receipt(this.scope, this.executorId, first.assignment_id), encode(receipts), {
+      headers: chainHeaders(first.receipt_id, protocolHeaders()),
+    });
   }
 
   /**

@@ -3,6 +3,7 @@ import { errorText, type Logger } from "./logger.js";
 import { receiptBodyDigest } from "../wire/digest.js";
 import { RequestRefusedError, type NatsLink } from "./nats-link.js";
 import { wireReceipt } from "./receipts.js";
+import { LONGEST_TOGETHER, chainShape } from "../wire/receipt-chains.js";
 import type { OutboxReceipt, PhaseChange, ReceiptBody, RunnerStore, StoredAnswer } from "./store.js";
 import { sleep } from "./wait.js";
 
@@ -58,6 +59,8 @@ export class Outbox {
   private readonly replays = new Set<string>();
   /** Grants whose gateway said it keeps receipts sent ahead of their answers in order (a claim reply's `Tg-Receipt-Order`). */
   private readonly ahead = new WeakSet<Grant>();
+  /** Grants whose gateway said it takes a read's first receipts as one message (a claim reply's `Tg-Receipt-Chains`). */
+  private readonly chains = new WeakSet<Grant>();
   private readonly stop = new AbortController();
 
   constructor(
@@ -142,6 +145,11 @@ export class Outbox {
     this.ahead.add(grant);
   }
 
+  /** Lets a read's first receipts under `grant` go out as one message (its gateway takes chains). */
+  sendChainsFor(grant: Grant): void {
+    this.chains.add(grant);
+  }
+
   /**
    * Sends every queued receipt not sent yet that follows a progress report, naming that report, or
    * a read's `accepted`, naming it. Nothing else is overtaken: a write's `accepted`'s answer is what
@@ -190,7 +198,7 @@ export class Outbox {
         if (!delivery) {
           const wait = lane.queue.length === 1 ? this.lingerOf(grant, next) : undefined;
           if (wait) await this.linger(key, lane, wait);
-          delivery = this.deliver(grant, next);
+          delivery = this.sendChain(grant, lane) ?? this.deliver(grant, next);
           // What was queued behind it meanwhile goes right after it, in the same turn of the event loop.
           lane.lingering = false;
           if (this.ahead.has(grant)) this.sendAhead(grant, lane);
@@ -218,6 +226,27 @@ export class Outbox {
       lane.draining = false;
       if (lane.queue.length === 0 && this.lanes.get(key) === lane) this.lanes.delete(key);
     }
+  }
+
+  /**
+   * Sends the head of the lane with the receipts queued right behind it as one message (a chain: a
+   * read's `accepted` and what the read did behind it, `src/wire/receipt-chains.ts`) when its gateway
+   * takes chains; returns the head's delivery, the others' are set in `lane.ahead`. Undefined, and
+   * nothing sent, when the lane holds no chain: only first sends travel in one (a replay goes alone,
+   * as it may have gone before), and only a claim of the assignment's first generation, on whose
+   * receipt subject this executor cannot have published before (the stream stores a chain only as
+   * the subject's first message).
+   */
+  private sendChain(grant: Grant, lane: Lane): Promise<ReceiptAnswer | undefined> | undefined {
+    if (!this.chains.has(grant) || grant.tool_kind !== "read" || grant.generation !== 0) return undefined;
+    const chain = lane.queue.slice(0, LONGEST_TOGETHER);
+    while (chain.length >= 2 && !chainShape(chain.map((r) => r.kind))) chain.pop();
+    if (chain.length < 2 || chain.some((r) => this.replays.has(r.receiptId) || lane.ahead.has(r))) return undefined;
+    // Each waits for its answer before the chain leaves: the answers come in one message.
+    const [head, ...rest] = chain.map((r, i) => this.deliver(grant, r, i === 0 ? undefined : chain[i - 1]!.receiptId, true));
+    for (const [i, delivery] of rest.entries()) lane.ahead.set(chain[i + 1]!, delivery);
+    this.link.postChain(chain.map((r) => wireReceipt(r, grant.claim_token, false)));
+    return head;
   }
 
   /**
@@ -261,8 +290,13 @@ export class Outbox {
     });
   }
 
-  /** Sends one receipt (`after` the one named, when sent ahead) until it has a definitive answer; undefined when the outbox closes first. */
-  private async deliver(grant: Grant, receipt: OutboxReceipt, after?: string): Promise<ReceiptAnswer | undefined> {
+  /**
+   * Sends one receipt (`after` the one named, when sent ahead) until it has a definitive answer;
+   * undefined when the outbox closes first. `inChain`: its first send is a chain's, which the caller
+   * publishes (a receipt of a chain the gateway did not apply whole is answered `pending`, and then
+   * sent alone).
+   */
+  private async deliver(grant: Grant, receipt: OutboxReceipt, after?: string, inChain = false): Promise<ReceiptAnswer | undefined> {
     let interval = this.timing.answerTimeoutMs;
     for (let attempt = 0; !this.stop.signal.aborted; attempt++) {
       const replayed = attempt > 0 || this.replays.has(receipt.receiptId);
@@ -272,8 +306,9 @@ export class Outbox {
         // A first send asks no PubAck: the gateway's answer confirms it, and no earlier copy can have
         // made the stream drop it. A resend asks for one: a copy the stream de-duplicated is never
         // delivered to a gateway, so then the stored answer is asked for.
-        if (!replayed) this.link.postReceipt(wireReceipt(receipt, grant.claim_token, false), after);
-        else if ((await this.link.publishReceipt(wireReceipt(receipt, grant.claim_token, true), after)).duplicate) answer = await this.query(grant, receipt);
+        if (!replayed) {
+          if (!inChain) this.link.postReceipt(wireReceipt(receipt, grant.claim_token, false), after);
+        } else if ((await this.link.publishReceipt(wireReceipt(receipt, grant.claim_token, true), after)).duplicate) answer = await this.query(grant, receipt);
       } catch (err) {
         this.logger.warn({ err: errorText(err), receipt_id: receipt.receiptId, attempt }, "receipt publish failed; will resend");
       }

@@ -1,6 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { detachedAny, HELD_CLAIMS_MAX, Id, type Candidate, type Grant } from "../wire/messages.js";
+import type { ReceiptTerms } from "../wire/receipt-chains.js";
 import type { NatsClientEnv } from "../nats/client-options.js";
 import { CandidatePuller } from "./candidates.js";
 import { ClaimExecution, type ExecutionHost, type RegisteredTool } from "./claim-execution.js";
@@ -175,7 +176,7 @@ export class ToolRunner {
       ready: () => this.ready,
       held: () => this.active.size,
       toolFor: (candidate) => this.toolFor(candidate),
-      take: (grant, candidate, tool, ordersReceipts) => this.take(grant, candidate, tool, ordersReceipts),
+      take: (grant, candidate, tool, terms) => this.take(grant, candidate, tool, terms),
     });
     this.control = new ControlMessages({
       link,
@@ -473,7 +474,7 @@ export class ToolRunner {
     return tool;
   }
 
-  private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool, ordersReceipts: boolean): Promise<void> {
+  private async take(grant: Grant, candidate: Candidate, tool: RegisteredTool, terms: ReceiptTerms): Promise<void> {
     if (
       grant.assignment_id !== candidate.assignment_id ||
       grant.executor_id !== this.executorId ||
@@ -485,7 +486,8 @@ export class ToolRunner {
       this.logger.error({ assignment_id: candidate.assignment_id, granted: grant.assignment_id }, "grant does not match the claim request; ignored");
       return;
     }
-    if (ordersReceipts) this.outbox.sendAheadFor(grant);
+    if (terms.ordersReceipts) this.outbox.sendAheadFor(grant);
+    if (terms.takesChains) this.outbox.sendChainsFor(grant);
     const execution = this.hold(grant, { tool });
     if (!(await execution.accept())) this.release(execution);
   }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { REFUSAL_CODE_NAMES } from "../errors/protocol-codes.js";
+import { LONGEST_TOGETHER } from "./receipt-chains.js";
 import { AGENT_VERSION_ID_MAX_LENGTH, ErrorBody, Id, Millis, OperationKey, Reason, Sha256Hex, ToolKind, ToolName, oneOrMany } from "./primitives.js";
 
 /**
@@ -156,7 +157,10 @@ export const ReceiptStatus = z.enum([
   "late_ignored",
   /** Refused (bad token, conflicting body, illegal transition...); nothing changed. */
   "rejected",
-  /** Not processed yet (answer to a query only). */
+  /**
+   * Not processed yet: the answer to a query about a receipt not taken yet, or to a receipt of a chain
+   * that was not applied whole (nothing of it was stored: send it alone).
+   */
   "pending",
 ]);
 export type ReceiptStatus = z.infer<typeof ReceiptStatus>;
@@ -181,6 +185,13 @@ export type ReceiptAnswer = z.infer<typeof ReceiptAnswer>;
  */
 export const ReceiptAnswers = oneOrMany(ReceiptAnswer, 1);
 export type ReceiptAnswers = z.infer<typeof ReceiptAnswers>;
+
+/**
+ * What one message of the receipts stream holds: a receipt, or a chain of a read's first receipts
+ * sent together (`src/wire/receipt-chains.ts`).
+ */
+export const ReceiptMessage = z.union([Receipt, z.array(Receipt).min(2).max(LONGEST_TOGETHER)]);
+export type ReceiptMessage = z.infer<typeof ReceiptMessage>;
 
 /**
  * Asks for the stored answer of a receipt (after a lost answer, or a resend the stream de-duplicated).

@@ -19,7 +19,8 @@ import {
 } from "../../src/wire/messages.js";
 import { itemsOf } from "../../src/wire/primitives.js";
 import { EXECUTOR_JS_API_PREFIX, subjects } from "../../src/wire/subjects.js";
-import { markSentAfter, ordersReceipts } from "../../src/wire/receipt-order.js";
+import { markSentAfter } from "../../src/wire/receipt-order.js";
+import { chainHeaders, chainShape, receiptTermsOf, type ReceiptTerms } from "../../src/wire/receipt-chains.js";
 import { registerExecutor } from "./registry.js";
 import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 
@@ -151,15 +152,15 @@ export class ProtocolExecutor {
     return (await this.claimWithOrder(assignmentId, generation)).reply;
   }
 
-  /** `claim`, and whether the gateway keeps receipts sent ahead of their answers in order (its reply's `Tg-Receipt-Order`). */
-  async claimWithOrder(assignmentId: string, generation: number): Promise<{ reply: ClaimReply; ordersReceipts: boolean }> {
+  /** `claim`, and what the gateway takes of the claim's receipts (its reply's headers): sent ahead of their answers, chains. */
+  async claimWithOrder(assignmentId: string, generation: number): Promise<{ reply: ClaimReply } & ReceiptTerms> {
     await this.register();
     const reply = await this.nc.request(
       subjects.claim(this.scope, this.executorId),
       encode({ assignment_id: assignmentId, executor_id: this.executorId, generation }),
       { timeout: 5_000 },
     );
-    return { reply: decode(ClaimReply, reply.data), ordersReceipts: ordersReceipts(reply.headers) };
+    return { reply: decode(ClaimReply, reply.data), ...receiptTermsOf(reply.headers) };
   }
 
   /** Reports the claims this executor holds (`tg.held`), as a restarted executor does before it pulls. */
@@ -235,6 +236,28 @@ export class ProtocolExecutor {
       answers.push(this.post(receipt, timeoutMs, ahead ? before!.receipt_id : undefined));
     }
     return Promise.all(answers);
+  }
+
+  /**
+   * Publishes receipts as one message (a chain: a read's first receipts, `src/wire/receipt-chains.ts`)
+   * without asking for its PubAck, and resolves with their answers (the stored one asked for where
+   * none comes within `timeoutMs`). `headers` replaces the chain's own, to send one that breaks the
+   * rules a gateway relies on.
+   */
+  async postChain(receipts: readonly Receipt[], { timeoutMs = 10_000, headers: h = chainHeaders(receipts[0]!.receipt_id) } = {}): Promise<ReceiptQueryReply[]> {
+    const answers = receipts.map((r) => this.answerFor(r.receipt_id, timeoutMs).catch(() => this.query(r)));
+    this.nc.publish(subjects.receipt(this.scope, this.executorId, receipts[0]!.assignment_id), encode(receipts), { headers: h });
+    return Promise.all(answers);
+  }
+
+  /**
+   * Posts a claim's receipts as the ToolRunner sends them under the gateway's `terms`: a read's first
+   * ones as one chain where the gateway takes chains, else in order (`postInOrder`, a read's report
+   * and final receipt right behind its `accepted`).
+   */
+  postAsRunner(receipts: readonly Receipt[], terms: ReceiptTerms, { read, timeoutMs = 10_000 }: { read: boolean; timeoutMs?: number }): Promise<ReceiptQueryReply[]> {
+    if (terms.takesChains && read && chainShape(receipts.map((r) => r.kind))) return this.postChain(receipts, { timeoutMs });
+    return this.postInOrder(receipts, terms.ordersReceipts, { timeoutMs, aheadOfAccepted: read });
   }
 
   /** The next answer for `receiptId` on this executor's answer subject (register before publishing). */

@@ -8,7 +8,8 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decode } from "../../src/wire/codec.js";
-import { Receipt } from "../../src/wire/messages.js";
+import { ReceiptMessage } from "../../src/wire/messages.js";
+import { itemsOf } from "../../src/wire/primitives.js";
 import { subjects } from "../../src/wire/subjects.js";
 import { CRASH_POINTS } from "../fixtures/crash-points.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
@@ -76,8 +77,7 @@ describe("crash tests: a child-process executor SIGKILLed at each point, then re
     for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
       const m = await jsm.streams.getMessage(STREAMS.receipts, { seq }).catch(() => null);
       if (!m || m.subject !== subjects.receipt(scope, executorId, assignmentId)) continue;
-      const id = decode(Receipt, m.data).receipt_id;
-      copies.set(id, (copies.get(id) ?? 0) + 1);
+      for (const { receipt_id: id } of itemsOf(decode(ReceiptMessage, m.data))) copies.set(id, (copies.get(id) ?? 0) + 1);
     }
     return copies;
   }

@@ -12,7 +12,8 @@ import { transition } from "../../src/runner/phases.js";
 import type { OutboxReceipt } from "../../src/runner/store.js";
 import { STREAMS } from "../../src/streams/names.js";
 import { decode } from "../../src/wire/codec.js";
-import { Receipt, type Grant } from "../../src/wire/messages.js";
+import { ReceiptMessage, type Grant } from "../../src/wire/messages.js";
+import { itemsOf } from "../../src/wire/primitives.js";
 import { receiptId } from "../../src/wire/receipt-ids.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { startExecutionGateway, SHORT_LEASES, type TestGateway } from "../helpers/execution-gateway.js";
@@ -99,8 +100,7 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
     for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
       const m = await jsm.streams.getMessage(STREAMS.receipts, { seq }).catch(() => null);
       if (!m) continue;
-      const receipt = decode(Receipt, m.data);
-      if (receipt.assignment_id === assignmentId) kinds.push(receipt.kind);
+      for (const receipt of itemsOf(decode(ReceiptMessage, m.data))) if (receipt.assignment_id === assignmentId) kinds.push(receipt.kind);
     }
     return kinds;
   }

@@ -6,7 +6,8 @@ import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node"
 import { createLogger } from "../../src/log/logger.js";
 import { SqliteRunnerStore, type ToolRunner } from "../../src/runner/index.js";
 import { decode } from "../../src/wire/codec.js";
-import { Receipt } from "../../src/wire/messages.js";
+import { ReceiptMessage, type Receipt } from "../../src/wire/messages.js";
+import { itemsOf } from "../../src/wire/primitives.js";
 import { subjects } from "../../src/wire/subjects.js";
 import { startTestNats, type TestNats } from "../helpers/nats.js";
 import { lineSink } from "../security/helpers.js";
@@ -17,11 +18,12 @@ import { until } from "../helpers/until.js";
 const SCOPE = "send";
 const EXECUTOR = "exec-send";
 
-/** A receipt as the runner put it on the wire, and whether it asked for the stream's PubAck (a reply subject). */
+/** A receipt as the runner put it on the wire: whether it asked for the stream's PubAck (a reply subject), and in which message (a chain's carry several). */
 interface Sent {
   kind: Receipt["kind"];
   receiptId: string;
   asksPubAck: boolean;
+  message: number;
 }
 
 /**
@@ -37,6 +39,7 @@ describe("ToolRunner: how receipts are sent", () => {
   let sessionId: string;
   let release!: () => void;
   const sent: Sent[] = [];
+  let messages = 0;
   const sink = lineSink();
 
   beforeAll(async () => {
@@ -45,8 +48,8 @@ describe("ToolRunner: how receipts are sent", () => {
     nc = await connect({ servers: nats.url });
     nc.subscribe(subjects.receipt(SCOPE, EXECUTOR, "*"), {
       callback: (_err, m: Msg) => {
-        const r = decode(Receipt, m.data);
-        sent.push({ kind: r.kind, receiptId: r.receipt_id, asksPubAck: (m.reply ?? "") !== "" });
+        messages++;
+        for (const r of itemsOf(decode(ReceiptMessage, m.data))) sent.push({ kind: r.kind, receiptId: r.receipt_id, asksPubAck: (m.reply ?? "") !== "", message: messages });
       },
     });
     await nc.flush();
@@ -80,14 +83,15 @@ describe("ToolRunner: how receipts are sent", () => {
   };
   const stateOf = async (id: string) => (await gw.api("GET", `/v1/assignments/${id}`)).state as string;
 
-  it("sends each receipt once, without asking for a PubAck, when the gateway answers", async () => {
+  it("sends each receipt once, without asking for a PubAck, a read's three in one message, when the gateway answers", async () => {
     sent.length = 0;
     const id = await call("now");
     await until("the call completed", async () => ((await stateOf(id)) === "completed" ? true : undefined));
-    expect(sent.map((s) => [s.kind, s.asksPubAck])).toEqual([
-      ["accepted", false],
-      ["progress", false],
-      ["completed", false],
+    const [first] = sent;
+    expect(sent.map((s) => [s.kind, s.asksPubAck, s.message - first!.message])).toEqual([
+      ["accepted", false, 0],
+      ["progress", false, 0],
+      ["completed", false, 0],
     ]);
   });
 

@@ -239,7 +239,7 @@ export class ClaimService {
     return {
       assignment_id: original.assignment_id,
       operation_key: original.operation_key,
-      result: await this.receipts.completedResult(original.final.stream_seq),
+      result: await this.receipts.completedResult(original.final),
     };
   }
 }

@@ -50,7 +50,7 @@ export class ProjectionStore {
     if (a.projection) return { assignment_id: a.assignment_id, ...a.projection };
     const stored = (await this.records.get(a.assignment_id))?.value;
     if (stored) return stored;
-    return this.store(a, result !== undefined ? result : await this.receipts.completedResult(final.stream_seq));
+    return this.store(a, result !== undefined ? result : await this.receipts.completedResult(final));
   }
 
   /**

@@ -4,9 +4,10 @@ import { PubHeaders, type JetStreamClient, type JsMsg } from "@nats-io/jetstream
 import type { Logger } from "../../log/logger.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
-import { Receipt, type ReceiptAnswer } from "../../wire/messages.js";
+import { ReceiptMessage, type Receipt, type ReceiptAnswer } from "../../wire/messages.js";
 import { isSubjectToken, subjects } from "../../wire/subjects.js";
-import { LONGEST_TOGETHER, togetherShape, type ReceiptInput, type ReceiptProcessor } from "./receipt-processor.js";
+import type { ReceiptInput, ReceiptProcessor } from "./receipt-processor.js";
+import { LONGEST_TOGETHER, chainShape, storedFirstOnSubject, togetherShape } from "../../wire/receipt-chains.js";
 import { StreamWorker } from "../transport/stream-worker.js";
 import { sentAfter, takesJointAnswers } from "../../wire/receipt-order.js";
 import { ownReceiptNamed } from "../../wire/receipt-ids.js";
@@ -35,7 +36,8 @@ const MAX_DELIVERIES_HELD = 20;
  * the receipt before it (`Tg-After`, `src/wire/receipt-order.ts`) and, when another replica has not
  * applied that one yet, looks again for ~15 ms, then is delivered again a moment later instead of
  * being answered (at most `MAX_DELIVERIES_HELD` times: a receipt named but refused, or never
- * stored, holds nothing up for long).
+ * stored, holds nothing up for long). A chain (a read's first receipts in one message) is one turn:
+ * see `handleChain`.
  */
 export class ReceiptConsumer {
   private readonly worker: StreamWorker;
@@ -99,6 +101,7 @@ export class ReceiptConsumer {
     const { scope, executorId, assignmentId } = sender;
     const receipt = receiptOf(turn);
     if (receipt instanceof MalformedMessageError) return this.poison(msg, receipt.reason);
+    if (Array.isArray(receipt)) return this.handleChain(msg, sender, receipt);
     const after = sentAfter(msg.headers);
     // Only a report of the sender's own claim is waited for, and a read's `accepted` (a read may run
     // before it is answered): a receipt naming anything else is taken at once (and judged as it comes).
@@ -120,6 +123,23 @@ export class ReceiptConsumer {
   }
 
   /**
+   * A chain (a read's `accepted` and what the read sent behind it, in one message: see
+   * `src/wire/receipt-chains.ts`): applied whole by one compare-and-set, else its first receipt is
+   * decided alone and the others are answered `pending` with nothing of them stored, for the
+   * executor to send alone. So no receipt of a chain but its first, whose id is the message's
+   * `Nats-Msg-Id`, is ever refused or indexed from it: one sent alone later is de-duplicated, or
+   * decided, exactly as if the chain had held its first receipt only. One answer message for all.
+   */
+  private async handleChain(msg: JsMsg, sender: Sender, receipts: Receipt[]): Promise<void> {
+    const inputs = receipts.map((receipt) => inputOf(msg, sender, receipt));
+    const together = chainShape(receipts.map((r) => r.kind)) ? await this.processor.processTogether(inputs) : null;
+    const answers = together ?? [await this.processor.process(inputs[0]!), ...receipts.slice(1).map(notTaken)];
+    this.nc.publish(subjects.answers(sender.scope, sender.executorId), encode(answers));
+    for (const [i, receipt] of receipts.entries()) this.counted(msg, receipt, answers[i]!);
+    msg.ack();
+  }
+
+  /**
    * Applies `input` together with the receipts sent right behind it, when they are already here,
    * waiting for their turn (`ReceiptProcessor.processTogether`: a progress report and the final
    * receipt, or a read's `accepted` and what the read sent behind it): one compare-and-set for all,
@@ -135,7 +155,7 @@ export class ReceiptConsumer {
     for (const turn of this.waiting.get(key) ?? []) {
       if (followers.length === LONGEST_TOGETHER - 1 || !turn.sender || sentAfter(turn.msg.headers) !== named) break;
       const receipt = receiptOf(turn);
-      if (receipt instanceof MalformedMessageError) break; // refused in its own turn
+      if (receipt instanceof MalformedMessageError || Array.isArray(receipt)) break; // taken in its own turn
       followers.push({ turn, input: inputOf(turn.msg, turn.sender, receipt) });
       named = receipt.receipt_id;
     }
@@ -168,6 +188,12 @@ export class ReceiptConsumer {
 
   /** Counts and logs `receipt`'s answer, and acknowledges its message. */
   private answered(msg: JsMsg, receipt: Receipt, answer: ReceiptAnswer): void {
+    this.counted(msg, receipt, answer);
+    msg.ack();
+  }
+
+  /** Counts and logs the answer to `receipt`, taken from `msg`. */
+  private counted(msg: JsMsg, receipt: Receipt, answer: ReceiptAnswer): void {
     if (answer.status !== "pending") this.metrics.receiptProcessed(answer.status, receipt.kind);
     if (answer.status === "rejected" && answer.code) this.metrics.requestRefused("rcpt", answer.code);
     // The audit of a refusal: this line, and the message itself, kept in the stream at `seq`.
@@ -184,7 +210,6 @@ export class ReceiptConsumer {
         },
         "receipt rejected",
       );
-    msg.ack();
   }
 
   /** Whether the receipt `after` names had its turn, looking again a few times within ~15 ms. */
@@ -220,15 +245,15 @@ interface Turn {
   readonly msg: JsMsg;
   readonly sender: Sender | null;
   taken: boolean;
-  /** Its receipt once decoded (or why it is none): a follower looked at by the report before it is not decoded again in its own turn. */
-  receipt?: Receipt | MalformedMessageError;
+  /** Its receipt (or chain) once decoded, or why it is none: a follower looked at by the report before it is not decoded again in its own turn. */
+  receipt?: ReceiptMessage | MalformedMessageError;
 }
 
-/** The turn's receipt, decoded once. */
-function receiptOf(turn: Turn): Receipt | MalformedMessageError {
+/** The turn's receipt (or chain), decoded once. */
+function receiptOf(turn: Turn): ReceiptMessage | MalformedMessageError {
   if (turn.receipt === undefined) {
     try {
-      turn.receipt = decode(Receipt, turn.msg.data);
+      turn.receipt = decode(ReceiptMessage, turn.msg.data);
     } catch (err) {
       if (!(err instanceof MalformedMessageError)) throw err;
       turn.receipt = err;
@@ -252,6 +277,12 @@ function inputOf(msg: JsMsg, sender: Sender, receipt: Receipt): ReceiptInput {
     receipt,
     streamSeq: msg.seq,
     msgId: msg.headers?.get(PubHeaders.MsgIdHdr) || undefined,
+    firstOnSubject: storedFirstOnSubject(msg.headers),
     redelivered: msg.redelivered,
   };
+}
+
+/** The answer to a receipt of a chain not applied whole: not taken, nothing of it stored; the executor sends it alone. */
+function notTaken(r: Receipt): ReceiptAnswer {
+  return { receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, status: "pending", reason: "sent in a chain that was not applied whole: send it alone" };
 }

@@ -2,6 +2,7 @@ import { CanonicalJsonError } from "../../budget/index.js";
 import type { Logger } from "../../log/logger.js";
 import { receiptBodyDigest } from "../../wire/digest.js";
 import { isClaimReceiptId } from "../../wire/receipt-ids.js";
+import { togetherShape } from "../../wire/receipt-chains.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../../wire/messages.js";
 import { isRunEndState, isTerminalAssignmentState, nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
@@ -27,8 +28,10 @@ export interface ReceiptInput {
   readonly receipt: Receipt;
   /** Its sequence in `TG_RECEIPTS`. */
   readonly streamSeq: number;
-  /** Its `Nats-Msg-Id`, the key the stream de-duplicated it on (an executor sets it to the `receipt_id`). */
+  /** Its `Nats-Msg-Id`, the key the stream de-duplicated it on (an executor sets it to the `receipt_id`; a chain's is its first receipt's). */
   readonly msgId: string | undefined;
+  /** It came in a message the stream stored only as the first of its subject (a chain, `src/wire/receipt-chains.ts`). */
+  readonly firstOnSubject?: boolean;
   /** Whether the consumer delivered it before (not acknowledged in time, a gateway stopped). */
   readonly redelivered: boolean;
 }
@@ -180,7 +183,9 @@ export class ReceiptProcessor {
    * the receipt is decided. It cannot, and the read is skipped, when all of these hold:
    * - the id is the one `receiptId` mints for the claim the receipt proves: nobody could publish it
    *   before that claim was granted, and every receipt under it is of that claim, kind and seq;
-   * - the stream de-duplicated the message on that id (`Nats-Msg-Id`), and this is its first delivery;
+   * - the stream de-duplicated the message on that id (`Nats-Msg-Id`), or stored it only as the first
+   *   message of its subject (a chain: nothing of this executor on this assignment came before it),
+   *   and this is its first delivery;
    * - it is processed within the stream's de-duplication window (less `DEDUP_MARGIN_MS`) of the
    *   claim. A message under the same id stored before this one, but after the claim, would have made
    *   the stream drop this one; one stored after it comes after this processing began, and takes
@@ -189,7 +194,7 @@ export class ReceiptProcessor {
    */
   private indexMayHold(input: ReceiptInput, a: AssignmentRecord, proof: ClaimProof): boolean {
     const r = input.receipt;
-    if (input.redelivered || input.msgId !== r.receipt_id) return true;
+    if (input.redelivered || (input.msgId !== r.receipt_id && !input.firstOnSubject)) return true;
     const claim = provenClaim(a, proof);
     if (!claim || this.now() - claim.claimed_at > this.deps.dedupWindowMs - DEDUP_MARGIN_MS) return true;
     return !isClaimReceiptId(r, claim.generation);
@@ -485,25 +490,6 @@ function outcomeOf(r: Receipt): Outcome {
     default:
       return { kind: "completed" };
   }
-}
-
-/** The receipts that settle running work, which a progress report may be applied together with. */
-const SETTLING_KINDS: ReadonlySet<ReceiptKind> = new Set(["completed", "failed", "cancelled"]);
-
-/** The most receipts `togetherShape` takes: `accepted`, a report and a settling receipt. */
-export const LONGEST_TOGETHER = 3;
-
-/**
- * Whether receipts of these kinds, in this order, may be applied together: at least two of a read's
- * `accepted`, one progress report and a settling receipt, in that order (`processTogether` checks
- * that the claim is a read's).
- */
-export function togetherShape(kinds: readonly ReceiptKind[]): boolean {
-  let i = 0;
-  if (kinds[i] === "accepted") i++;
-  if (kinds[i] === "progress") i++;
-  if (kinds[i] !== undefined && SETTLING_KINDS.has(kinds[i]!)) i++;
-  return kinds.length >= 2 && i === kinds.length;
 }
 
 /** The answer to `r`: its verdict, without what only the processor needs. */
