@@ -16,6 +16,7 @@ export const RULES = [
   "missing_side_effect",
   "receipt_lost",
   "receipt_not_indexed",
+  "chain_split",
   "index_mismatch",
   "applied_receipt_mismatch",
   "state_receipt_mismatch",
@@ -124,7 +125,8 @@ export function checkHistory(h: StoredHistory, options: CheckOptions = {}): Chec
   for (const { value: run } of h.runs) checkTaskResults(run, assignments, add);
   if (h.registry) checkClaimsGranted(h.assignments, h.registry, add);
   checkIndex([...indexEntries, ...applied.filter((e) => e.kind === "progress")], bySeq, add);
-  checkEveryReceiptIndexed(h.receipts, assignments, known, add);
+  checkEveryReceiptIndexed(h.receipts, bySeq, assignments, known, add);
+  checkChains(bySeq, known, add);
   checkProgress(progress, h.index, known, add);
   for (const run of h.runs) checkRunEnd(run, assignments, knownByAssignment, bySeq, add);
   checkProjections(h, assignments, options.snapshot, add);
@@ -344,10 +346,20 @@ function checkIndex(entries: ReceiptIndexEntry[], bySeq: ReceiptsBySeq, add: Add
   }
 }
 
-/** A receipt in the stream that proves a claim of its assignment must have been processed: indexed, or applied by the assignment. */
-function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<string, AssignmentRecord>, known: Known, add: Add): void {
+/**
+ * A receipt in the stream that proves a claim of its assignment must have been processed: indexed, or
+ * applied by the assignment. A chain's receipts after its first are exempt (`checkChains`): a gateway
+ * that does not apply a chain whole takes nothing of them from it.
+ */
+function checkEveryReceiptIndexed(
+  receipts: StoredReceipt[],
+  bySeq: ReceiptsBySeq,
+  assignments: Map<string, AssignmentRecord>,
+  known: Known,
+  add: Add,
+): void {
   for (const { receipt: r, seq } of receipts) {
-    if (!r || known(r.receipt_id, r.assignment_id)) continue;
+    if (!r || known(r.receipt_id, r.assignment_id) || bySeq.get(seq)?.[0]?.receipt !== r) continue;
     const a = assignments.get(r.assignment_id);
     const claims = a ? (a.claim ? [a.claim, ...a.past_claims] : a.past_claims) : [];
     // Without a valid token the gateway refuses it unindexed on purpose (a forger must not squat the id).
@@ -358,6 +370,25 @@ function checkEveryReceiptIndexed(receipts: StoredReceipt[], assignments: Map<st
         assignment_id: r.assignment_id,
         receipt_id: r.receipt_id,
       });
+  }
+}
+
+/**
+ * A chain (a read's first receipts in one message) is applied whole, or nothing of it but its first
+ * receipt is taken from it: the others were answered `pending`, to be sent alone.
+ */
+function checkChains(bySeq: ReceiptsBySeq, known: Known, add: Add): void {
+  for (const [seq, held] of bySeq) {
+    const followers = held.slice(1).flatMap((s) => (s.receipt ? [s.receipt] : []));
+    const takenHere = followers.filter((r) => known(r.receipt_id, r.assignment_id)?.stream_seq === seq);
+    if (takenHere.length === 0 || takenHere.length === followers.length) continue;
+    const left = followers.filter((r) => !takenHere.includes(r)).map((r) => r.receipt_id);
+    add({
+      rule: "chain_split",
+      message: `the chain at stream sequence ${seq} was taken in part: ${left.join(", ")} not taken from it`,
+      assignment_id: followers[0]!.assignment_id,
+      receipt_id: left[0]!,
+    });
   }
 }
 

@@ -378,6 +378,21 @@ describe("history checker on crafted records", () => {
     expect(checkHistory(h).violations.map((v) => v.rule)).toContain("index_mismatch");
   });
 
+  it("a chain (a read's first receipts in one message) applied whole passes; one taken in part is a split", () => {
+    const { h, evidence } = history(1);
+    // The call's three receipts in one message, at sequence 1, each applied or indexed from it.
+    for (const r of h.receipts) r.seq = 1;
+    const a = assignment(h, 0);
+    a.accepted!.stream_seq = 1;
+    a.final!.stream_seq = 1;
+    for (const e of h.index) e.stream_seq = 1;
+    expect(rulesOf(h, evidence)).toEqual([]);
+    // Its final receipt applied from a message of its own (sent alone), its report from the chain.
+    const completed = h.receipts.find((r) => r.receipt?.kind === "completed")!.receipt!;
+    a.final!.stream_seq = publish(h, completed).seq;
+    expect(rulesOf(h, evidence)).toEqual(["chain_split"]);
+  });
+
   it("a receipt applied twice: a second final recorded, progress stored twice", () => {
     const { h } = history();
     const dup = h.receipts.find((r) => r.receipt?.receipt_id === "a-0_completed")!;

@@ -308,4 +308,80 @@ describe("Outbox lane", () => {
       });
     });
   });
+
+  describe("under a gateway that takes a read's first receipts as one message", () => {
+    /** The lane's sends: each message's receipts, the receipt it names (`Tg-After`), and whether it asked for a PubAck (a resend). */
+    function chainLane(claim: Grant) {
+      const sent: Array<{ ids: string[]; after?: string; pubAck: boolean }> = [];
+      const answered: string[] = [];
+      const link = {
+        postReceipt: (r: Receipt, after?: string) => void sent.push({ ids: [r.receipt_id], ...(after ? { after } : {}), pubAck: false }),
+        postChain: (rs: Receipt[]) => void sent.push({ ids: rs.map((r) => r.receipt_id), pubAck: false }),
+        publishReceipt: async (r: Receipt, after?: string) => {
+          sent.push({ ids: [r.receipt_id], ...(after ? { after } : {}), pubAck: true });
+          return { duplicate: false };
+        },
+      } as unknown as NatsLink;
+      const store = { appendReceipt: async () => undefined } as unknown as RunnerStore;
+      const timing = { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs: 60_000, acceptedLingerMs: 60_000 };
+      const outbox = new Outbox(store, link, timing, createLogger({ level: "silent" }), async (receipt) => void answered.push(receipt.receiptId));
+      outbox.sendAheadFor(claim);
+      outbox.sendChainsFor(claim);
+      const answer = (r: OutboxReceipt, status: "recorded" | "pending" = "recorded") =>
+        outbox.handleAnswer({ receipt_id: r.receiptId, assignment_id: r.assignmentId, kind: r.kind, status });
+      const receipts = [
+        buildReceipt(claim, { kind: "accepted", operation_key: claim.operation_key, argument_digest: claim.argument_digest }, 0),
+        buildReceipt(claim, { kind: "progress", seq: 1, progress: { step: 1 } }, 0),
+        buildReceipt(claim, { kind: "completed", result: { ok: true } }, 0),
+      ] as const;
+      return { outbox, sent, answered, answer, receipts };
+    }
+    const turns = async () => {
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    };
+    /** Saves a read's three receipts as its handler does: `accepted` first, the read's report and outcome behind it. */
+    const saveAll = async ({ outbox, receipts }: ReturnType<typeof chainLane>, claim: Grant) => {
+      outbox.send(claim, [receipts[0]]);
+      await outbox.append(claim, receipts[1]);
+      await outbox.append(claim, receipts[2]);
+      await turns();
+    };
+
+    it("sends a read's accepted, report and outcome in one message, and alone, behind the one before, those answered pending", async () => {
+      const read = sampleGrant({ tool_kind: "read", assignment_id: "asg-chain" });
+      const lane = chainLane(read);
+      const [accepted, report, outcome] = lane.receipts;
+      await saveAll(lane, read);
+      expect(lane.sent).toEqual([{ ids: [accepted.receiptId, report.receiptId, outcome.receiptId], pubAck: false }]);
+      // Not applied whole (say the record had no room for the report): `accepted` decided, the others not taken.
+      lane.answer(accepted);
+      lane.answer(report, "pending");
+      lane.answer(outcome, "pending");
+      await turns();
+      expect(lane.sent.slice(1)).toEqual([
+        { ids: [report.receiptId], after: accepted.receiptId, pubAck: true },
+        { ids: [outcome.receiptId], after: report.receiptId, pubAck: true },
+      ]);
+      lane.answer(report);
+      lane.answer(outcome);
+      await lane.outbox.flush(1_000);
+      expect(lane.answered).toEqual([accepted.receiptId, report.receiptId, outcome.receiptId]);
+      lane.outbox.close();
+    });
+
+    it("sends a write's receipts, and those of a read's later generation, each in a message of its own", async () => {
+      const write = sampleGrant({ assignment_id: "asg-write" });
+      const writeLane = chainLane(write);
+      await saveAll(writeLane, write);
+      // Nothing goes before a write's `accepted` is answered.
+      expect(writeLane.sent).toEqual([{ ids: [writeLane.receipts[0].receiptId], pubAck: false }]);
+      writeLane.outbox.close();
+      // The executor may have published on the subject under an earlier generation, where the stream would refuse a chain.
+      const again = sampleGrant({ tool_kind: "read", assignment_id: "asg-again", generation: 1 });
+      const readLane = chainLane(again);
+      await saveAll(readLane, again);
+      expect(readLane.sent.map((s) => s.ids)).toEqual(readLane.receipts.map((r) => [r.receiptId]));
+      readLane.outbox.close();
+    });
+  });
 });
