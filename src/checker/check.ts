@@ -351,13 +351,7 @@ function checkIndex(entries: ReceiptIndexEntry[], bySeq: ReceiptsBySeq, add: Add
  * applied by the assignment. A chain's receipts after its first are exempt (`checkChains`): a gateway
  * that does not apply a chain whole takes nothing of them from it.
  */
-function checkEveryReceiptIndexed(
-  receipts: StoredReceipt[],
-  bySeq: ReceiptsBySeq,
-  assignments: Map<string, AssignmentRecord>,
-  known: Known,
-  add: Add,
-): void {
+function checkEveryReceiptIndexed(receipts: StoredReceipt[], bySeq: ReceiptsBySeq, assignments: Map<string, AssignmentRecord>, known: Known, add: Add): void {
   for (const { receipt: r, seq } of receipts) {
     if (!r || known(r.receipt_id, r.assignment_id) || bySeq.get(seq)?.[0]?.receipt !== r) continue;
     const a = assignments.get(r.assignment_id);

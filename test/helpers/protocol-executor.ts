@@ -255,7 +255,11 @@ export class ProtocolExecutor {
    * ones as one chain where the gateway takes chains, else in order (`postInOrder`, a read's report
    * and final receipt right behind its `accepted`).
    */
-  postAsRunner(receipts: readonly Receipt[], terms: ReceiptTerms, { read, timeoutMs = 10_000 }: { read: boolean; timeoutMs?: number }): Promise<ReceiptQueryReply[]> {
+  postAsRunner(
+    receipts: readonly Receipt[],
+    terms: ReceiptTerms,
+    { read, timeoutMs = 10_000 }: { read: boolean; timeoutMs?: number },
+  ): Promise<ReceiptQueryReply[]> {
     if (terms.takesChains && read && chainShape(receipts.map((r) => r.kind))) return this.postChain(receipts, { timeoutMs });
     return this.postInOrder(receipts, terms.ordersReceipts, { timeoutMs, aheadOfAccepted: read });
   }

@@ -49,7 +49,8 @@ describe("ToolRunner: how receipts are sent", () => {
     nc.subscribe(subjects.receipt(SCOPE, EXECUTOR, "*"), {
       callback: (_err, m: Msg) => {
         messages++;
-        for (const r of itemsOf(decode(ReceiptMessage, m.data))) sent.push({ kind: r.kind, receiptId: r.receipt_id, asksPubAck: (m.reply ?? "") !== "", message: messages });
+        for (const r of itemsOf(decode(ReceiptMessage, m.data)))
+          sent.push({ kind: r.kind, receiptId: r.receipt_id, asksPubAck: (m.reply ?? "") !== "", message: messages });
       },
     });
     await nc.flush();

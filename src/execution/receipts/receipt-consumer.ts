@@ -284,5 +284,11 @@ function inputOf(msg: JsMsg, sender: Sender, receipt: Receipt): ReceiptInput {
 
 /** The answer to a receipt of a chain not applied whole: not taken, nothing of it stored; the executor sends it alone. */
 function notTaken(r: Receipt): ReceiptAnswer {
-  return { receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, status: "pending", reason: "sent in a chain that was not applied whole: send it alone" };
+  return {
+    receipt_id: r.receipt_id,
+    assignment_id: r.assignment_id,
+    kind: r.kind,
+    status: "pending",
+    reason: "sent in a chain that was not applied whole: send it alone",
+  };
 }
