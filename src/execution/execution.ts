@@ -47,7 +47,8 @@ import { AssignmentRecord, ClaimHoldings, PresenceRecord, ProgressEntry, Project
 import { serveRequests, type Refusal } from "./transport/responder.js";
 import { receiptOrderHeaders } from "../wire/receipt-order.js";
 import { markTakesChains } from "../wire/receipt-chains.js";
-import { assignmentEvents, runEvents } from "./events/run-events.js";
+import { runEvents } from "./events/run-events.js";
+import { AssignmentEvents } from "./events/assignment-events.js";
 import { RunLookup } from "./runs/run-lookup.js";
 import { RunService } from "./runs/runs.js";
 import { BackgroundTasks } from "./tasks/background-tasks.js";
@@ -192,8 +193,9 @@ export async function startExecution(deps: {
     .observeWrites((previous, next) => metrics.assignmentWritten(previous, next))
     .observeWrites((previous, next) => {
       if (next.projection && !previous?.projection) metrics.projectionStored(next.projection.context_preview.truncated);
-    })
-    .observeWrites((previous, next) => events.publish(assignmentEvents(previous, next)));
+    });
+  const assignmentEvents = new AssignmentEvents(assignmentStore, events, options.storeLayout, log);
+  assignmentEvents.attach();
   const runLookup = new RunLookup(runStore);
   assignmentStore.observeWrites((_previous, next) => runLookup.remember(next.assignment_id, next.run_id));
   const control = new ControlChannel(js, jsm);
@@ -329,6 +331,8 @@ export async function startExecution(deps: {
       await consumer.stop();
       // After the consumer: the receipts it finished may have left watch releases in flight.
       await watchlist.settled();
+      // Last: every write before may have left run events in its record for later.
+      await assignmentEvents.close();
       presenceView.stop();
     },
   };

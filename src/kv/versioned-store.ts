@@ -66,8 +66,13 @@ export interface Listing<T> {
 /** Told of every successful `create` (no previous value) and every written `mutate`: metrics, run events. */
 export type WriteObserver<T> = (previous: T | undefined, next: T) => void;
 
+/** Makes the value a `create` (no previous value) or `mutate` writes out of the one asked for: what every write of the store adds or takes off. */
+export type WriteTransform<T> = (previous: T | undefined, next: T) => T;
+
 export class VersionedStore<T> {
   private readonly observers: WriteObserver<T>[] = [];
+  private transform: WriteTransform<T> | undefined;
+  private decisionView: ((stored: T) => T) | undefined;
   private cache: RevisionCache<T> | undefined;
 
   constructor(
@@ -84,6 +89,24 @@ export class VersionedStore<T> {
   observeWrites(observer: WriteObserver<T>): this {
     this.observers.push(observer);
     return this;
+  }
+
+  /**
+   * Every value `create` and `mutate` write goes through `transform` first (the value written, cached,
+   * observed and returned is its result). It must be pure: a `mutate` may run it several times. One
+   * that returns the value it was given keeps the caller's encoding of it. `view`: what a `mutate`'s
+   * decision is given of the stored value, the fields only `transform` handles taken off (so that a
+   * decision built on it, not carrying them, is written as it is, with its encoding).
+   */
+  transformWrites(transform: WriteTransform<T>, view?: (stored: T) => T): this {
+    this.transform = transform;
+    this.decisionView = view;
+    return this;
+  }
+
+  /** `value` as `create` writes it (transformed): for a caller that encodes it first, to pass both to `create`. */
+  prepareCreate(value: T): T {
+    return this.transform ? this.transform(undefined, value) : value;
   }
 
   /**
@@ -240,8 +263,13 @@ export class VersionedStore<T> {
     });
   }
 
-  /** Creates `key` unless it exists; then returns what is there instead. `encoded`: the value's encoding, when the caller made it already. */
-  async create(key: string, value: T, encoded = encode(value)): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
+  /**
+   * Creates `key` unless it exists; then returns what is there instead. `prepared`: the value as
+   * `prepareCreate` made it, and its encoding, when the caller made them already.
+   */
+  async create(key: string, asked: T, prepared?: Uint8Array): Promise<{ created: true; revision: number } | { created: false; existing: Versioned<T> }> {
+    const value = prepared ? asked : this.prepareCreate(asked);
+    const encoded = prepared ?? encode(value);
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       try {
         const revision = await this.kv.create(key, encoded);
@@ -269,21 +297,24 @@ export class VersionedStore<T> {
     key: string,
     decide: (current: T) => Decision<T, R>,
     known?: Versioned<T>,
+    { asStored = false }: { asStored?: boolean } = {},
   ): Promise<{ result: R; value: T; written: boolean; revision: number } | null> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       const current = attempt === 0 && known ? known : await this.get(key);
       if (!current) return null;
-      const decision = decide(current.value);
+      // `asStored`: the decision is the transform's own, and sees what it handles.
+      const decision = decide(this.decisionView && !asStored ? this.decisionView(current.value) : current.value);
       if (decision.write === undefined) {
         // A decision not to write made on a value we did not read is confirmed on a fresh read.
         if (current === known && attempt === 0) continue;
         return { result: decision.result, value: current.value, written: false, revision: current.revision };
       }
+      const write = this.transform ? this.transform(current.value, decision.write) : decision.write;
       try {
-        const revision = await this.kv.update(key, decision.encoded ?? encode(decision.write), current.revision);
-        this.cache?.store(key, { value: decision.write, revision });
-        for (const observe of this.observers) observe(current.value, decision.write);
-        return { result: decision.result, value: decision.write, written: true, revision };
+        const revision = await this.kv.update(key, (write === decision.write && decision.encoded) || encode(write), current.revision);
+        this.cache?.store(key, { value: write, revision });
+        for (const observe of this.observers) observe(current.value, write);
+        return { result: decision.result, value: write, written: true, revision };
       } catch (err) {
         if (!mustRetry(err)) throw err;
       }

@@ -150,8 +150,9 @@ describe("receipts sent back to back, taken together", () => {
    */
   const readSentBackToBackWhileStopped = async (reportJoint: boolean) => {
     const { grant, runId } = await grantedCall("tasks.read");
-    const writesBefore = writes.get(grant.assignment_id) ?? 0;
+    // Counted once stopped: a stopping gateway publishes the run events it left in the record, a write.
     await gateway.close();
+    const writesBefore = writes.get(grant.assignment_id) ?? 0;
     const accepted = exec.accepted(grant, receiptId(grant, { kind: "accepted" }));
     const { progress, completed } = receipts(grant);
     const answers = Promise.all([
@@ -201,8 +202,9 @@ describe("receipts sent back to back, taken together", () => {
    */
   const acceptedAndFinalWhileStopped = async (toolName: string, tweak = (r: Receipt) => r) => {
     const { grant, runId } = await grantedCall(toolName);
-    const writesBefore = writes.get(grant.assignment_id) ?? 0;
+    // Counted once stopped: a stopping gateway publishes the run events it left in the record, a write.
     await gateway.close();
+    const writesBefore = writes.get(grant.assignment_id) ?? 0;
     const accepted = tweak(exec.accepted(grant, receiptId(grant, { kind: "accepted" })));
     const { completed } = receipts(grant);
     const answers = Promise.all([exec.post(accepted), exec.post(completed, 10_000, accepted.receipt_id, { jointAnswers: true })]);

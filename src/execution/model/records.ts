@@ -210,6 +210,13 @@ export const AssignmentRecord = z
      * every later one are entries of the progress bucket (so a seq is in one place only).
      */
     progress_in_bucket: z.literal(true).optional(),
+    /**
+     * Run events of writes of this record not published yet, in order (store layout 7: a creation's and
+     * a claim's, `src/execution/events/assignment-events.ts`); the next write publishes them before its
+     * own. Each a `RunEvent`, checked loosely here: that schema is built on this module's.
+     * Absent when none: a release before layout 7 cannot read a record that carries them.
+     */
+    deferred_events: z.array(z.looseObject({ type: z.string(), run_id: Id })).optional(),
     created_at: Millis,
     updated_at: Millis,
   })

@@ -24,10 +24,14 @@
  *   stored has its watch stored before it. One round trip fewer before the call's candidate goes
  *   out. A gateway of this release reads watches in both places whatever it writes, and moves those
  *   it finds in the other place to its own (`Watchlist`).
+ * - 7: as 6, and the run events of a tool call's creation and of a claim wait in the assignment record
+ *   (`deferred_events`) for its next write, which publishes them before its own in one event message
+ *   (or the gateway that wrote them publishes them a moment later, if no write came): a read with one
+ *   progress report is one event message instead of three.
  */
-export type StoreLayout = 1 | 2 | 3 | 4 | 5 | 6;
+export type StoreLayout = 1 | 2 | 3 | 4 | 5 | 6 | 7;
 
-export const STORE_LAYOUTS = [1, 2, 3, 4, 5, 6] as const satisfies readonly StoreLayout[];
+export const STORE_LAYOUTS = [1, 2, 3, 4, 5, 6, 7] as const satisfies readonly StoreLayout[];
 
 /** The layout of this release, and the default. */
-export const CURRENT_STORE_LAYOUT: StoreLayout = 6;
+export const CURRENT_STORE_LAYOUT: StoreLayout = 7;

@@ -65,7 +65,8 @@ export class ToolCallService {
 
     const assignmentId = assignmentIdFor(run.run_id, req.tool_call_id);
     const now = this.now();
-    const record: AssignmentRecord = {
+    // As its creation writes it (the run events it keeps for its next write included), measured once.
+    const record: AssignmentRecord = this.assignments.prepareCreate({
       assignment_id: assignmentId,
       run_id: run.run_id,
       tool_call_id: req.tool_call_id ?? null,
@@ -83,7 +84,7 @@ export class ToolCallService {
       compensates: null,
       created_at: now,
       updated_at: now,
-    };
+    });
 
     const encoded = this.encodedWithinLimit(record);
 
