@@ -20,9 +20,9 @@ export const DEFERRED_EVENTS_MS = 250;
  * a report is one event message instead of three. Every event is still published once, in order: only
  * the write that takes them off the record (its compare-and-set won) publishes them. Should no write
  * come within `flushAfterMs` (no executor claimed the call yet, the claimer died), the gateway that
- * deferred them takes them off with a compare-and-set of its own and publishes them. A gateway that
- * stops before then leaves them for the record's next write. Under earlier layouts every write
- * publishes its events at once (and any a layout-7 gateway left in the record first).
+ * deferred them takes them off with a compare-and-set of its own and publishes them; one that stops
+ * does so first, and one that dies leaves them for the record's next write. Under earlier layouts
+ * every write publishes its events at once (and any a layout-7 gateway left in the record first).
  */
 export class AssignmentEvents {
   /** The events a written record means, by the record as transformed (`transform`, then `written`). */
