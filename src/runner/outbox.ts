@@ -245,7 +245,12 @@ export class Outbox {
     // Each waits for its answer before the chain leaves: the answers come in one message.
     const [head, ...rest] = chain.map((r, i) => this.deliver(grant, r, i === 0 ? undefined : chain[i - 1]!.receiptId, true));
     for (const [i, delivery] of rest.entries()) lane.ahead.set(chain[i + 1]!, delivery);
-    this.link.postChain(chain.map((r) => wireReceipt(r, grant.claim_token, false)));
+    try {
+      this.link.postChain(chain.map((r) => wireReceipt(r, grant.claim_token, false)));
+    } catch (err) {
+      // As a lone first send that fails: each delivery asks `tg.rq` once its answer is overdue, then resends alone.
+      this.logger.warn({ err: errorText(err), assignment_id: grant.assignment_id }, "receipt chain publish failed; will resend its receipts alone");
+    }
     return head;
   }
 

@@ -6,6 +6,7 @@ import { buildReceipt } from "../../src/runner/receipts.js";
 import type { OutboxReceipt, RunnerStore } from "../../src/runner/store.js";
 import type { Grant, Receipt } from "../../src/wire/messages.js";
 import { sampleGrant } from "./helpers/grants.js";
+import { until } from "../helpers/until.js";
 
 /**
  * The order of one claim's lane, microtask by microtask. The gateway and the store are stand-ins
@@ -311,19 +312,26 @@ describe("Outbox lane", () => {
 
   describe("under a gateway that takes a read's first receipts as one message", () => {
     /** The lane's sends: each message's receipts, the receipt it names (`Tg-After`), and whether it asked for a PubAck (a resend). */
-    function chainLane(claim: Grant) {
+    function chainLane(claim: Grant, { answerTimeoutMs = 60_000, chainFails = false } = {}) {
       const sent: Array<{ ids: string[]; after?: string; pubAck: boolean }> = [];
       const answered: string[] = [];
       const link = {
         postReceipt: (r: Receipt, after?: string) => void sent.push({ ids: [r.receipt_id], ...(after ? { after } : {}), pubAck: false }),
-        postChain: (rs: Receipt[]) => void sent.push({ ids: rs.map((r) => r.receipt_id), pubAck: false }),
+        postChain: (rs: Receipt[]) => {
+          if (chainFails) throw new Error("connection closed");
+          sent.push({ ids: rs.map((r) => r.receipt_id), pubAck: false });
+        },
+        // Nothing stored answers a query: the receipt is sent again.
+        queryReceipt: async () => {
+          throw new Error("no answer");
+        },
         publishReceipt: async (r: Receipt, after?: string) => {
           sent.push({ ids: [r.receipt_id], ...(after ? { after } : {}), pubAck: true });
           return { duplicate: false };
         },
       } as unknown as NatsLink;
       const store = { appendReceipt: async () => undefined } as unknown as RunnerStore;
-      const timing = { answerTimeoutMs: 60_000, maxResendIntervalMs: 60_000, progressLingerMs: 60_000, acceptedLingerMs: 60_000 };
+      const timing = { answerTimeoutMs, maxResendIntervalMs: 60_000, progressLingerMs: 60_000, acceptedLingerMs: 60_000 };
       const outbox = new Outbox(store, link, timing, createLogger({ level: "silent" }), async (receipt) => void answered.push(receipt.receiptId));
       outbox.sendAheadFor(claim);
       outbox.sendChainsFor(claim);
@@ -366,6 +374,21 @@ describe("Outbox lane", () => {
       lane.answer(outcome);
       await lane.outbox.flush(1_000);
       expect(lane.answered).toEqual([accepted.receiptId, report.receiptId, outcome.receiptId]);
+      lane.outbox.close();
+    });
+
+    it("resends alone, asking for the PubAck, the receipts of a chain it could not publish", async () => {
+      const read = sampleGrant({ tool_kind: "read", assignment_id: "asg-unsent" });
+      const lane = chainLane(read, { answerTimeoutMs: 20, chainFails: true });
+      await saveAll(lane, read);
+      expect(lane.sent).toEqual([]);
+      await until("the three resent alone", async () => (lane.sent.length >= 3 ? true : undefined));
+      expect(lane.sent.slice(0, 3).every((s) => s.pubAck && s.ids.length === 1)).toBe(true);
+      expect(new Set(lane.sent.map((s) => s.ids[0]))).toEqual(new Set(lane.receipts.map((r) => r.receiptId)));
+      // The lane still takes their answers, in order, and records them.
+      for (const r of lane.receipts) lane.answer(r);
+      await lane.outbox.flush(1_000);
+      expect(lane.answered).toEqual(lane.receipts.map((r) => r.receiptId));
       lane.outbox.close();
     });
 
