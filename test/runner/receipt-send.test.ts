@@ -62,6 +62,8 @@ describe("ToolRunner: how receipts are sent", () => {
       scope: SCOPE,
       store: new SqliteRunnerStore(join(dir, "runner.db")),
       logger: createLogger({ name: "toolgate-runner", level: "info", destination: sink.stream }),
+      // Long enough for a read's outcome to be saved however loaded the machine: its three leave together.
+      acceptedLingerMs: 2_000,
       async handler(ctx) {
         await ctx.progress({ step: 1 });
         if (ctx.arguments.cursor === "hold") await new Promise<void>((resolve) => (release = resolve));

@@ -62,8 +62,10 @@ export function startTasksReadRunner(options: {
   store: RunnerStore;
   logger: Logger;
   handler: (ctx: ToolContext<{ cursor?: string }>) => Promise<unknown>;
+  /** How long a read's `accepted` waits for its outcome (the runner's default otherwise). */
+  acceptedLingerMs?: number;
 }): Promise<ToolRunner> {
-  const { natsUrl, scope, executorId, store, logger, handler } = options;
+  const { natsUrl, scope, executorId, store, logger, handler, acceptedLingerMs } = options;
   return ToolRunner.start({
     natsUrl,
     executorId,
@@ -72,6 +74,7 @@ export function startTasksReadRunner(options: {
     logger,
     authorize: () => true,
     ...FAST_RUNNER_TIMING,
+    ...(acceptedLingerMs === undefined ? {} : { acceptedLingerMs }),
     tools: { "tasks.read": { kind: "read", bindingId: `${scope}-read`, handler } },
   });
 }
