@@ -9,6 +9,7 @@ import { receiptId } from "../../src/wire/receipt-ids.js";
 import { subjects } from "../../src/wire/subjects.js";
 import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { receiptIndexLookups } from "../helpers/receipt-lookups.js";
 
 const SCOPE = "chains";
 
@@ -54,14 +55,7 @@ describe("receipt chains", () => {
     exec.claimReceipt(g, { kind: "completed", result: { tasks: ["t-1"] } }),
   ];
   const lastSeq = async () => (await (await jetstreamManager(nc)).streams.info(STREAMS.receipts)).state.last_seq;
-  const lookups = async (): Promise<{ read: number; skipped: number }> => {
-    const text = await (await fetch(`${gw.baseUrl}/metrics`)).text();
-    const count = (outcome: string) => {
-      const line = text.split("\n").find((l) => l.startsWith(`toolgate_receipt_index_lookups_total{outcome="${outcome}"} `));
-      return line === undefined ? 0 : Number(line.split(" ")[1]);
-    };
-    return { read: count("read"), skipped: count("skipped") };
-  };
+  const lookups = () => receiptIndexLookups(gw.baseUrl);
   const indexed = async (id: string) => (await (await new Kvm(nc).open("tg_receipt_index")).get(id)) !== null;
 
   it("applies a read's chain with one stored message and one answer message, and answers its receipts sent alone afterwards as stored", async () => {

@@ -8,6 +8,7 @@ import type { Grant, Receipt } from "../../src/wire/messages.js";
 import { receiptId } from "../../src/wire/receipt-ids.js";
 import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
+import { receiptIndexLookups } from "../helpers/receipt-lookups.js";
 import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
 
 const SCOPE = "prod";
@@ -41,15 +42,7 @@ describe("receipt index lookups", () => {
   };
   /** The grant's `accepted` under its claim-bound id. */
   const claimAccepted = (g: Grant): Receipt => exec.accepted(g, receiptId(g, { kind: "accepted" }));
-  /** The gateway's lookups so far, by outcome, from its /metrics. */
-  const lookups = async (): Promise<{ read: number; skipped: number }> => {
-    const text = await (await fetch(`${gw.baseUrl}/metrics`)).text();
-    const count = (outcome: string) => {
-      const line = text.split("\n").find((l) => l.startsWith(`toolgate_receipt_index_lookups_total{outcome="${outcome}"} `));
-      return line === undefined ? 0 : Number(line.split(" ")[1]);
-    };
-    return { read: count("read"), skipped: count("skipped") };
-  };
+  const lookups = () => receiptIndexLookups(gw.baseUrl);
 
   it("decides a call's receipts under claim-bound ids without a lookup, and answers their resends and conflicts as before", async () => {
     const g = await claimedCall();
