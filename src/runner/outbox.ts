@@ -261,21 +261,23 @@ export class Outbox {
    *   came with it in one compare-and-set, and answers both at once.
    * - A read's `accepted` waits for the read's outcome (a report alone behind it is not enough): a
    *   gateway applies a read's `accepted` with the receipts sent behind it in one compare-and-set.
-   *   The read runs meanwhile; nothing it does waits for the answer to `accepted`. It waits its time
-   *   only, not on for a save: a slow save of the outcome costs a write, never a stalled `accepted`.
+   *   The read runs meanwhile; nothing it does waits for the answer to `accepted`. Like a report it
+   *   waits on past its time while a receipt of the claim is being saved: an outcome that is
+   *   already being written leaves with it (one stored write instead of two) rather than right
+   *   behind it, one save later at most.
    */
   private lingerOf(grant: Grant, head: OutboxReceipt): Linger | undefined {
     if (!this.ahead.has(grant)) return undefined;
-    if (head.kind === "progress") return { ms: this.timing.progressLingerMs, enough: () => true, whileSaving: true };
+    if (head.kind === "progress") return { ms: this.timing.progressLingerMs, enough: () => true };
     if (head.kind === "accepted" && grant.tool_kind === "read")
-      return { ms: this.timing.acceptedLingerMs, enough: ({ queue }) => queue.length > 1 && queue.at(-1)?.kind !== "progress", whileSaving: false };
+      return { ms: this.timing.acceptedLingerMs, enough: ({ queue }) => queue.length > 1 && queue.at(-1)?.kind !== "progress" };
     return undefined;
   }
 
   /**
    * Waits for receipts to be queued behind the lane's head, so that they leave together: until
-   * `wait.enough` says what was queued is enough, for `wait.ms`, and (`wait.whileSaving`) on while a
-   * receipt of the claim is being saved (the final one, usually: its fsync can take longer).
+   * `wait.enough` says what was queued is enough, for `wait.ms`, and on while a receipt of the claim
+   * is being saved (the final one, usually: its fsync can take longer).
    */
   private linger(key: string, lane: Lane, wait: Linger): Promise<void> {
     if (wait.ms === 0) return Promise.resolve();
@@ -284,7 +286,7 @@ export class Outbox {
       let expired = false;
       const timer = setTimeout(() => {
         expired = true;
-        if (!wait.whileSaving || !this.saving.has(key) || this.stop.signal.aborted) lane.wake?.();
+        if (!this.saving.has(key) || this.stop.signal.aborted) lane.wake?.();
       }, wait.ms);
       lane.wake = (now = false) => {
         if (!now && !expired && !this.stop.signal.aborted && !wait.enough(lane)) return;
@@ -379,8 +381,6 @@ export class Outbox {
 interface Linger {
   ms: number;
   enough: (lane: Lane) => boolean;
-  /** Whether it waits on past `ms` while a receipt of the claim is being saved. */
-  whileSaving: boolean;
 }
 
 /** One claim's lane: its receipts, in save order. */

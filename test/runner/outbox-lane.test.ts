@@ -264,6 +264,25 @@ describe("Outbox lane", () => {
         outbox.close();
       });
 
+      it("holds its accepted on past the linger while the read's outcome is being saved, then sends the three together", async () => {
+        let saved!: () => void;
+        const outcomeSaved = new Promise<void>((resolve) => (saved = resolve));
+        const lane = withManualAnswers(true, 60_000, (receipt) => (receipt.kind === "completed" ? outcomeSaved : Promise.resolve()), read, 10);
+        const { outbox, sent, answer } = lane;
+        outbox.send(read, [readAccepted]);
+        await outbox.append(read, readProgress);
+        const appended = outbox.append(read, readCompleted);
+        await new Promise((r) => setTimeout(r, 40));
+        expect(sent).toEqual([]);
+        saved();
+        await appended;
+        await turns();
+        expect(sent).toEqual(threeInOrder);
+        for (const r of [readAccepted, readProgress, readCompleted]) answer(r);
+        await outbox.flush(1_000);
+        outbox.close();
+      });
+
       it("sends its accepted alone once the linger is over, and a write's at once", async () => {
         const { outbox, sent, answer } = await lingering(20);
         await new Promise((r) => setTimeout(r, 40));
