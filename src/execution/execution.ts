@@ -48,7 +48,7 @@ import { serveRequests, type Refusal } from "./transport/responder.js";
 import { receiptOrderHeaders } from "../wire/receipt-order.js";
 import { markTakesChains } from "../wire/receipt-chains.js";
 import { runEvents } from "./events/run-events.js";
-import { AssignmentEvents } from "./events/assignment-events.js";
+import { AssignmentEvents, DEFERRED_EVENTS_MS } from "./events/assignment-events.js";
 import { RunLookup } from "./runs/run-lookup.js";
 import { RunService } from "./runs/runs.js";
 import { BackgroundTasks } from "./tasks/background-tasks.js";
@@ -87,6 +87,11 @@ export interface ExecutionOptions {
   eventHeartbeatMs: number;
   /** What this gateway writes (it reads every layout): see `StoreLayout`. */
   storeLayout: StoreLayout;
+  /**
+   * How long the run events a creation or a claim left in its record (store layout 7) wait for the
+   * record's next write before this gateway publishes them itself (`AssignmentEvents`).
+   */
+  deferredEventsMs: number;
 }
 
 /** nats-server's default `max_payload`, for the moment before the connection has the server's INFO. */
@@ -104,6 +109,7 @@ export const DEFAULT_EXECUTION_OPTIONS: ExecutionOptions = {
   maxClaimsPerExecutor: 64,
   eventHeartbeatMs: 15_000,
   storeLayout: CURRENT_STORE_LAYOUT,
+  deferredEventsMs: DEFERRED_EVENTS_MS,
 };
 
 /** What the execution path reads from the configuration plane (ConfigStore provides all of it). */
@@ -194,7 +200,7 @@ export async function startExecution(deps: {
     .observeWrites((previous, next) => {
       if (next.projection && !previous?.projection) metrics.projectionStored(next.projection.context_preview.truncated);
     });
-  const assignmentEvents = new AssignmentEvents(assignmentStore, events, options.storeLayout, log);
+  const assignmentEvents = new AssignmentEvents(assignmentStore, events, options.storeLayout, log, options.deferredEventsMs);
   assignmentEvents.attach();
   const runLookup = new RunLookup(runStore);
   assignmentStore.observeWrites((_previous, next) => runLookup.remember(next.assignment_id, next.run_id));
@@ -307,7 +313,19 @@ export async function startExecution(deps: {
   const requests = new ControlRequestConsumer(js, taskCancel, compensation, log);
   await requests.start();
   const runs = new RunService(runStore, assignmentStore, candidates, config, control, watchlist, options.dispatchGraceMs, log);
-  const sweeper = new LeaseSweeper(assignmentStore, watchlist, dispatcher, candidates, presence, detacher, tasks, runs, log, options.sweepIntervalMs);
+  const sweeper = new LeaseSweeper(
+    assignmentStore,
+    watchlist,
+    dispatcher,
+    candidates,
+    presence,
+    detacher,
+    tasks,
+    runs,
+    assignmentEvents,
+    log,
+    options.sweepIntervalMs,
+  );
   sweeper.start();
   const anchor = new CandidateAnchor(candidates, log);
   anchor.start();

@@ -99,6 +99,28 @@ describe("run events left in the record for the next write", () => {
     expect(writes.get(id)).toBe(4);
   });
 
+  it("has the lease sweeper publish what a gateway that died left in a record, once the call's watch is due", async () => {
+    // A gateway whose own publishing never comes stands for one that died after writing them. The
+    // creation's watch is due 2.5 s on: a claim right after the creation relies on it.
+    await gw.close();
+    gw = await startExecutionGateway(fx.nats.url, { deferredEventsMs: 600_000, dispatchGraceMs: 2_500, sweepIntervalMs: 100 });
+    // Claimed before its creation's watch came due: the sweeper finds the claim within its lease.
+    const claimedSoon = await newCall();
+    await claim(claimedSoon.id);
+    // Nobody claims it: its creation's watch comes due with its candidate still waiting.
+    const unclaimed = await newCall();
+    expect((await storedAssignment(nc, claimedSoon.id)).deferred_events).toHaveLength(2);
+    expect(await callMessages(claimedSoon.runId, 1)).toEqual([["new>pending", "pending>claimed"]]);
+    expect(await callMessages(unclaimed.runId, 1)).toEqual([["new>pending"]]);
+    expect((await storedAssignment(nc, unclaimed.id)).deferred_events).toBeUndefined();
+    expect(await storedAssignment(nc, claimedSoon.id)).toMatchObject({ state: "claimed", generation: 0 });
+    // One write each for them: nothing else of the calls changed.
+    expect(writes.get(claimedSoon.id)).toBe(3);
+    expect(writes.get(unclaimed.id)).toBe(2);
+    await gw.close();
+    gw = await startExecutionGateway(fx.nats.url);
+  });
+
   it("publishes what it left in records when it stops; under layout 6 every write publishes at once", async () => {
     const first = await newCall();
     const second = await newCall();

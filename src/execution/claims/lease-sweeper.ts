@@ -10,6 +10,7 @@ import { requeued } from "../dispatch/requeue.js";
 import type { VersionedStore } from "../../kv/versioned-store.js";
 import type { Watchlist } from "./watchlist.js";
 import type { BackgroundTasks } from "../tasks/background-tasks.js";
+import type { AssignmentEvents } from "../events/assignment-events.js";
 
 /**
  * How long past its time a watch is kept whose step never showed: a creation whose assignment never
@@ -25,8 +26,8 @@ export interface RunEnds {
 /**
  * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
  * past their lease (back to the candidates with generation + 1), finishes creations a crash left
- * undispatched, detaches confirmed work whose executor's presence lapsed, and finishes runs' ends
- * whose process died. There is no timer per assignment that dies with its process, and concurrent sweepers
+ * undispatched, detaches confirmed work whose executor's presence lapsed, finishes runs' ends
+ * whose process died, and publishes run events a dead gateway left waiting in a record. There is no timer per assignment that dies with its process, and concurrent sweepers
  * are safe: each step is a compare-and-set or idempotent.
  */
 export class LeaseSweeper {
@@ -42,6 +43,7 @@ export class LeaseSweeper {
     private readonly detacher: ExecutorDetacher,
     private readonly tasks: BackgroundTasks,
     private readonly runEnds: RunEnds,
+    private readonly deferredEvents: Pick<AssignmentEvents, "flush">,
     private readonly log: Logger,
     private readonly intervalMs: number,
     private readonly now: () => number = Date.now,
@@ -87,6 +89,9 @@ export class LeaseSweeper {
     // is the only one the assignment will have until its first claim relies on it, so it is kept a
     // while past its time rather than removed under a creation that is merely slow.
     if (!expired) return this.now() - entry.due_at >= UNSEEN_STEP_KEPT_MS;
+    // Run events a creation or a claim left in the record for a write that has not come (its gateway
+    // died before publishing them itself): told now, not at the call's next step, which may be far off.
+    if (!expired.written && expired.value.deferred_events) await this.deferredEvents.flush(assignmentId);
     if (expired.result)
       this.log.info({ assignment_id: assignmentId, generation: expired.value.generation }, "unconfirmed claim expired; back to the candidates");
     const a = expired.value;

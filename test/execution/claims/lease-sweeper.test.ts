@@ -4,6 +4,7 @@ import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jet
 import { CandidateQueue } from "../../../src/execution/dispatch/candidate-queue.js";
 import { Dispatcher } from "../../../src/execution/dispatch/dispatcher.js";
 import { LeaseSweeper, type RunEnds } from "../../../src/execution/claims/lease-sweeper.js";
+import type { AssignmentEvents } from "../../../src/execution/events/assignment-events.js";
 import { Watchlist } from "../../../src/execution/claims/watchlist.js";
 import { BackgroundTasks } from "../../../src/execution/tasks/background-tasks.js";
 import { AssignmentRecord, RunRecord, WatchEntry, unstartedAssignment } from "../../../src/execution/model/records.js";
@@ -74,6 +75,7 @@ describe("the lease sweeper, on an injected clock", () => {
       unreachable<ExecutorDetacher>("detacher"),
       tasks,
       unreachable<RunEnds>("runs"),
+      unreachable<AssignmentEvents>("deferredEvents"),
       log,
       1_000,
       now,
