@@ -7,6 +7,9 @@ import { LONGEST_TOGETHER, chainShape } from "../wire/receipt-chains.js";
 import type { OutboxReceipt, PhaseChange, ReceiptBody, RunnerStore, StoredAnswer } from "./store.js";
 import { sleep } from "./wait.js";
 
+/** How long a lingering receipt waits on, past its linger, for a save of its claim to end (see `linger`). */
+const SAVE_WAIT_MAX_MS = 250;
+
 export interface OutboxTiming {
   /** How long to wait for the gateway's answer before asking `tg.rq` and resending. */
   answerTimeoutMs: number;
@@ -264,7 +267,7 @@ export class Outbox {
    *   The read runs meanwhile; nothing it does waits for the answer to `accepted`. Like a report it
    *   waits on past its time while a receipt of the claim is being saved: an outcome that is
    *   already being written leaves with it (one stored write instead of two) rather than right
-   *   behind it, one save later at most.
+   *   behind it (up to 250 ms past its time: see `linger`).
    */
   private lingerOf(grant: Grant, head: OutboxReceipt): Linger | undefined {
     if (!this.ahead.has(grant)) return undefined;
@@ -277,16 +280,18 @@ export class Outbox {
   /**
    * Waits for receipts to be queued behind the lane's head, so that they leave together: until
    * `wait.enough` says what was queued is enough, for `wait.ms`, and on while a receipt of the claim
-   * is being saved (the final one, usually: its fsync can take longer).
+   * is being saved (the final one, usually: its fsync can take longer), up to `SAVE_WAIT_MAX_MS`
+   * more: a save slower than that is a stalled disk, which the head does not wait out.
    */
   private linger(key: string, lane: Lane, wait: Linger): Promise<void> {
     if (wait.ms === 0) return Promise.resolve();
     lane.lingering = true;
     return new Promise((resolve) => {
       let expired = false;
-      const timer = setTimeout(() => {
+      let timer = setTimeout(() => {
         expired = true;
         if (!this.saving.has(key) || this.stop.signal.aborted) lane.wake?.();
+        else timer = setTimeout(() => lane.wake?.(true), SAVE_WAIT_MAX_MS);
       }, wait.ms);
       lane.wake = (now = false) => {
         if (!now && !expired && !this.stop.signal.aborted && !wait.enough(lane)) return;

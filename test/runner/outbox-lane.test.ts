@@ -283,6 +283,25 @@ describe("Outbox lane", () => {
         outbox.close();
       });
 
+      it("does not wait out a save that outlasts 250 ms past the linger: its accepted leaves alone", async () => {
+        let saved!: () => void;
+        const stalled = new Promise<void>((resolve) => (saved = resolve));
+        const { outbox, sent, answer } = withManualAnswers(true, 60_000, (receipt) => (receipt.kind === "completed" ? stalled : Promise.resolve()), read, 10);
+        outbox.send(read, [readAccepted]);
+        const appended = outbox.append(read, readCompleted);
+        await new Promise((r) => setTimeout(r, 150));
+        expect(sent).toEqual([]);
+        await until("accepted sent alone", async () => (sent.length > 0 ? true : undefined), 2_000);
+        expect(sent).toEqual([{ id: readAccepted.receiptId, after: undefined }]);
+        saved();
+        await appended;
+        answer(readAccepted);
+        await turns();
+        answer(readCompleted);
+        await outbox.flush(1_000);
+        outbox.close();
+      });
+
       it("sends its accepted alone once the linger is over, and a write's at once", async () => {
         const { outbox, sent, answer } = await lingering(20);
         await new Promise((r) => setTimeout(r, 40));
