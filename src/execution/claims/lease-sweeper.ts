@@ -27,8 +27,9 @@ export interface RunEnds {
  * Every gateway runs one: at each tick it looks at the due watches and expires unconfirmed claims
  * past their lease (back to the candidates with generation + 1), finishes creations a crash left
  * undispatched, detaches confirmed work whose executor's presence lapsed, finishes runs' ends
- * whose process died, and publishes run events a dead gateway left waiting in a record. There is no timer per assignment that dies with its process, and concurrent sweepers
- * are safe: each step is a compare-and-set or idempotent.
+ * whose process died, and publishes run events a dead gateway left waiting in a record. There is no
+ * timer per assignment that dies with its process, and concurrent sweepers are safe: each step is a
+ * compare-and-set or idempotent.
  */
 export class LeaseSweeper {
   private timer?: NodeJS.Timeout;

@@ -22,8 +22,9 @@ export const DEFERRED_EVENTS_MS = 250;
  * come within `flushAfterMs` (no executor claimed the call yet, the claimer died), the gateway that
  * deferred them takes them off with a compare-and-set of its own and publishes them; one that stops
  * does so first, and one that dies leaves them for the record's next write or, sooner when that is
- * far off, for the lease sweeper that finds the call's watch due (`LeaseSweeper`). Under earlier layouts
- * every write publishes its events at once (and any a layout-7 gateway left in the record first).
+ * far off, for the lease sweeper that finds the call's watch due (`LeaseSweeper`). Under earlier
+ * layouts every write publishes its events at once (and any a layout-7 gateway left in the record
+ * first).
  */
 export class AssignmentEvents {
   /** The events a written record means, by the record as transformed (`transform`, then `written`). */
