@@ -39,10 +39,18 @@ describe("Outbox lane", () => {
     return { outbox, sent };
   }
 
+  /** A store's save that holds every final receipt until `release` is called (any other saves at once). */
+  function finalSaveHeld() {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    return { saving: (receipt: OutboxReceipt) => (receipt.kind === "completed" ? held : Promise.resolve()), release };
+  }
+
   it("sends a receipt saved while the lane's drain is finishing (its loop found the queue empty)", async () => {
     // The last receipt of the claim finishes saving in the same turn as the answer to the one before
     // it, two microtasks after that answer was recorded: after the drain's loop found nothing left,
     // before the drain's promise settled.
+    // Its own save, not `finalSaveHeld`'s: the microtasks between the release and the save's end are what is timed.
     let saved!: () => void;
     const save = new Promise<void>((resolve) => (saved = resolve));
     const { outbox, sent } = outboxWith({
@@ -176,11 +184,8 @@ describe("Outbox lane", () => {
     });
 
     it("keeps a progress report back past its linger while the receipt behind it is being saved", async () => {
-      let saved!: () => void;
-      const finalSaved = new Promise<void>((resolve) => (saved = resolve));
-      const { outbox, sent, answer } = await confirmed(
-        withManualAnswers(true, 10, (receipt) => (receipt.kind === "completed" ? finalSaved : Promise.resolve())),
-      );
+      const { saving, release: saved } = finalSaveHeld();
+      const { outbox, sent, answer } = await confirmed(withManualAnswers(true, 10, saving));
       await outbox.append(grant, progress(1));
       const appended = outbox.append(grant, completed);
       await new Promise((r) => setTimeout(r, 40));
@@ -265,10 +270,8 @@ describe("Outbox lane", () => {
       });
 
       it("holds its accepted on past the linger while the read's outcome is being saved, then sends the three together", async () => {
-        let saved!: () => void;
-        const outcomeSaved = new Promise<void>((resolve) => (saved = resolve));
-        const lane = withManualAnswers(true, 60_000, (receipt) => (receipt.kind === "completed" ? outcomeSaved : Promise.resolve()), read, 10);
-        const { outbox, sent, answer } = lane;
+        const { saving, release: saved } = finalSaveHeld();
+        const { outbox, sent, answer } = withManualAnswers(true, 60_000, saving, read, 10);
         outbox.send(read, [readAccepted]);
         await outbox.append(read, readProgress);
         const appended = outbox.append(read, readCompleted);
@@ -284,9 +287,8 @@ describe("Outbox lane", () => {
       });
 
       it("does not wait out a save that outlasts 250 ms past the linger: its accepted leaves alone", async () => {
-        let saved!: () => void;
-        const stalled = new Promise<void>((resolve) => (saved = resolve));
-        const { outbox, sent, answer } = withManualAnswers(true, 60_000, (receipt) => (receipt.kind === "completed" ? stalled : Promise.resolve()), read, 10);
+        const { saving, release: saved } = finalSaveHeld();
+        const { outbox, sent, answer } = withManualAnswers(true, 60_000, saving, read, 10);
         outbox.send(read, [readAccepted]);
         const appended = outbox.append(read, readCompleted);
         await new Promise((r) => setTimeout(r, 150));
