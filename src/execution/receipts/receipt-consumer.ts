@@ -7,7 +7,7 @@ import { decode, encode, MalformedMessageError } from "../../wire/codec.js";
 import { ReceiptMessage, type Receipt, type ReceiptAnswer } from "../../wire/messages.js";
 import { isSubjectToken, subjects } from "../../wire/subjects.js";
 import type { ReceiptInput, ReceiptProcessor } from "./receipt-processor.js";
-import { LONGEST_TOGETHER, chainShape, storedFirstOnSubject, togetherShape } from "../../wire/receipt-chains.js";
+import { LONGEST_TOGETHER, storedFirstOnSubject, togetherShape } from "../../wire/receipt-chains.js";
 import { StreamWorker } from "../transport/stream-worker.js";
 import { sentAfter, takesJointAnswers } from "../../wire/receipt-order.js";
 import { ownReceiptNamed } from "../../wire/receipt-ids.js";
@@ -122,18 +122,9 @@ export class ReceiptConsumer {
     this.answered(msg, receipt, answer);
   }
 
-  /**
-   * A chain (a read's `accepted` and what the read sent behind it, in one message: see
-   * `src/wire/receipt-chains.ts`): applied whole by one compare-and-set, else its first receipt is
-   * decided alone and the others are answered `pending` with nothing of them stored, for the
-   * executor to send alone. So no receipt of a chain but its first, whose id is the message's
-   * `Nats-Msg-Id`, is ever refused or indexed from it: one sent alone later is de-duplicated, or
-   * decided, exactly as if the chain had held its first receipt only. One answer message for all.
-   */
+  /** A chain (a read's first receipts in one message): `ReceiptProcessor.processChain`, one answer message for all. */
   private async handleChain(msg: JsMsg, sender: Sender, receipts: Receipt[]): Promise<void> {
-    const inputs = receipts.map((receipt) => inputOf(msg, sender, receipt));
-    const together = chainShape(receipts.map((r) => r.kind)) ? await this.processor.processTogether(inputs) : null;
-    const answers = together ?? [await this.processor.process(inputs[0]!), ...receipts.slice(1).map(notTaken)];
+    const answers = await this.processor.processChain(receipts.map((receipt) => inputOf(msg, sender, receipt)));
     this.nc.publish(subjects.answers(sender.scope, sender.executorId), encode(answers));
     for (const [i, receipt] of receipts.entries()) this.counted(msg, receipt, answers[i]!);
     msg.ack();
@@ -279,16 +270,5 @@ function inputOf(msg: JsMsg, sender: Sender, receipt: Receipt): ReceiptInput {
     msgId: msg.headers?.get(PubHeaders.MsgIdHdr) || undefined,
     firstOnSubject: storedFirstOnSubject(msg.headers),
     redelivered: msg.redelivered,
-  };
-}
-
-/** The answer to a receipt of a chain not applied whole: not taken, nothing of it stored; the executor sends it alone. */
-function notTaken(r: Receipt): ReceiptAnswer {
-  return {
-    receipt_id: r.receipt_id,
-    assignment_id: r.assignment_id,
-    kind: r.kind,
-    status: "pending",
-    reason: "sent in a chain that was not applied whole: send it alone",
   };
 }

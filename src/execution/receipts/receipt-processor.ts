@@ -2,7 +2,7 @@ import { CanonicalJsonError } from "../../budget/index.js";
 import type { Logger } from "../../log/logger.js";
 import { receiptBodyDigest } from "../../wire/digest.js";
 import { isClaimReceiptId } from "../../wire/receipt-ids.js";
-import { togetherShape } from "../../wire/receipt-chains.js";
+import { chainShape, togetherShape } from "../../wire/receipt-chains.js";
 import type { ExecutionMetrics } from "../../metrics/metrics.js";
 import type { Receipt, ReceiptAnswer, ReceiptKind, RefusalCode } from "../../wire/messages.js";
 import { isRunEndState, isTerminalAssignmentState, nextAssignmentState, type AssignmentEvent } from "../model/assignment-states.js";
@@ -291,6 +291,22 @@ export class ReceiptProcessor {
     return chain.map((input, i) => answerTo(input.receipt, verdicts[i]!));
   }
 
+  /**
+   * A chain (a read's `accepted` and what the read sent behind it, in one message: see
+   * `src/wire/receipt-chains.ts`): applied whole by one compare-and-set, else its first receipt is
+   * decided alone and the others are answered `pending` with nothing of them stored, for the
+   * executor to send alone. So no receipt of a chain but its first, whose id is the message's
+   * `Nats-Msg-Id`, is ever refused or indexed from it: one sent alone later is de-duplicated, or
+   * decided, exactly as if the chain had held its first receipt only.
+   */
+  async processChain(chain: readonly ReceiptInput[]): Promise<ReceiptAnswer[]> {
+    const together = chainShape(chain.map((input) => input.receipt.kind)) ? await this.processTogether(chain) : null;
+    if (together) return together;
+    const [first, ...rest] = chain;
+    const answer = await this.process(first!);
+    return [answer, ...rest.map((input) => notTaken(input.receipt))];
+  }
+
   /** What a receipt other than progress does to the assignment as it stands (`apply`'s compare-and-set). */
   private settle(cur: AssignmentRecord, r: Receipt, claim: ClaimRecord, applied: AppliedReceipt): Decision<AssignmentRecord, Verdict> {
     const settled = decidedOnCurrent(cur, r, claim, applied.body_digest, applied.stream_seq);
@@ -496,6 +512,17 @@ function outcomeOf(r: Receipt): Outcome {
 function answerTo(r: Receipt, verdict: Verdict): ReceiptAnswer {
   const { indexed: _indexed, ...v } = verdict;
   return { receipt_id: r.receipt_id, assignment_id: r.assignment_id, kind: r.kind, ...v };
+}
+
+/** The answer to a receipt of a chain not applied whole: not taken, nothing of it stored; the executor sends it alone. */
+function notTaken(r: Receipt): ReceiptAnswer {
+  return {
+    receipt_id: r.receipt_id,
+    assignment_id: r.assignment_id,
+    kind: r.kind,
+    status: "pending",
+    reason: "sent in a chain that was not applied whole: send it alone",
+  };
 }
 
 /** Why the receipt does not belong on the subject it came on (another assignment's, another executor's), or null. */
