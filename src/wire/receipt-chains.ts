@@ -18,7 +18,8 @@ import { ordersReceipts } from "./receipt-order.js";
  *   been stored (or answered) before. The server keeps the header on the stored message, which is how
  *   a gateway knows the rule held.
  * A gateway that cannot apply a chain whole decides its first receipt alone and answers the others
- * `pending`, storing nothing of them: the executor sends those alone.
+ * `pending`, storing nothing of them: the executor sends those alone. A chain delivered again after it
+ * was applied whole is answered from the assignment's record, as the first time.
  */
 const CHAINS_HEADER = "Tg-Receipt-Chains";
 const CHAINS_FIRST = "first";

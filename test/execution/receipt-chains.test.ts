@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
 import { checkHistory, readHistory } from "../../src/checker/index.js";
 import { STREAMS } from "../../src/streams/names.js";
 import type { Grant, Receipt } from "../../src/wire/messages.js";
@@ -10,6 +9,8 @@ import { subjects } from "../../src/wire/subjects.js";
 import { startExecutionFixture, type ExecutionFixture, type TestGateway } from "../helpers/execution-gateway.js";
 import type { ProtocolExecutor } from "../helpers/protocol-executor.js";
 import { receiptIndexLookups } from "../helpers/receipt-lookups.js";
+import { processorOnSameBuckets } from "../helpers/receipt-processor.js";
+import { receiptIndexed, storedAssignment } from "../helpers/stored-records.js";
 
 const SCOPE = "chains";
 
@@ -17,7 +18,8 @@ const SCOPE = "chains";
  * A read's `accepted`, progress report and final receipt sent as one message of the receipts stream
  * (a chain): one stored message, one compare-and-set, one answer message, no receipt index read. A
  * chain the gateway cannot apply whole stores nothing of its receipts but the first: the others are
- * answered `pending` and decided when sent alone, as if the chain had never carried them.
+ * answered `pending` and decided when sent alone, as if the chain had never carried them. A chain
+ * delivered again is answered as the first time.
  */
 describe("receipt chains", () => {
   let fx: ExecutionFixture, gw: TestGateway, nc: NatsConnection, exec: ProtocolExecutor, sessionId: string;
@@ -56,7 +58,16 @@ describe("receipt chains", () => {
   ];
   const lastSeq = async () => (await (await jetstreamManager(nc)).streams.info(STREAMS.receipts)).state.last_seq;
   const lookups = () => receiptIndexLookups(gw.baseUrl);
-  const indexed = async (id: string) => (await (await new Kvm(nc).open("tg_receipt_index")).get(id)) !== null;
+  const indexed = (id: string) => receiptIndexed(nc, id);
+  /**
+   * The chain's message handed again, as a redelivery after a crash before its ack, to another
+   * gateway's processor on the same buckets; `streamSeq` is the message's, as the record stored it.
+   */
+  const redeliver = async (chain: readonly Receipt[], streamSeq: number) => {
+    const processor = await processorOnSameBuckets(nc);
+    const message = { scope: SCOPE, subjectExecutorId: exec.executorId, msgId: chain[0]!.receipt_id, firstOnSubject: true, streamSeq, redelivered: true };
+    return processor.processChain(chain.map((receipt) => ({ ...message, subjectAssignmentId: receipt.assignment_id, receipt })));
+  };
 
   it("applies a read's chain with one stored message and one answer message, and answers its receipts sent alone afterwards as stored", async () => {
     const { grant: g, takesChains } = await claimedCall();
@@ -110,6 +121,35 @@ describe("receipt chains", () => {
     expect(await exec.post(readDone)).toMatchObject({ status: "rejected", code: "illegal_transition" });
     // Its run cancelled (the claim revoked), the history holds no call left open.
     await gw.api("POST", `/v1/runs/${runId}:cancel`);
+    expect(checkHistory(await readHistory(nc)).violations).toEqual([]);
+  });
+
+  it("answers a chain delivered again after it was applied whole as the first time: every receipt recorded, from the record, nothing written", async () => {
+    const { grant: g } = await claimedCall();
+    const chain = threeReceipts(g);
+    expect((await exec.postChain(chain)).map((a) => a.status)).toEqual(["recorded", "recorded", "recorded"]);
+    const stored = await storedAssignment(nc, g.assignment_id);
+    const answers = await redeliver(chain, stored.accepted!.stream_seq);
+    expect(answers.map((a) => [a.receipt_id, a.status])).toEqual(chain.map((r) => [r.receipt_id, "recorded"]));
+    expect(await storedAssignment(nc, g.assignment_id)).toEqual(stored);
+    for (const r of chain) expect(await indexed(r.receipt_id)).toBe(false);
+  });
+
+  it("answers the receipts after the first of a chain delivered again pending when the chain was not applied whole, even once they were applied alone", async () => {
+    const { grant: g } = await claimedCall("tasks.write");
+    const chain = threeReceipts(g);
+    const [, progress, completed] = chain;
+    expect((await exec.postChain(chain)).map((a) => a.status)).toEqual(["recorded", "pending", "pending"]);
+    const chainSeq = (await storedAssignment(nc, g.assignment_id)).accepted!.stream_seq;
+    // Not applied from the chain's message: still pending, nothing stored of them.
+    expect((await redeliver(chain, chainSeq)).map((a) => a.status)).toEqual(["recorded", "pending", "pending"]);
+    expect(await indexed(progress.receipt_id)).toBe(false);
+    // Sent alone and applied from their own messages: the chain's message still took nothing of them.
+    expect(await exec.post(progress)).toMatchObject({ status: "recorded" });
+    expect(await exec.post(completed)).toMatchObject({ status: "recorded" });
+    const stored = await storedAssignment(nc, g.assignment_id);
+    expect((await redeliver(chain, chainSeq)).map((a) => a.status)).toEqual(["recorded", "pending", "pending"]);
+    expect(await storedAssignment(nc, g.assignment_id)).toEqual(stored);
     expect(checkHistory(await readHistory(nc)).violations).toEqual([]);
   });
 

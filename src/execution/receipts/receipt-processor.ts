@@ -297,14 +297,37 @@ export class ReceiptProcessor {
    * decided alone and the others are answered `pending` with nothing of them stored, for the
    * executor to send alone. So no receipt of a chain but its first, whose id is the message's
    * `Nats-Msg-Id`, is ever refused or indexed from it: one sent alone later is de-duplicated, or
-   * decided, exactly as if the chain had held its first receipt only.
+   * decided, exactly as if the chain had held its first receipt only. A chain delivered again after
+   * it was applied whole is answered from the record, as the first time (`replayedChain`).
    */
   async processChain(chain: readonly ReceiptInput[]): Promise<ReceiptAnswer[]> {
     const together = chainShape(chain.map((input) => input.receipt.kind)) ? await this.processTogether(chain) : null;
     if (together) return together;
     const [first, ...rest] = chain;
     const answer = await this.process(first!);
-    return [answer, ...rest.map((input) => notTaken(input.receipt))];
+    return [answer, ...((await this.replayedChain(rest)) ?? rest.map((input) => notTaken(input.receipt)))];
+  }
+
+  /**
+   * The answers to a chain's receipts after its first when the assignment applied every one of them
+   * from this very message (its stream sequence, the same body): the chain was applied whole before,
+   * and this is its message delivered again. Else null.
+   */
+  private async replayedChain(rest: readonly ReceiptInput[]): Promise<ReceiptAnswer[] | null> {
+    const [next] = rest;
+    // Only a chain's first delivery is applied whole (see `indexMayHold`): only a redelivery can find it applied.
+    if (!next?.redelivered) return null;
+    const digests = rest.map((input) => bodyDigestOf(input.receipt));
+    /** Their entries on `a` when it applied every one of them from this message, with its body; else null. */
+    const appliedHere = (a: AssignmentRecord): ReceiptIndexEntry[] | null => {
+      const held = rest.map((input) => appliedEntry(a, input.receipt.receipt_id));
+      return held.every((e, i): e is ReceiptIndexEntry => e?.stream_seq === rest[i]!.streamSeq && e.body_digest === digests[i]) ? held : null;
+    };
+    // What an assignment applied stays on its record: a remembered one that holds them is as good as a fresh read.
+    const found = await this.deps.assignments.recent(next.receipt.assignment_id, (a) => appliedHere(a) !== null);
+    const held = found && appliedHere(found.value);
+    if (!found || !held) return null;
+    return Promise.all(held.map(async (entry, i) => answerTo(rest[i]!.receipt, await this.replay(entry, found.value, rest[i]!, entry.body_digest))));
   }
 
   /** What a receipt other than progress does to the assignment as it stands (`apply`'s compare-and-set). */
