@@ -101,8 +101,14 @@ export class CandidatePuller {
         else delivery.ack();
         return;
       }
-      delivery.ack();
-      await source.take(reply.grant, candidate, tool, terms);
+      try {
+        await source.take(reply.grant, candidate, tool, terms);
+      } finally {
+        // Acknowledged once the claim is saved and its first receipt queued (its ack wait is far
+        // longer): the acknowledgement then leaves in the same socket write as that receipt, not in
+        // one of its own ahead of the store's commit.
+        delivery.ack();
+      }
     } catch (err) {
       source.logger.warn({ err: errorText(err), assignment_id: candidate.assignment_id }, "claim failed; candidate released");
       delivery.release(source.timing.releaseDelayMs);

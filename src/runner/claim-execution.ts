@@ -60,6 +60,12 @@ export class ClaimExecution {
   /** Resolves once `accepted` is answered (a submission made ahead of the answer waits for it). */
   private readonly acceptedAnswered: Promise<void>;
   private settleAcceptedAnswered!: () => void;
+  /**
+   * Of a read started while its claim was being saved: settles once the claim's first receipt is in
+   * its outbox lane (rejects when the claim was not saved). What the read saves is sent after it, and
+   * its progress reports resolve once queued (`ProgressReporter`).
+   */
+  private behindClaim: Promise<void> | undefined;
 
   constructor(
     private readonly host: ExecutionHost,
@@ -143,14 +149,18 @@ export class ClaimExecution {
         ? buildReceipt(grant, { kind: "refused", error: refusal }, now)
         : buildReceipt(grant, { kind: "accepted", operation_key: grant.operation_key, argument_digest: grant.argument_digest }, now);
       if (refusal) this.host.logger.warn({ assignment_id: grant.assignment_id, ...refusal }, "grant refused before any side effect");
-      await this.host.store.createAssignment(local, [first]);
-      this.host.outbox.send(grant, [first]);
-      // A read has no side effects: it runs while `accepted` is answered. What it reports follows
-      // `accepted` and is applied only behind a recorded answer (never behind a refusal).
-      if (!refusal && grant.tool_kind === "read")
+      const sent = this.host.store.createAssignment(local, [first]).then(() => this.host.outbox.send(grant, [first]));
+      // A read has no side effects: it runs while `accepted` is answered, and starts as soon as its
+      // claim is queued in the store. What it saves is queued behind the claim, so the store commits
+      // it with the claim (one transaction when it comes in the same turn) or later, never without
+      // it, and it is sent behind `accepted` (`behindClaim`), applied only behind a recorded answer.
+      if (!refusal && grant.tool_kind === "read") {
+        this.behindClaim = sent;
         void this.start().catch((err: unknown) =>
           this.host.logger.error({ err: errorText(err), assignment_id: grant.assignment_id }, "a read started ahead of its confirmation could not report"),
         );
+      }
+      await sent;
       return true;
     } catch (err) {
       this.host.logger.error(
@@ -227,7 +237,12 @@ export class ClaimExecution {
     if (grant.tool_kind === "write") await this.host.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, this.change("start"));
     // A claim found in the store at start-up continues its progress past what may have been sent.
     const seq = nextProgressSeq(this.restored ?? [], this.restored !== undefined);
-    this.handler = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq)).finally(() => {
+    const ahead = this.behindClaim && {
+      behind: this.behindClaim,
+      unsaved: (err: unknown) =>
+        this.host.logger.warn({ err: errorText(err), assignment_id: grant.assignment_id }, "a read's progress report could not be saved; it is not sent"),
+    };
+    this.handler = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq, ahead)).finally(() => {
       this.handler = undefined;
     });
   }
@@ -246,8 +261,8 @@ export class ClaimExecution {
     const call = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
     const [outcome] = await Promise.allSettled([(async () => call())()]);
     await progress.close();
-    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value);
-    await this.report(this.outcomeReceipt(reportOf(outcome!)));
+    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value, progress.behind);
+    await this.report(this.outcomeReceipt(reportOf(outcome!)), progress.behind);
   }
 
   /**
@@ -255,7 +270,7 @@ export class ClaimExecution {
    * for `runner.tasks`, and the claim's slot is free. A task reference already held here cannot name
    * a second task: the handler may have started one anyway, so that is `reconciliation_required`.
    */
-  private async submit(task: Submission): Promise<void> {
+  private async submit(task: Submission, behind: Promise<void> | undefined): Promise<void> {
     const { grant, host } = this;
     // A task is only held for a confirmed claim: a read that ran ahead waits for the answer to
     // `accepted`, which may also have refused the claim before the handler returned.
@@ -283,7 +298,7 @@ export class ClaimExecution {
     }
     try {
       await host.tasks.submitting(task.task_ref, async () => {
-        await host.outbox.append(grant, receipt, this.change("submit"));
+        await host.outbox.append(grant, receipt, this.change("submit"), behind);
         host.tasks.hold(
           grant,
           { task_ref: task.task_ref, status: task.status },
@@ -323,8 +338,11 @@ export class ClaimExecution {
     return this.host.outbox.append(this.grant, buildReceipt(this.grant, report, Date.now()), this.change("reconcile"));
   }
 
-  /** Saves a final receipt and sends it, unless another outcome was reported first, or the claim was refused (compare-and-set). */
-  private async report(receipt: OutboxReceipt): Promise<void> {
+  /**
+   * Saves a final receipt and sends it (behind `behind`, see `Outbox.append`), unless another
+   * outcome was reported first, or the claim was refused (compare-and-set).
+   */
+  private async report(receipt: OutboxReceipt, behind = this.behindClaim): Promise<void> {
     const { grant, host } = this;
     if (host.closed()) {
       host.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome after close is not saved; the assignment was reported at shutdown");
@@ -343,7 +361,7 @@ export class ClaimExecution {
       return ignored();
     }
     try {
-      await host.outbox.append(grant, receipt, change);
+      await host.outbox.append(grant, receipt, change, behind);
     } catch (err) {
       if (!(err instanceof PhaseConflictError)) throw err;
       ignored();

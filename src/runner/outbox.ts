@@ -102,12 +102,17 @@ export class Outbox {
     this.send(grant, unanswered);
   }
 
-  /** Saves a receipt (with the phase change that goes with it), then sends it. */
-  async append(grant: Grant, receipt: OutboxReceipt, change?: PhaseChange): Promise<void> {
+  /**
+   * Saves a receipt (with the phase change that goes with it), then sends it. `behind`: a receipt
+   * queued while its claim was still being saved is sent once that settles (the claim's first
+   * receipt is then in the lane ahead of it); it rejects when the claim was not saved.
+   */
+  async append(grant: Grant, receipt: OutboxReceipt, change?: PhaseChange, behind?: Promise<void>): Promise<void> {
     const key = laneKey(grant);
     this.saving.set(key, (this.saving.get(key) ?? 0) + 1);
     try {
       await this.store.appendReceipt(receipt, change);
+      await behind;
     } finally {
       const left = this.saving.get(key)! - 1;
       if (left > 0) this.saving.set(key, left);

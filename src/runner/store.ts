@@ -30,6 +30,10 @@ import type { Phase } from "./phases.js";
  *     Every other report and final receipt is durable before it is sent, and makes them durable.
  * - Each method is one atomic transaction (a receipt and the phase change that goes with it land
  *   together or not at all).
+ * - Writes are applied in the order they are called, each seeing the ones called before it: a read
+ *   runs while its claim is being saved, so its progress and outcome can be appended before the
+ *   claim's `createAssignment` has resolved (the runner sends them only after it has).
+ * - A write that fails leaves the writes called after it free to fail or succeed on their own.
  * - Phase changes are compare-and-set: `change.from` must be the stored phase, otherwise the
  *   method throws `PhaseConflictError` and changes nothing.
  * - A store file/schema belongs to one executor id and one process at a time (`open` refuses another

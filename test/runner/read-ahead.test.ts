@@ -10,7 +10,7 @@ import { ClaimExecution, type ExecutionHost, type RegisteredTool } from "../../s
 import { buildReceipt } from "../../src/runner/receipts.js";
 import { transition } from "../../src/runner/phases.js";
 import type { OutboxReceipt } from "../../src/runner/store.js";
-import { STREAMS } from "../../src/streams/names.js";
+import { candidateConsumer, STREAMS } from "../../src/streams/names.js";
 import { decode } from "../../src/wire/codec.js";
 import { ReceiptMessage, type Grant } from "../../src/wire/messages.js";
 import { itemsOf } from "../../src/wire/primitives.js";
@@ -111,7 +111,8 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
     onNextGrant = () => gw.close();
     handle = async (ctx) => {
       await ctx.progress({ step: "page 1" });
-      ranWhileUnanswered = (await runner.assignment(ctx.grant.assignment_id))?.phase === "accepting";
+      // The read starts while its claim is being saved: the store shows it a turn later, still unanswered.
+      ranWhileUnanswered = (await until("the claim saved", () => runner.assignment(ctx.grant.assignment_id))).phase === "accepting";
       return { tasks: ["t-1"] };
     };
     const { assignmentId } = await call();
@@ -129,6 +130,71 @@ describe("ToolRunner: a read runs while its accepted is answered", () => {
     expect(done.progress).toEqual([expect.objectContaining({ seq: 1, progress: { step: "page 1" } })]);
     expect(done.context_preview.result).toEqual({ tasks: ["t-1"] });
     await until("settled locally", async () => ((await runner.assignment(assignmentId))?.phase === "settled" ? true : undefined));
+  });
+
+  /**
+   * A read starts while its claim is being saved: the report it awaits and its outcome, made in the
+   * same turn, are queued in the store behind the claim before the claim's save resolves, so the
+   * store commits the three in one transaction. The candidate is acknowledged only once the claim
+   * is saved, so that its acknowledgement leaves with `accepted` rather than ahead of the commit.
+   */
+  it("queues its report and outcome behind its claim before the claim's save resolves, and acknowledges its candidate after that save", async () => {
+    const scope = `${SCOPE}-one-commit`;
+    const executorId = `${EXECUTOR}-one-commit`;
+    const { sessionId } = await publishTasksAgent(gw, scopedTasksAgent(scope, executorId));
+    const events: string[] = [];
+    class RecordingStore extends SqliteRunnerStore {
+      override async createAssignment(...args: Parameters<SqliteRunnerStore["createAssignment"]>): Promise<void> {
+        events.push("claim queued");
+        await super.createAssignment(...args);
+        events.push("claim saved");
+      }
+      override appendReceipt(...args: Parameters<SqliteRunnerStore["appendReceipt"]>): Promise<void> {
+        events.push(`${args[0].kind} queued`);
+        return super.appendReceipt(...args);
+      }
+    }
+    const jsm = await jetstreamManager(nc);
+    let pendingWhileAuthorizing: number | undefined;
+    const oneCommit = await ToolRunner.start({
+      natsUrl: nats.url,
+      executorId,
+      scope,
+      store: new RecordingStore(join(dir, "one-commit.db")),
+      logger: pino({ level: process.env.TEST_RUNNER_LOG ?? "silent" }),
+      ...FAST_RUNNER_TIMING,
+      authorize: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 100)); // long enough for an acknowledgement sent at the grant to be counted
+        pendingWhileAuthorizing = (await jsm.consumers.info(STREAMS.candidates, candidateConsumer(scope))).num_ack_pending;
+        return true;
+      },
+      tools: {
+        "tasks.read": {
+          kind: "read",
+          bindingId: `${scope}-read`,
+          handler: async (ctx) => {
+            await ctx.progress({ step: "page 1" });
+            return { tasks: ["t-1"] };
+          },
+        },
+      },
+    });
+    try {
+      const run = await gw.api("POST", `/v1/sessions/${sessionId}/runs`);
+      const { assignment } = await gw.api("POST", `/v1/runs/${run.run_id}/tool-calls`, { tool_name: "tasks.read", arguments: {} });
+      const done = await until("the call completed", async () => {
+        const a = await gw.api("GET", `/v1/assignments/${assignment.assignment_id}`);
+        return a.state === "completed" ? a : undefined;
+      });
+      expect(done.progress).toEqual([expect.objectContaining({ seq: 1, progress: { step: "page 1" } })]);
+      expect(events.slice(0, 4)).toEqual(["claim queued", "progress queued", "completed queued", "claim saved"]);
+      expect(pendingWhileAuthorizing).toBe(1);
+      await until("the candidate acknowledged", async () =>
+        (await jsm.consumers.info(STREAMS.candidates, candidateConsumer(scope))).num_ack_pending === 0 ? true : undefined,
+      );
+    } finally {
+      await oneCommit.close({ deadlineMs: 1_000 });
+    }
   });
 
   it("applies nothing a read sent behind a refused accepted, and stops a read still running", async () => {
