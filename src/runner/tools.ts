@@ -23,7 +23,8 @@ export interface ToolContext<A = unknown> {
   readonly signal: AbortSignal;
   /**
    * Reports progress: saved in the store when the promise resolves, delivered in order (seq 1, 2...)
-   * afterwards. Throws when `data` is not representable as JSON.
+   * afterwards. A read running ahead of its confirmation has it resolve once queued behind its claim
+   * (saved in the claim's commit). Throws when `data` is not representable as JSON.
    */
   progress(data: unknown): Promise<void>;
   /**
