@@ -6,7 +6,7 @@ import { errorText, type Logger } from "./logger.js";
 import { describeError, finalReceipt, reportOf } from "./outcome.js";
 import type { Outbox } from "./outbox.js";
 import { answerChange, IllegalTransitionError, transition, type Phase, type PhaseEvent } from "./phases.js";
-import { ProgressReporter } from "./progress.js";
+import { ProgressReporter, type AheadOfClaim } from "./progress.js";
 import { buildReceipt, type FinalReport } from "./receipts.js";
 import {
   nextProgressSeq,
@@ -61,11 +61,10 @@ export class ClaimExecution {
   private readonly acceptedAnswered: Promise<void>;
   private settleAcceptedAnswered!: () => void;
   /**
-   * Of a read started while its claim was being saved: settles once the claim's first receipt is in
-   * its outbox lane (rejects when the claim was not saved). What the read saves is sent after it, and
-   * its progress reports resolve once queued (`ProgressReporter`).
+   * Of a read started while its claim was being saved: what its next receipt is sent behind (see
+   * `AheadOfClaim`); its progress reports resolve once queued (`ProgressReporter`).
    */
-  private behindClaim: Promise<void> | undefined;
+  private ahead: AheadOfClaim | undefined;
 
   constructor(
     private readonly host: ExecutionHost,
@@ -153,9 +152,13 @@ export class ClaimExecution {
       // A read has no side effects: it runs while `accepted` is answered, and starts as soon as its
       // claim is queued in the store. What it saves is queued behind the claim, so the store commits
       // it with the claim (one transaction when it comes in the same turn) or later, never without
-      // it, and it is sent behind `accepted` (`behindClaim`), applied only behind a recorded answer.
+      // it, and it is sent behind `accepted` (`ahead`), applied only behind a recorded answer.
       if (!refusal && grant.tool_kind === "read") {
-        this.behindClaim = sent;
+        this.ahead = {
+          last: sent,
+          unsaved: (err: unknown) =>
+            this.host.logger.warn({ err: errorText(err), assignment_id: grant.assignment_id }, "a read's progress report could not be saved; it is not sent"),
+        };
         void this.start().catch((err: unknown) =>
           this.host.logger.error({ err: errorText(err), assignment_id: grant.assignment_id }, "a read started ahead of its confirmation could not report"),
         );
@@ -237,12 +240,7 @@ export class ClaimExecution {
     if (grant.tool_kind === "write") await this.host.store.setPhase({ assignmentId: grant.assignment_id, generation: grant.generation }, this.change("start"));
     // A claim found in the store at start-up continues its progress past what may have been sent.
     const seq = nextProgressSeq(this.restored ?? [], this.restored !== undefined);
-    const ahead = this.behindClaim && {
-      behind: this.behindClaim,
-      unsaved: (err: unknown) =>
-        this.host.logger.warn({ err: errorText(err), assignment_id: grant.assignment_id }, "a read's progress report could not be saved; it is not sent"),
-    };
-    this.handler = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq, ahead)).finally(() => {
+    this.handler = this.run(tool, args, new ProgressReporter(grant, this.host.outbox, seq, this.ahead)).finally(() => {
       this.handler = undefined;
     });
   }
@@ -261,8 +259,8 @@ export class ClaimExecution {
     const call = compensates ? () => tool.compensate!({ ...ctx, compensates }) : () => tool.handler(ctx);
     const [outcome] = await Promise.allSettled([(async () => call())()]);
     await progress.close();
-    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value, progress.behind);
-    await this.report(this.outcomeReceipt(reportOf(outcome!)), progress.behind);
+    if (outcome!.status === "fulfilled" && isSubmission(outcome.value)) return this.submit(outcome.value);
+    await this.report(this.outcomeReceipt(reportOf(outcome!)));
   }
 
   /**
@@ -270,7 +268,7 @@ export class ClaimExecution {
    * for `runner.tasks`, and the claim's slot is free. A task reference already held here cannot name
    * a second task: the handler may have started one anyway, so that is `reconciliation_required`.
    */
-  private async submit(task: Submission, behind: Promise<void> | undefined): Promise<void> {
+  private async submit(task: Submission): Promise<void> {
     const { grant, host } = this;
     // A task is only held for a confirmed claim: a read that ran ahead waits for the answer to
     // `accepted`, which may also have refused the claim before the handler returned.
@@ -298,7 +296,7 @@ export class ClaimExecution {
     }
     try {
       await host.tasks.submitting(task.task_ref, async () => {
-        await host.outbox.append(grant, receipt, this.change("submit"), behind);
+        await host.outbox.append(grant, receipt, this.change("submit"), this.ahead?.last);
         host.tasks.hold(
           grant,
           { task_ref: task.task_ref, status: task.status },
@@ -339,10 +337,10 @@ export class ClaimExecution {
   }
 
   /**
-   * Saves a final receipt and sends it (behind `behind`, see `Outbox.append`), unless another
-   * outcome was reported first, or the claim was refused (compare-and-set).
+   * Saves a final receipt and sends it (behind the claim's last receipt, for a read ahead of its
+   * claim: `ahead`), unless another outcome was reported first, or the claim was refused (compare-and-set).
    */
-  private async report(receipt: OutboxReceipt, behind = this.behindClaim): Promise<void> {
+  private async report(receipt: OutboxReceipt): Promise<void> {
     const { grant, host } = this;
     if (host.closed()) {
       host.logger.warn({ assignment_id: grant.assignment_id, kind: receipt.kind }, "outcome after close is not saved; the assignment was reported at shutdown");
@@ -361,7 +359,7 @@ export class ClaimExecution {
       return ignored();
     }
     try {
-      await host.outbox.append(grant, receipt, change, behind);
+      await host.outbox.append(grant, receipt, change, this.ahead?.last);
     } catch (err) {
       if (!(err instanceof PhaseConflictError)) throw err;
       ignored();

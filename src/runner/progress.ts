@@ -4,11 +4,16 @@ import { buildReceipt } from "./receipts.js";
 
 /**
  * Of a read started while its claim was being saved: its reports are queued behind the claim and
- * resolve at once (a read has no side effects, so nothing it does next waits on a save).
+ * resolve at once (a read has no side effects, so nothing it does next waits on a save). Owned by
+ * the claim's execution, which sends its outcome behind `last` too.
  */
 export interface AheadOfClaim {
-  /** Settles once the claim's first receipt is in its outbox lane; each report is sent after it. */
-  behind: Promise<void>;
+  /**
+   * Settles once the claim's last receipt queued so far is in its outbox lane (or could not be
+   * saved): the next one is sent after it. First the claim's own first receipt, which rejects when
+   * the claim was not saved.
+   */
+  last: Promise<void>;
   /** A report that could not be saved (its claim was not either, or the store failed). */
   unsaved(err: unknown): void;
 }
@@ -24,8 +29,6 @@ export interface AheadOfClaim {
 export class ProgressReporter {
   private chain: Promise<void> = Promise.resolve();
   private closed = false;
-  /** Of a read ahead of its claim: settles once the last report is sent (or could not be). */
-  private tail: Promise<void> | undefined;
 
   constructor(
     private readonly grant: Grant,
@@ -33,28 +36,18 @@ export class ProgressReporter {
     /** The next seq: 1 on a first run, past the saved ones after a restart (`nextProgressSeq`). */
     private nextSeq: number,
     private readonly ahead?: AheadOfClaim,
-  ) {
-    this.tail = ahead?.behind;
-  }
-
-  /**
-   * What the claim's next receipt (its outcome) is sent behind: of a read ahead of its claim, the
-   * last report, which a later durability may hold back (a second report waits for its fsync, an
-   * outcome saved ahead of the confirmation does not); undefined once `close` has seen every report saved.
-   */
-  get behind(): Promise<void> | undefined {
-    return this.tail;
-  }
+  ) {}
 
   report(data: unknown): Promise<void> {
     if (this.closed) return Promise.reject(new Error(`assignment ${this.grant.assignment_id} is already reported: progress after the outcome is not sent`));
     // Built (and validated) synchronously: an unrepresentable value throws in the caller's hands.
     const receipt = buildReceipt(this.grant, { kind: "progress", seq: this.nextSeq++, progress: data }, Date.now());
     if (this.ahead) {
-      // Queued now (the store keeps call order) and sent behind the report before it (behind the
-      // claim, for the first); a failure is told, not thrown at the handler (nor at the next report,
-      // whose own save fails when the claim's did).
-      this.tail = this.outbox.append(this.grant, receipt, undefined, this.tail).catch(this.ahead.unsaved);
+      // Queued now (the store keeps call order) and sent behind the claim's last receipt: a later
+      // durability may hold that one back (a second report waits for its fsync, an outcome saved
+      // ahead of the confirmation does not). A failure is told, not thrown at the handler (nor at
+      // the next report, whose own save fails when the claim's did).
+      this.ahead.last = this.outbox.append(this.grant, receipt, undefined, this.ahead.last).catch(this.ahead.unsaved);
       return Promise.resolve();
     }
     const saved = this.chain.then(() => this.outbox.append(this.grant, receipt));
