@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { benchNatsBinary } from "./bench-nats.js";
 import { compareSystems } from "./compare.js";
 import { markdownReport } from "./compare-report.js";
-import { systemFactories, systemIdsFromEnv, type SystemId } from "./systems/registry.js";
+import { runsToolgate, systemFactories, systemIdsFromEnv, type SystemId } from "./systems/registry.js";
 import { buildTree, checkoutBaseline, currentTree, type ToolgateTree } from "./toolgate-tree.js";
 
 const positiveNumbers = (name: string, fallback: string): number[] => {
@@ -51,7 +51,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
   const dir = mkdtempSync(join(tmpdir(), `toolgate-bench-${options.bench}-`));
   let keepLogs = Boolean(process.env.BENCH_KEEP);
   try {
-    const usesToolgate = ids.some((id) => id.startsWith("toolgate-"));
+    const usesToolgate = ids.some(runsToolgate);
     if (usesToolgate && process.env.BENCH_BASELINE_REF) trees.push(checkoutBaseline(root, process.env.BENCH_BASELINE_REF, log));
     trees.push(currentTree(root));
     if (usesToolgate) for (const tree of trees) if (tree.label !== "" || !process.env.BENCH_SKIP_BUILD) buildTree(tree, log);

@@ -1,5 +1,6 @@
 /** The markdown tables of a comparison (stdout) and the targets of the hot-path issue, checked against them. */
 import { medianOfRounds, type Comparison, type LevelResult } from "./compare.js";
+import { runsToolgate } from "./systems/registry.js";
 
 const fixed = (v: number, digits = 2) => (Number.isFinite(v) ? v.toFixed(digits) : "–");
 const rate = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "–");
@@ -114,7 +115,7 @@ function targetLines(results: LevelResult[]): string[] {
   const bullmq = results.find((r) => r.id === "bullmq" && r.concurrency === 100);
   const verdict = (ok: boolean) => (ok ? "met" : "MISSED");
   const lines: string[] = [];
-  for (const id of new Set(results.filter((r) => r.id.startsWith("toolgate-")).map((r) => r.id))) {
+  for (const id of new Set(results.filter((r) => runsToolgate(r.id)).map((r) => r.id))) {
     const hundred = results.find((r) => r.id === id && r.concurrency === 100 && !r.error);
     const one = results.find((r) => r.id === id && r.concurrency === 1 && !r.error);
     const parts: string[] = [];

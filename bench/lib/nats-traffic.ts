@@ -12,13 +12,14 @@ interface ConnzEntry {
 }
 
 /**
- * The role of a connection, from the name its client gave it: the gateway (`toolgate-gateway@host`),
+ * The role of a connection, from the name its client gave it: the gateway (`toolgate-gateway@host`, the
+ * floor's `bench-gateway-…`),
  * toolgate's executors (`toolgate-runner:…`, `bench-executor-…`), a peer's workers (`bench-worker-…`),
  * the process making the calls (`bench-producer…`, `bench-completion-watch`), else `other`.
  */
 export function roleOf(name: string | undefined): string {
   if (!name) return "other";
-  if (name.startsWith("toolgate-gateway")) return "gateway";
+  if (name.startsWith("toolgate-gateway") || name.startsWith("bench-gateway")) return "gateway";
   if (name.startsWith("toolgate-runner") || name.startsWith("bench-executor")) return "executors";
   if (name.startsWith("bench-worker")) return "workers";
   if (name.startsWith("bench-producer")) return "producer";

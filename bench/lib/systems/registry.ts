@@ -6,12 +6,24 @@ import { startBullmq } from "./bullmq.js";
 import { startJetStreamQueue } from "./jetstream-queue.js";
 import { startNatsRequest } from "./nats-request.js";
 import type { BenchSystem } from "./system.js";
+import { startToolgateFloor } from "./toolgate-floor.js";
 import { startToolgate, type ExecutorKind } from "./toolgate.js";
 
-export const SYSTEM_IDS = ["toolgate-protocol", "toolgate-runner", "bullmq", "jetstream", "nats"] as const;
+export const SYSTEM_IDS = ["toolgate-protocol", "toolgate-runner", "toolgate-floor", "bullmq", "jetstream", "nats"] as const;
 export type SystemId = (typeof SYSTEM_IDS)[number];
 
-const PEERS: Record<Exclude<SystemId, `toolgate-${string}`>, (dir: string, log: (line: string) => void) => Promise<BenchSystem>> = {
+/** The systems that run a toolgate tree (this one, and a baseline's as `<id>@<commit>`). */
+const TOOLGATE_SYSTEMS = ["toolgate-protocol", "toolgate-runner"] as const;
+
+type ToolgateSystem = (typeof TOOLGATE_SYSTEMS)[number];
+
+/** Whether a system id, or a result's (`toolgate-protocol@abc1234`), runs a toolgate tree. */
+export function runsToolgate(id: string): id is ToolgateSystem {
+  return (TOOLGATE_SYSTEMS as readonly string[]).includes(id.split("@")[0]!);
+}
+
+const PEERS: Record<Exclude<SystemId, ToolgateSystem>, (dir: string, log: (line: string) => void) => Promise<BenchSystem>> = {
+  "toolgate-floor": startToolgateFloor,
   bullmq: startBullmq,
   jetstream: startJetStreamQueue,
   nats: startNatsRequest,
@@ -20,7 +32,7 @@ const PEERS: Record<Exclude<SystemId, `toolgate-${string}`>, (dir: string, log: 
 /** The factories of `ids`, a toolgate id once per tree (the baseline first, so each pair runs back to back). */
 export function systemFactories(ids: readonly SystemId[], trees: readonly ToolgateTree[], dir: string, log: (line: string) => void): SystemFactory[] {
   return ids.flatMap((id): SystemFactory[] => {
-    if (id === "toolgate-protocol" || id === "toolgate-runner") {
+    if (runsToolgate(id)) {
       const kind = id.slice("toolgate-".length) as ExecutorKind;
       return trees.map((tree) => ({ id: `${id}${tree.label}`, start: () => startToolgate(tree, kind, join(dir, `${id}${tree.label}`), log) }));
     }
