@@ -29,6 +29,7 @@ import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm, KvWatchInclude, type KV } from "@nats-io/kv";
 import { closedLoop, serveLevels } from "../closed-loop.js";
+import { CompletionWatch } from "../completion-watch.js";
 import { BENCH_COMPLETION_CONNECTION } from "../nats-traffic.js";
 import { CONCURRENCY_EACH, WORKERS, forEachBounded } from "../workload.js";
 import { FLOOR, FLOOR_BYTES, floorDrops, type FloorPayload } from "./toolgate-floor.js";
@@ -67,6 +68,8 @@ async function gateway(): Promise<void> {
     answer: payload("answer"),
     response: payload("response"),
   };
+  /** The answer to a call's creation: its id first, padded to the size of toolgate's answer. */
+  const answerOf = (id: string) => Buffer.concat([Buffer.from(`${id} `), bytes.response.subarray(id.length + 1)]);
   /** Each assignment's revision as this process wrote it (toolgate's revision cache), and its run. */
   const revisions = new Map<string, Promise<number>>();
   const runOf = new Map<string, string>();
@@ -94,8 +97,7 @@ async function gateway(): Promise<void> {
     req.resume();
     req.on("end", () => {
       create(run).then(
-        // The call's id first, padded to the size of toolgate's answer.
-        (id) => res.writeHead(201, { "content-type": "text/plain" }).end(Buffer.concat([Buffer.from(`${id} `), bytes.response.subarray(id.length + 1)])),
+        (id) => res.writeHead(201, { "content-type": "text/plain" }).end(answerOf(id)),
         (err: unknown) => res.writeHead(500).end(String(err)),
       );
     });
@@ -106,7 +108,7 @@ async function gateway(): Promise<void> {
     queue: "gateway",
     callback: (_err, msg) => {
       create(msg.subject.slice(FLOOR.createSubject.length + 1)).then(
-        (id) => msg.respond(Buffer.concat([Buffer.from(`${id} `), bytes.response.subarray(id.length + 1)])),
+        (id) => msg.respond(answerOf(id)),
         (err: unknown) => process.stderr.write(`create failed: ${String(err)}\n`),
       );
     },
@@ -117,9 +119,9 @@ async function gateway(): Promise<void> {
     callback: (_err, msg) => {
       const id = msg.subject.slice(FLOOR.claimSubject.length + 1);
       void (async () => {
-        const revision = await revisions.get(id)!;
-        revisions.set(id, assignments.update(id, bytes.claimed, revision));
-        await revisions.get(id);
+        const claimed = assignments.update(id, bytes.claimed, await revisions.get(id)!);
+        revisions.set(id, claimed);
+        await claimed;
         msg.respond(bytes.grant);
       })();
     },
@@ -223,36 +225,16 @@ async function producer(): Promise<void> {
       req.end(body);
     });
 
-  // The completion watch, as the toolgate producer's: a completed record can arrive before the HTTP
-  // answer that named its call, so early ones are remembered.
+  // The completion watch, as the toolgate producer's.
   const nc = await connect({ servers: natsUrl, name: BENCH_COMPLETION_CONNECTION });
   const watch = await (await new Kvm(nc).open(FLOOR.assignments)).watch({ include: KvWatchInclude.UpdatesOnly });
-  const seen = new Set<string>();
-  const waiting = new Map<string, () => void>();
+  const completions = new CompletionWatch(CALL_TIMEOUT_MS);
   void (async () => {
-    for await (const e of watch) {
-      if (e.operation !== "PUT" || e.value[0] !== FLOOR.completedMark) continue;
-      const waiter = waiting.get(e.key);
-      if (!waiter) seen.add(e.key);
-      else {
-        waiting.delete(e.key);
-        waiter();
-      }
-    }
+    for await (const e of watch) if (e.operation === "PUT" && e.value[0] === FLOOR.completedMark) completions.arrived(e.key);
   })();
-  const completion = (id: string): Promise<void> => {
-    if (seen.delete(id)) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no completion of ${id} within ${CALL_TIMEOUT_MS} ms`)), CALL_TIMEOUT_MS);
-      waiting.set(id, () => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
-  };
-  // Without HTTP: the call as a NATS request on the producer's own connection.
-  const calls = await connect({ servers: natsUrl, name: "bench-producer-floor", noAsyncTraces: true });
-  const call = drops.has("http")
+  // Without HTTP: the call as a NATS request on a connection of the producer's own.
+  const calls = drops.has("http") ? await connectAs("bench-producer-floor") : undefined;
+  const call = calls
     ? async (run: string) => {
         const text = Buffer.from((await calls.request(`${FLOOR.createSubject}.${run}`, body, { timeout: CALL_TIMEOUT_MS })).data).toString("latin1");
         return text.slice(0, text.indexOf(" "));
@@ -266,12 +248,12 @@ async function producer(): Promise<void> {
         let state = callers.get(caller);
         if (!state || state.used === CALLS_PER_RUN) callers.set(caller, (state = { run: `run_${process.pid}_${runs++}`, used: 0 }));
         state.used++;
-        await completion(await call(state.run));
+        await completions.done(await call(state.run));
       }),
     async () => {
       watch.stop();
       await nc.close();
-      await calls.close();
+      await calls?.close();
       agent.destroy();
     },
   );

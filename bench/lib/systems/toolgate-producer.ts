@@ -21,6 +21,7 @@ import { closedLoop, serveLevels, type LevelCommand } from "../closed-loop.js";
 import { BENCH_COMPLETION_CONNECTION } from "../nats-traffic.js";
 import { BENCH_ARGUMENTS, BENCH_TOOL } from "../protocol-messages.js";
 import { runConcurrently } from "../stats.js";
+import { CompletionWatch } from "../completion-watch.js";
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -104,30 +105,6 @@ async function seed(): Promise<string> {
 
 // --- Completion: a call is done when its projection is stored (what the run's history then shows).
 
-/** Watches the projections bucket. A projection can land before the HTTP answer that created its call, so early ones are remembered. */
-class CompletionWatch {
-  private readonly seen = new Set<string>();
-  private readonly waiters = new Map<string, () => void>();
-
-  arrived(assignmentId: string): void {
-    const waiter = this.waiters.get(assignmentId);
-    if (!waiter) return void this.seen.add(assignmentId);
-    this.waiters.delete(assignmentId);
-    waiter();
-  }
-
-  done(assignmentId: string): Promise<void> {
-    if (this.seen.delete(assignmentId)) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no projection for ${assignmentId} within ${CALL_TIMEOUT_MS} ms`)), CALL_TIMEOUT_MS);
-      this.waiters.set(assignmentId, () => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
-  }
-}
-
 await untilReady();
 const sessionId = await seed();
 const nc = await connect({ servers: env("NATS_URL"), name: BENCH_COMPLETION_CONNECTION });
@@ -136,7 +113,7 @@ const projections = await (await kvm.open(env("BENCH_PROJECTIONS_BUCKET"))).watc
 const assignments = await (await kvm.open(env("BENCH_ASSIGNMENTS_BUCKET"))).watch({ include: KvWatchInclude.UpdatesOnly });
 /** What the watch reads of an assignment record: a completed one that carries its projection is done. */
 const Completion = z.looseObject({ state: z.string(), projection: z.unknown().optional() });
-const watch = new CompletionWatch();
+const watch = new CompletionWatch(CALL_TIMEOUT_MS);
 void (async () => {
   for await (const e of projections) if (e.operation === "PUT") watch.arrived(e.key);
 })();
