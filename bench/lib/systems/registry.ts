@@ -6,10 +6,10 @@ import { startBullmq } from "./bullmq.js";
 import { startJetStreamQueue } from "./jetstream-queue.js";
 import { startNatsRequest } from "./nats-request.js";
 import type { BenchSystem } from "./system.js";
-import { startToolgateFloor } from "./toolgate-floor.js";
+import { startToolgateFloor, startToolgateLean } from "./toolgate-floor.js";
 import { startToolgate, type ExecutorKind } from "./toolgate.js";
 
-export const SYSTEM_IDS = ["toolgate-protocol", "toolgate-runner", "toolgate-floor", "bullmq", "jetstream", "nats"] as const;
+export const SYSTEM_IDS = ["toolgate-protocol", "toolgate-runner", "toolgate-floor", "toolgate-lean", "bullmq", "jetstream", "nats"] as const;
 export type SystemId = (typeof SYSTEM_IDS)[number];
 
 /** The systems that run a toolgate tree (this one, and a baseline's as `<id>@<commit>`). */
@@ -24,6 +24,7 @@ export function runsToolgate(id: string): id is ToolgateSystem {
 
 const PEERS: Record<Exclude<SystemId, ToolgateSystem>, (dir: string, log: (line: string) => void) => Promise<BenchSystem>> = {
   "toolgate-floor": startToolgateFloor,
+  "toolgate-lean": startToolgateLean,
   bullmq: startBullmq,
   jetstream: startJetStreamQueue,
   nats: startNatsRequest,

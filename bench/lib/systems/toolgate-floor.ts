@@ -69,7 +69,25 @@ export function floorDrops(): ReadonlySet<FloorPart> {
   return new Set(asked as FloorPart[]);
 }
 
-export async function startToolgateFloor(dir: string, log: (line: string) => void): Promise<BenchSystem> {
+/**
+ * What the floor's processes do at each step (`BENCH_FLOOR_WORK`, set by the system that starts them):
+ * `none`, bytes of toolgate's sizes (`toolgate-floor`); `lean`, what toolgate's guarantees need, with
+ * toolgate's own functions (`toolgate-lean`, bench/lib/systems/toolgate-lean-work.ts).
+ */
+export const FLOOR_WORKS = ["none", "lean"] as const;
+export type FloorWork = (typeof FLOOR_WORKS)[number];
+
+export function floorWork(): FloorWork {
+  const work = process.env.BENCH_FLOOR_WORK ?? "none";
+  if (!(FLOOR_WORKS as readonly string[]).includes(work)) throw new Error(`BENCH_FLOOR_WORK=${work}: one of ${FLOOR_WORKS.join(", ")}`);
+  return work as FloorWork;
+}
+
+export const startToolgateFloor = (dir: string, log: (line: string) => void) => startFloorSystem("none", dir, log);
+export const startToolgateLean = (dir: string, log: (line: string) => void) => startFloorSystem("lean", dir, log);
+
+async function startFloorSystem(work: FloorWork, dir: string, log: (line: string) => void): Promise<BenchSystem> {
+  const id = work === "lean" ? "toolgate-lean" : "toolgate-floor";
   const drops = floorDrops();
   const nats = await startBenchNats(join(dir, "nats"));
   const children: BenchChild[] = [];
@@ -95,12 +113,12 @@ export async function startToolgateFloor(dir: string, log: (line: string) => voi
     });
     await nats.jsm.consumers.add(FLOOR.candidates, { durable_name: FLOOR.candidateConsumer, ack_policy: AckPolicy.Explicit, max_ack_pending: 10_000 });
     await nats.jsm.consumers.add(FLOOR.receipts, { durable_name: FLOOR.receiptConsumer, ack_policy: AckPolicy.Explicit, max_ack_pending: 10_000 });
-    log(`toolgate-floor: toolgate's traffic with no work on ${nats.server.url}`);
+    log(`${id}: toolgate's traffic with ${work === "lean" ? "the lean work" : "no work"} on ${nats.server.url}`);
 
     const entry = fileURLToPath(new URL("./toolgate-floor-process.ts", import.meta.url));
-    const env = { NATS_URL: nats.server.url, BENCH_GATEWAY_PORT: String(await freePort()) };
+    const env = { NATS_URL: nats.server.url, BENCH_GATEWAY_PORT: String(await freePort()), BENCH_FLOOR_WORK: work };
     const spawn = (role: string) => {
-      const child = spawnBenchChild(`toolgate-floor-${role}`, entry, [role], env, join(dir, `${role}.log`));
+      const child = spawnBenchChild(`${id}-${role}`, entry, [role], env, join(dir, `${role}.log`));
       children.push(child);
       return child;
     };
@@ -110,8 +128,8 @@ export async function startToolgateFloor(dir: string, log: (line: string) => voi
     const producer = spawn("producer");
     await Promise.all([waitForLine(workers, "ready"), waitForLine(producer, "ready")]);
     return {
-      id: "toolgate-floor",
-      name: `toolgate's traffic, no work (floor)${drops.size > 0 ? `, without ${[...drops].join(", ")}` : ""}`,
+      id,
+      name: `${work === "lean" ? "toolgate's traffic, lean work" : "toolgate's traffic, no work (floor)"}${drops.size > 0 ? `, without ${[...drops].join(", ")}` : ""}`,
       messageUnit: "NATS messages",
       pids: new Map([
         ["gateway", gateway.child.pid!],
