@@ -26,6 +26,9 @@ export interface SpawnOptions {
   cwd?: string;
 }
 
+/** How long a child may take to stop after SIGTERM (a profiled one writes its profile then) before it is killed. */
+const STOP_GRACE_MS = 15_000;
+
 /**
  * Spawns `node [--import tsx] <entry> ...args`. With `BENCH_PROFILE=<dir>` in the environment the child
  * runs under `--cpu-prof`, writing into `<dir>/<name>/` when it exits: one profile per thread, the
@@ -57,8 +60,15 @@ export function spawnBenchChild(
     name,
     child,
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      // A child whose drain waits on a peer that died (an answer that never comes) would hang the whole bench.
+      const kill = setTimeout(() => {
+        process.stderr.write(`bench: ${name} still running ${STOP_GRACE_MS} ms after SIGTERM: killed (its log: ${logFile})\n`);
+        child.kill("SIGKILL");
+      }, STOP_GRACE_MS);
       await exited;
+      clearTimeout(kill);
     },
     logTail,
     request<T>(command: unknown, timeoutMs = 120_000): Promise<T> {
