@@ -5,6 +5,7 @@
  */
 import { createInterface } from "node:readline";
 import { percentile } from "./stats.js";
+import { readyUntilStopped } from "./workload.js";
 
 /** One level: how many calls in flight, for how long. */
 export interface LevelCommand {
@@ -70,6 +71,5 @@ export function serveLevels(
       }
     });
   });
-  process.once("SIGTERM", () => void close().finally(() => process.exit(0)));
-  process.stdout.write("ready\n");
+  readyUntilStopped(close);
 }

@@ -5,6 +5,15 @@
 export const WORKERS = 4;
 export const CONCURRENCY_EACH = 32;
 
+/**
+ * A bench process's side of its lifecycle (`spawnBenchChild`): says `ready` once it serves, and on
+ * SIGTERM runs `stop` (closing what it consumes, draining its connections), then exits.
+ */
+export function readyUntilStopped(stop: () => Promise<unknown>): void {
+  process.once("SIGTERM", () => void stop().finally(() => process.exit(0)));
+  process.stdout.write("ready\n");
+}
+
 /** Handles each item of `items` as it comes, at most `max` at once; resolves once all are handled. */
 export async function forEachBounded<T>(
   items: AsyncIterable<T>,

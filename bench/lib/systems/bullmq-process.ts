@@ -12,7 +12,7 @@ import { Redis } from "ioredis";
 import { Queue, QueueEvents, Worker } from "bullmq";
 import { closedLoop, serveLevels } from "../closed-loop.js";
 import { BENCH_ARGUMENTS, BENCH_RESULT, BENCH_TOOL } from "../protocol-messages.js";
-import { CONCURRENCY_EACH, WORKERS } from "../workload.js";
+import { CONCURRENCY_EACH, WORKERS, readyUntilStopped } from "../workload.js";
 import { BULLMQ_QUEUE, redisPort } from "./bullmq.js";
 
 const prefix = process.env.BENCH_BULLMQ_PREFIX!;
@@ -43,8 +43,7 @@ async function workers(): Promise<void> {
     () => new Worker(BULLMQ_QUEUE, async () => BENCH_RESULT, { connection: connection(), prefix, concurrency: CONCURRENCY_EACH }),
   );
   await Promise.all(all.map((w) => w.waitUntilReady()));
-  process.once("SIGTERM", () => void Promise.all(all.map((w) => w.close())).finally(() => process.exit(0)));
-  process.stdout.write("ready\n");
+  readyUntilStopped(() => Promise.all(all.map((w) => w.close())));
 }
 
 if (process.argv[2] === "producer") await producer();

@@ -13,7 +13,7 @@ import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { closedLoop, serveLevels } from "../closed-loop.js";
 import { BENCH_ARGUMENTS, BENCH_RESULT, BENCH_TOOL } from "../protocol-messages.js";
-import { CONCURRENCY_EACH, WORKERS, forEachBounded } from "../workload.js";
+import { CONCURRENCY_EACH, WORKERS, forEachBounded, readyUntilStopped } from "../workload.js";
 import { JETSTREAM_QUEUE } from "./jetstream-queue.js";
 
 interface Call {
@@ -80,8 +80,7 @@ async function workers(): Promise<void> {
       };
     }),
   );
-  process.once("SIGTERM", () => void Promise.all(stops.map((stop) => stop())).finally(() => process.exit(0)));
-  process.stdout.write("ready\n");
+  readyUntilStopped(() => Promise.all(stops.map((stop) => stop())));
 }
 
 if (process.argv[2] === "producer") await producer();

@@ -9,7 +9,7 @@
 import { connect } from "@nats-io/transport-node";
 import { closedLoop, serveLevels } from "../closed-loop.js";
 import { BENCH_ARGUMENTS, BENCH_RESULT, BENCH_TOOL } from "../protocol-messages.js";
-import { WORKERS } from "../workload.js";
+import { WORKERS, readyUntilStopped } from "../workload.js";
 
 const natsUrl = process.env.NATS_URL!;
 const SUBJECT = "bench.call";
@@ -36,8 +36,7 @@ async function workers(): Promise<void> {
       return nc;
     }),
   );
-  process.once("SIGTERM", () => void Promise.all(connections.map((nc) => nc.drain())).finally(() => process.exit(0)));
-  process.stdout.write("ready\n");
+  readyUntilStopped(() => Promise.all(connections.map((nc) => nc.drain())));
 }
 
 if (process.argv[2] === "producer") await producer();

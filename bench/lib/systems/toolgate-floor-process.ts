@@ -34,7 +34,7 @@ import { Kvm, KvWatchInclude, type KV } from "@nats-io/kv";
 import { closedLoop, serveLevels } from "../closed-loop.js";
 import { CompletionWatch } from "../completion-watch.js";
 import { BENCH_COMPLETION_CONNECTION } from "../nats-traffic.js";
-import { CONCURRENCY_EACH, WORKERS, forEachBounded } from "../workload.js";
+import { CONCURRENCY_EACH, WORKERS, forEachBounded, readyUntilStopped } from "../workload.js";
 import { FLOOR, FLOOR_BYTES, floorDrops, floorWork, type FloorPayload } from "./toolgate-floor.js";
 import { LEAN_CALL_BODY, LeanExecutor, LeanGateway, keyDigest, leanCompleted } from "./toolgate-lean-work.js";
 
@@ -188,15 +188,12 @@ async function gateway(): Promise<void> {
   );
 
   await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  process.once("SIGTERM", () => {
+  readyUntilStopped(async () => {
     server.close();
-    void receipts
-      .close()
-      .then(() => settling)
-      .then(() => nc.drain())
-      .finally(() => process.exit(0));
+    await receipts.close();
+    await settling;
+    await nc.drain();
   });
-  process.stdout.write("ready\n");
 }
 
 /** What an executor sends and checks: bytes of toolgate's sizes, or the lean work's values. */
@@ -258,8 +255,7 @@ async function workers(): Promise<void> {
       };
     }),
   );
-  process.once("SIGTERM", () => void Promise.all(stops.map((stop) => stop())).finally(() => process.exit(0)));
-  process.stdout.write("ready\n");
+  readyUntilStopped(() => Promise.all(stops.map((stop) => stop())));
 }
 
 async function producer(): Promise<void> {
