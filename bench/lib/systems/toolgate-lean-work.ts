@@ -54,7 +54,6 @@ type Value = Record<string, unknown>;
 export class LeanGateway {
   private readonly assignments = new Map<string, Value>();
   private readonly runs = new Map<string, Value>();
-  private readonly runOf = new Map<string, string>();
   private readonly sessionId = `ses_${process.pid}`;
 
   /** A tool call's creation: its watch, its record, its candidate. Throws on a request toolgate would refuse. */
@@ -98,7 +97,6 @@ export class LeanGateway {
       updated_at: at,
     };
     this.assignments.set(id, record);
-    this.runOf.set(id, runId);
     const candidate = { assignment_id: id, run_id: runId, tool_name: call.tool_name, binding_id: BENCH_TOOL.bindingId, generation: 0, created_at: at };
     return {
       id,
@@ -199,12 +197,7 @@ export class LeanGateway {
   }
 
   /** A read's chain (`accepted`, its report, its outcome): the completed record, the run's events, the answers. */
-  settle(
-    id: string,
-    message: Uint8Array,
-    streamSeq: number,
-    executorOfSubject: string,
-  ): { record: Uint8Array; event: Uint8Array; answers: Uint8Array; runId: string } {
+  settle(id: string, message: Uint8Array, streamSeq: number, executorOfSubject: string): { record: Uint8Array; event: Uint8Array; answers: Uint8Array } {
     const decoded = decode(ReceiptMessage, message);
     const chain: Receipt[] = Array.isArray(decoded) ? decoded : [decoded];
     const [accepted, progress, completed] = chain;
@@ -248,8 +241,7 @@ export class LeanGateway {
     };
     delete next.deferred_events;
     this.assignments.delete(id);
-    const runId = this.runOf.get(id)!;
-    this.runOf.delete(id);
+    const runId = a.run_id as string;
     const step = (from: string, to: string, outcome: Value | null) => ({
       type: "assignment",
       run_id: runId,
@@ -271,7 +263,7 @@ export class LeanGateway {
       step("running", "completed", { kind: "completed" }),
     ];
     const answers = chain.map((r) => ({ receipt_id: r.receipt_id, assignment_id: id, kind: r.kind, status: "recorded" }));
-    return { record: encode(next), event: encode(events), answers: encode(answers), runId };
+    return { record: encode(next), event: encode(events), answers: encode(answers) };
   }
 }
 
