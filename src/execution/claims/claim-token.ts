@@ -1,11 +1,13 @@
-import { hash, randomBytes, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
+import { randomBase64url } from "../model/random-text.js";
 
 /**
  * Claim tokens: 32 random bytes, base64url (43 characters). The gateway keeps only the sha256, so
- * neither a KV reader nor a log line can ever reconstruct a token.
+ * neither a KV reader nor a log line can ever reconstruct a token. The bytes come from the CSPRNG page
+ * the ids are drawn from (`randomBase64url`): `randomBytes(32)` per claim cost 5 µs, a slice 0.2 µs.
  */
 export function newClaimToken(): { token: string; sha256: string } {
-  const token = randomBytes(32).toString("base64url");
+  const token = randomBase64url(32);
   return { token, sha256: claimTokenSha256(token) };
 }
 

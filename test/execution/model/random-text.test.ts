@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { randomBase64url } from "../../../src/execution/model/random-text.js";
 import { assignmentIdFor, newRunId } from "../../../src/execution/model/ids.js";
+import { claimTokenMatches, claimTokenSha256, newClaimToken } from "../../../src/execution/claims/claim-token.js";
 
 describe("random text", () => {
   it("gives base64url of the asked length, never the same twice, across many refills of its page", () => {
@@ -30,5 +31,17 @@ describe("random text", () => {
     expect(newRunId()).toMatch(/^run_[A-Za-z0-9_-]{22}$/);
     expect(assignmentIdFor("run_x", undefined)).toMatch(/^asg_[A-Za-z0-9_-]{22}$/);
     expect(newRunId()).not.toBe(newRunId());
+  });
+
+  it("is what claim tokens are made of: 32 bytes each, never the same twice, kept only as their sha256", () => {
+    const tokens = new Set<string>();
+    for (let i = 0; i < 1_000; i++) {
+      const { token, sha256 } = newClaimToken(); // 32,000 bytes: the page is drawn again about eight times
+      expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(sha256).toBe(claimTokenSha256(token));
+      expect(claimTokenMatches(token, sha256)).toBe(true);
+      tokens.add(token);
+    }
+    expect(tokens.size).toBe(1_000);
   });
 });
