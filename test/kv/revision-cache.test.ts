@@ -56,7 +56,7 @@ describe("a store's revision cache", () => {
     expect(seen?.result).toBe(0);
   });
 
-  it("forgets a key erased or found gone, and the oldest key past its capacity", async () => {
+  it("forgets a key erased or found gone, and the least recently used key past its capacity", async () => {
     await mine.put("c", { n: 3 });
     await mine.erase("c");
     expect(await mine.recent("c")).toBeNull();
@@ -73,5 +73,20 @@ describe("a store's revision cache", () => {
     cache.store("z", { value: { n: 3 }, revision: 7 });
     expect(cache.get("x")).toBeUndefined();
     expect(cache.get("z")?.revision).toBe(7);
+    // y was used before z: y goes; a stale revision kept nothing and moved nothing.
+    cache.store("z", { value: { n: 0 }, revision: 3 });
+    cache.store("w", { value: { n: 4 }, revision: 8 });
+    expect(cache.get("y")).toBeUndefined();
+    expect(cache.get("z")).toEqual({ value: { n: 3 }, revision: 7 });
+    expect(cache.get("w")?.revision).toBe(8);
+  });
+
+  it("keeps the latest keys through many evictions, forgetting the ones it was told to", () => {
+    const cache = new RevisionCache<Value>(100);
+    for (let i = 0; i < 10_000; i++) cache.store(`k${i}`, { value: { n: i }, revision: i + 1 });
+    cache.forget("k9999");
+    expect(cache.get("k9899")).toBeUndefined();
+    expect(cache.get("k9999")).toBeUndefined();
+    for (let i = 9_900; i < 9_999; i++) expect(cache.get(`k${i}`)?.revision).toBe(i + 1);
   });
 });
