@@ -53,7 +53,8 @@ export class AssignmentEvents {
 
   /** The record to write instead of `next`: the events it means, with those `previous` deferred, left in it or taken off it. */
   private transform(previous: AssignmentRecord | undefined, next: AssignmentRecord): AssignmentRecord {
-    const plain = withoutDeferred(next);
+    // A decision is built on the record without its deferred events (the store's view): copied only when it carries some.
+    const plain = next.deferred_events ? withoutDeferred(next) : next;
     const events = [...deferredOf(previous), ...assignmentEvents(previous, plain)];
     if (this.defers(previous, plain) && events.length > 0) {
       const record: AssignmentRecord = { ...plain, deferred_events: events };
