@@ -7,13 +7,15 @@ describe("Remembered", () => {
     facts.remember("asg-1", "run-1");
     facts.remember("asg-1", "run-other");
     facts.remember("asg-2", "run-2");
+    expect(facts.get("asg-1")).toBe("run-1");
+    // asg-1 was just read, asg-2 was not: asg-2 is the one to go.
     facts.remember("asg-3", "run-3");
-    expect(facts.get("asg-1")).toBeUndefined();
-    expect(facts.get("asg-2")).toBe("run-2");
-    expect(facts.get("asg-3")).toBe("run-3");
-    // asg-2 was read before asg-3: asg-2 is the one to go.
-    facts.remember("asg-4", "run-4");
     expect(facts.get("asg-2")).toBeUndefined();
+    expect(facts.get("asg-1")).toBe("run-1");
+    expect(facts.get("asg-3")).toBe("run-3");
+    // asg-1 was read before asg-3: asg-1 goes now.
+    facts.remember("asg-4", "run-4");
+    expect(facts.get("asg-1")).toBeUndefined();
     expect(facts.get("asg-3")).toBe("run-3");
     expect(facts.get("asg-4")).toBe("run-4");
   });
