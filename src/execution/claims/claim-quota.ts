@@ -128,10 +128,10 @@ export class ClaimQuota {
       } catch (err) {
         for (const r of batch) r.reject(err);
       }
-      // The next batch starts from what this one wrote, as remembered (a stale record only costs a
-      // retry of its compare-and-set): read from the server, it cost each batch after the first a
-      // request and the decoding of the whole record. A failed read leaves it to the batch's own.
-      queue.known = await this.holdings.recent(key).catch(() => undefined);
+      // Claims that came meanwhile start from what this batch wrote, as remembered (a stale record
+      // only costs a retry of its compare-and-set): read from the server, it cost each batch after the
+      // first a request and the decoding of the whole record. A failed read leaves it to the batch's own.
+      queue.known = queue.requests.length > 0 ? await this.holdings.recent(key).catch(() => undefined) : undefined;
     }
     // No await since the last check: no request can have joined in between.
     this.queues.delete(key);
