@@ -86,8 +86,14 @@ export function floorWork(): FloorWork {
 export const startToolgateFloor = (dir: string, log: (line: string) => void) => startFloorSystem("none", dir, log);
 export const startToolgateLean = (dir: string, log: (line: string) => void) => startFloorSystem("lean", dir, log);
 
+/** Each work's system: its id, what its processes do, and its name in the reports. */
+const FLOOR_SYSTEMS: Record<FloorWork, { id: string; does: string; name: string }> = {
+  none: { id: "toolgate-floor", does: "no work", name: "toolgate's traffic, no work (floor)" },
+  lean: { id: "toolgate-lean", does: "the lean work", name: "toolgate's traffic, lean work" },
+};
+
 async function startFloorSystem(work: FloorWork, dir: string, log: (line: string) => void): Promise<BenchSystem> {
-  const id = work === "lean" ? "toolgate-lean" : "toolgate-floor";
+  const { id, does, name } = FLOOR_SYSTEMS[work];
   const drops = floorDrops();
   const nats = await startBenchNats(join(dir, "nats"));
   const children: BenchChild[] = [];
@@ -113,7 +119,7 @@ async function startFloorSystem(work: FloorWork, dir: string, log: (line: string
     });
     await nats.jsm.consumers.add(FLOOR.candidates, { durable_name: FLOOR.candidateConsumer, ack_policy: AckPolicy.Explicit, max_ack_pending: 10_000 });
     await nats.jsm.consumers.add(FLOOR.receipts, { durable_name: FLOOR.receiptConsumer, ack_policy: AckPolicy.Explicit, max_ack_pending: 10_000 });
-    log(`${id}: toolgate's traffic with ${work === "lean" ? "the lean work" : "no work"} on ${nats.server.url}`);
+    log(`${id}: toolgate's traffic with ${does} on ${nats.server.url}`);
 
     const entry = fileURLToPath(new URL("./toolgate-floor-process.ts", import.meta.url));
     const env = { NATS_URL: nats.server.url, BENCH_GATEWAY_PORT: String(await freePort()), BENCH_FLOOR_WORK: work };
@@ -129,7 +135,7 @@ async function startFloorSystem(work: FloorWork, dir: string, log: (line: string
     await Promise.all([waitForLine(workers, "ready"), waitForLine(producer, "ready")]);
     return {
       id,
-      name: `${work === "lean" ? "toolgate's traffic, lean work" : "toolgate's traffic, no work (floor)"}${drops.size > 0 ? `, without ${[...drops].join(", ")}` : ""}`,
+      name: `${name}${drops.size > 0 ? `, without ${[...drops].join(", ")}` : ""}`,
       messageUnit: "NATS messages",
       pids: new Map([
         ["gateway", gateway.child.pid!],
