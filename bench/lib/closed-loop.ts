@@ -4,13 +4,20 @@
  * driver sends it one command line per level on stdin and reads one `result {...}` line back.
  */
 import { createInterface } from "node:readline";
+import { setTimeout } from "node:timers/promises";
 import { percentile } from "./stats.js";
 import { readyUntilStopped } from "./workload.js";
 
-/** One level: how many calls in flight, for how long. */
+/**
+ * One level: how many calls in flight, for how long; `rate`, when set, paces the callers to that many
+ * call starts a second between them (a caller waits for its turn in the schedule), so systems that
+ * keep up are compared at the same load: their CPU per call then tells their costs apart, not how
+ * much each one's batching gains at its own closed-loop rate.
+ */
 export interface LevelCommand {
   concurrency: number;
   seconds: number;
+  rate?: number;
 }
 
 /** What a level did: calls completed, the wall time until the last one completed, latency percentiles (ms). */
@@ -23,13 +30,26 @@ export interface LevelOutcome {
   mean: number;
 }
 
-/** `concurrency` callers (0, 1, ...) each await `call(caller)` in turn; no caller starts a call after `seconds`. */
+/**
+ * `concurrency` callers (0, 1, ...) each await `call(caller)` in turn; no caller starts a call after
+ * `seconds`. With a `rate`, the n-th call starts no sooner than n ÷ rate seconds into the level; a
+ * system that falls behind the schedule runs as a closed loop until it catches up. A latency is
+ * timed from the call's start, not from its turn.
+ */
 export async function closedLoop(command: LevelCommand, call: (caller: number) => Promise<void>): Promise<LevelOutcome> {
   const latencies: number[] = [];
   const started = performance.now();
   const deadline = started + command.seconds * 1000;
+  const interval = command.rate ? 1000 / command.rate : 0;
+  let scheduled = 0;
   const caller = async (_: unknown, index: number) => {
     while (performance.now() < deadline) {
+      if (interval > 0) {
+        const turn = started + scheduled++ * interval;
+        if (turn >= deadline) return;
+        const wait = turn - performance.now();
+        if (wait > 0) await setTimeout(wait);
+      }
       const start = performance.now();
       await call(index);
       latencies.push(performance.now() - start);

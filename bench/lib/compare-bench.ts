@@ -5,7 +5,8 @@
  *
  * Environment: BENCH_SYSTEMS (ids, see bench/lib/systems/registry.ts); BENCH_LEVELS=1,10,100 (calls
  * in flight); BENCH_SECONDS=5 (each level); BENCH_ROUNDS=1 (passes over the levels, the report
- * shows medians); BENCH_WARMUP_SECONDS=2; BENCH_BASELINE_REF=<git ref>
+ * shows medians); BENCH_WARMUP_SECONDS=2; BENCH_RATE=<calls/s> (every level paced to that many call
+ * starts a second: CPU per call compared at one load, see `LevelCommand`); BENCH_BASELINE_REF=<git ref>
  * (toolgate from that ref too, alternated with this tree); BENCH_SKIP_BUILD=1 (this tree's dist/ is
  * current); BENCH_GATEWAY_LOG (the gateway's LOG_LEVEL, default info); BENCH_PROFILE=<dir> (children
  * under --cpu-prof); BENCH_NATS_PPROF=<port> (the nats-servers serve pprof from that port on);
@@ -44,6 +45,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
   const [seconds] = positiveNumbers("BENCH_SECONDS", "5");
   const [warmupSeconds] = positiveNumbers("BENCH_WARMUP_SECONDS", "2");
   const [rounds] = positiveNumbers("BENCH_ROUNDS", "1");
+  const rate = process.env.BENCH_RATE ? positiveNumbers("BENCH_RATE", "600")[0] : undefined;
   const startedAt = new Date();
   const loadBefore = loadavg();
 
@@ -56,13 +58,15 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
     trees.push(currentTree(root));
     if (usesToolgate) for (const tree of trees) if (tree.label !== "" || !process.env.BENCH_SKIP_BUILD) buildTree(tree, log);
     const context = options.context ? await options.context(log) : [];
-    log(`systems: ${ids.join(", ")}; levels ${levels.join(", ")} in flight, ${seconds} s each; logs in ${dir}`);
+    const load = rate ? `paced to ${rate} calls/s` : "closed loop";
+    log(`systems: ${ids.join(", ")}; levels ${levels.join(", ")} in flight, ${load}, ${seconds} s each; logs in ${dir}`);
     const comparison = await compareSystems({
       factories: systemFactories(ids, trees, dir, log),
       levels,
       seconds: seconds!,
       rounds: Math.round(rounds!),
       warmupSeconds: warmupSeconds!,
+      rate,
       log,
     });
     const loadAfter = loadavg();
@@ -70,10 +74,10 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
     const natsVersion = execFileSync(benchNatsBinary(), ["--version"], { encoding: "utf8" }).trim();
     const header = [
       `bench:${options.bench}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC: ${availableParallelism()} cores (${cpus()[0]?.model ?? "cpu"}), node ${process.version}, ${natsVersion}, file storage R1`,
-      `toolgate trees: ${trees.map((t) => `${t.label || "this tree"} ${t.commit}`).join(", ")}; closed loop, ${levels.join(" / ")} in flight, ${seconds} s a level${rounds! > 1 ? `, ${rounds} rounds` : ""}, levels alternated across systems`,
+      `toolgate trees: ${trees.map((t) => `${t.label || "this tree"} ${t.commit}`).join(", ")}; ${load}, ${levels.join(" / ")} in flight, ${seconds} s a level${rounds! > 1 ? `, ${rounds} rounds` : ""}, levels alternated across systems`,
       `load average (1 min) before / after: ${loadBefore[0]!.toFixed(2)} / ${loadAfter[0]!.toFixed(2)}`,
     ];
-    console.log([...header, "", ...context, ...(context.length > 0 ? [""] : []), markdownReport(comparison, availableParallelism())].join("\n"));
+    console.log([...header, "", ...context, ...(context.length > 0 ? [""] : []), markdownReport(comparison, availableParallelism(), rate)].join("\n"));
 
     const resultsDir = join(root, "bench/results");
     mkdirSync(resultsDir, { recursive: true });
@@ -89,6 +93,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
       levels,
       seconds,
       rounds,
+      rate,
       loadBefore,
       loadAfter,
       context,

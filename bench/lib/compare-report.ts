@@ -14,8 +14,11 @@ function table(header: string[], rows: string[][]): string {
   return [`| ${header.join(" | ")} |`, `| ${header.map(() => "---").join(" | ")} |`, ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n");
 }
 
-/** `cores`: the machine's, for the CPU bound (the calls/s its CPU allows). */
-export function markdownReport(comparison: Comparison, cores: number): string {
+/** The share of a paced level's rate a system must reach to count as having kept up with it. */
+const KEPT_UP = 0.95;
+
+/** `cores`: the machine's, for the CPU bound (the calls/s its CPU allows); `pacedTo`: the calls/s the levels were paced to. */
+export function markdownReport(comparison: Comparison, cores: number, pacedTo?: number): string {
   const { skipped } = comparison;
   const results = medianOfRounds(comparison.results);
   const ids = [...new Set(results.map((r) => r.id))];
@@ -103,11 +106,30 @@ export function markdownReport(comparison: Comparison, cores: number): string {
     ),
   );
   for (const s of skipped) out.push("", `Skipped ${s.id}: ${s.reason}`);
-  const targets = targetLines(results);
-  if (targets.length > 0) out.push("", ...targets);
+  if (pacedTo) {
+    out.push("", ...pacedLines(results, pacedTo));
+  } else {
+    const targets = targetLines(results);
+    if (targets.length > 0) out.push("", ...targets);
+  }
   const baseline = baselineLines(results, levels);
   if (baseline.length > 0) out.push("", ...baseline);
   return out.join("\n");
+}
+
+/**
+ * What a paced run can say: which levels kept up with the rate (their CPU per call is at the same
+ * load, comparable across systems), which fell behind (a closed loop at their own rate). The
+ * targets are set on closed-loop levels, so they are not judged here.
+ */
+function pacedLines(results: LevelResult[], paced: number): string[] {
+  const behind = results.filter((r) => !r.error && r.callsPerSec < KEPT_UP * paced);
+  return [
+    `Paced to ${rate(paced)} calls/s: the targets are judged on closed-loop runs (no BENCH_RATE), not on this one.`,
+    behind.length === 0
+      ? "Every level kept up with the rate: CPU per call is compared at the same load."
+      : `Fell behind the rate (a closed loop at their own rate, not the same load): ${behind.map((r) => `${r.name} at ${r.concurrency} in flight (${rate(r.callsPerSec)}/s)`).join("; ")}.`,
+  ];
 }
 
 /** The targets of the hot-path issue, for each toolgate system measured (BullMQ's figure from the same run). */

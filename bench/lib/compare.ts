@@ -54,6 +54,8 @@ export interface CompareOptions {
   /** Passes over all the levels; the report shows the median of each figure. */
   rounds: number;
   warmupSeconds: number;
+  /** Call starts a second every level is paced to (`LevelCommand.rate`); unset, a closed loop. */
+  rate?: number;
   log: (line: string) => void;
 }
 
@@ -104,8 +106,10 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
       for (const concurrency of options.levels) {
         for (const system of inTurn) {
           const others = systems.filter((s) => s !== system).flatMap((s) => [...s.pids.values()]);
-          log(`${system.id}: ${concurrency} in flight, ${options.seconds} s${options.rounds > 1 ? `, round ${round}/${options.rounds}` : ""}`);
-          const r = { ...(await measureLevel(system, { concurrency, seconds: options.seconds }, others)), round };
+          const paced = options.rate ? `, paced to ${options.rate}/s` : "";
+          log(`${system.id}: ${concurrency} in flight${paced}, ${options.seconds} s${options.rounds > 1 ? `, round ${round}/${options.rounds}` : ""}`);
+          const command = { concurrency, seconds: options.seconds, ...(options.rate ? { rate: options.rate } : {}) };
+          const r = { ...(await measureLevel(system, command, others)), round };
           log(
             r.error
               ? `  FAILED: ${r.error.split("\n")[0]}`
