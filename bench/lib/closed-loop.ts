@@ -1,7 +1,8 @@
 /**
  * The load of every system the benches compare: a closed loop of N callers, each making one call after
- * the other until the level's time is up. It runs inside each system's producer process; the bench
- * driver sends it one command line per level on stdin and reads one `result {...}` line back.
+ * the other until the level's time is up, or the same callers paced to one rate of call starts. It
+ * runs inside each system's producer process; the bench driver sends it one command line per level
+ * on stdin and reads one `result {...}` line back.
  */
 import { createInterface } from "node:readline";
 import { setTimeout } from "node:timers/promises";
@@ -33,8 +34,8 @@ export interface LevelOutcome {
 /**
  * `concurrency` callers (0, 1, ...) each await `call(caller)` in turn; no caller starts a call after
  * `seconds`. With a `rate`, the n-th call starts no sooner than n ÷ rate seconds into the level; a
- * system that falls behind the schedule runs as a closed loop until it catches up. A latency is
- * timed from the call's start, not from its turn.
+ * system that falls behind the schedule runs as a closed loop until it catches up (the calls whose
+ * turns have passed start at once). A latency is timed from the call's start, not from its turn.
  */
 export async function closedLoop(command: LevelCommand, call: (caller: number) => Promise<void>): Promise<LevelOutcome> {
   const latencies: number[] = [];
@@ -47,8 +48,9 @@ export async function closedLoop(command: LevelCommand, call: (caller: number) =
       if (interval > 0) {
         const turn = started + scheduled++ * interval;
         if (turn >= deadline) return;
-        const wait = turn - performance.now();
-        if (wait > 0) await setTimeout(wait);
+        // A timer may fire a millisecond or more early (whole milliseconds, the loop's cached clock): wait again then.
+        for (let wait = turn - performance.now(); wait > 0; wait = turn - performance.now()) await setTimeout(Math.ceil(wait));
+        if (performance.now() >= deadline) return; // a timer that fired late, past the level's end
       }
       const start = performance.now();
       await call(index);

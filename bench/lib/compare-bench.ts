@@ -26,8 +26,18 @@ import { buildTree, checkoutBaseline, currentTree, type ToolgateTree } from "./t
 
 const positiveNumbers = (name: string, fallback: string): number[] => {
   const values = (process.env[name] ?? fallback).split(",").map(Number);
-  if (values.some((v) => !(v > 0))) throw new Error(`${name}=${process.env[name]}: positive numbers, comma-separated (e.g. ${fallback})`);
+  if (values.some((v) => !(v > 0) || !Number.isFinite(v)))
+    throw new Error(`${name}=${process.env[name]}: positive numbers, comma-separated (e.g. ${fallback})`);
   return values;
+};
+
+/** One positive, finite number, or undefined when `name` is unset. */
+const optionalPositiveNumber = (name: string, what: string): number | undefined => {
+  const text = process.env[name];
+  if (text === undefined || text === "") return undefined;
+  const value = Number(text);
+  if (!(value > 0) || !Number.isFinite(value)) throw new Error(`${name}=${text}: one positive number, ${what}`);
+  return value;
 };
 
 export interface CompareBenchOptions {
@@ -45,7 +55,7 @@ export async function runCompareBench(options: CompareBenchOptions): Promise<voi
   const [seconds] = positiveNumbers("BENCH_SECONDS", "5");
   const [warmupSeconds] = positiveNumbers("BENCH_WARMUP_SECONDS", "2");
   const [rounds] = positiveNumbers("BENCH_ROUNDS", "1");
-  const rate = process.env.BENCH_RATE ? positiveNumbers("BENCH_RATE", "600")[0] : undefined;
+  const rate = optionalPositiveNumber("BENCH_RATE", "the call starts a second every level is paced to (e.g. 300); unset for a closed loop");
   const startedAt = new Date();
   const loadBefore = loadavg();
 

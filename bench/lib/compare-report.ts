@@ -32,9 +32,12 @@ export function markdownReport(comparison: Comparison, cores: number, pacedTo?: 
   const rounds = Math.max(...results.map((r) => r.round));
   if (rounds > 1) out.push(`Each figure is the median of ${rounds} rounds (calls/s: median, then lowest–highest in brackets).`, "");
 
-  out.push(
-    `Calls/s · p50 / p99 latency; CPU ms per call of all the system's processes (a call's cost wherever it is spent); CPU bound = ${cores} cores ÷ that CPU: the calls/s this machine could carry with nothing else on it, steadier than calls/s while others load the machine:`,
-  );
+  // A paced level's CPU per call is the dearer one of a lower rate: the calls/s it would allow say nothing of saturation.
+  const withBound = !pacedTo;
+  const bound = withBound
+    ? `CPU bound = ${cores} cores ÷ that CPU: the calls/s this machine could carry with nothing else on it, steadier than calls/s while others load the machine`
+    : "no CPU bound, as a call's CPU at a paced rate is not its CPU at saturation";
+  out.push(`Calls/s · p50 / p99 latency; CPU ms per call of all the system's processes (a call's cost wherever it is spent); ${bound}:`);
   out.push("");
   out.push(
     table(
@@ -42,7 +45,7 @@ export function markdownReport(comparison: Comparison, cores: number, pacedTo?: 
         "system",
         ...levels.map((l) => `${l} in flight: calls/s · p50 / p99`),
         ...levels.map((l) => `CPU ms/call at ${l}`),
-        `CPU bound at ${levels[levels.length - 1]}`,
+        ...(withBound ? [`CPU bound at ${levels[levels.length - 1]}`] : []),
         "writes/call",
         "messages/call",
       ],
@@ -52,7 +55,7 @@ export function markdownReport(comparison: Comparison, cores: number, pacedTo?: 
           name(id),
           ...levels.map((l) => cell(at(id, l))),
           ...levels.map((l) => fixed(at(id, l)?.cpuMsTotal ?? Number.NaN)),
-          `${rate((cores * 1000) / (last?.cpuMsTotal ?? Number.NaN))}/s`,
+          ...(withBound ? [`${rate((cores * 1000) / (last?.cpuMsTotal ?? Number.NaN))}/s`] : []),
           fixed(last?.writesPerCall ?? Number.NaN, 1),
           last ? `${fixed(last.messagesPerCall, 1)} ${last.messageUnit === "Redis commands" ? "Redis cmds" : "NATS msgs"}` : "",
         ];
@@ -122,12 +125,12 @@ export function markdownReport(comparison: Comparison, cores: number, pacedTo?: 
  * load, comparable across systems), which fell behind (a closed loop at their own rate). The
  * targets are set on closed-loop levels, so they are not judged here.
  */
-function pacedLines(results: LevelResult[], paced: number): string[] {
-  const behind = results.filter((r) => !r.error && r.callsPerSec < KEPT_UP * paced);
+function pacedLines(results: LevelResult[], pacedTo: number): string[] {
+  const behind = results.filter((r) => !r.error && r.callsPerSec < KEPT_UP * pacedTo);
   return [
-    `Paced to ${rate(paced)} calls/s: the targets are judged on closed-loop runs (no BENCH_RATE), not on this one.`,
+    `Paced to ${rate(pacedTo)} calls/s: the targets are judged on closed-loop runs (no BENCH_RATE), not on this one.`,
     behind.length === 0
-      ? "Every level kept up with the rate: CPU per call is compared at the same load."
+      ? "Every level that ran kept up with the rate: CPU per call is compared at the same load."
       : `Fell behind the rate (a closed loop at their own rate, not the same load): ${behind.map((r) => `${r.name} at ${r.concurrency} in flight (${rate(r.callsPerSec)}/s)`).join("; ")}.`,
   ];
 }

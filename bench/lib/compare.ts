@@ -99,6 +99,7 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
         await system.stop();
       }
     }
+    const paced = options.rate ? `, paced to ${options.rate}/s` : "";
     for (let round = 1; round <= options.rounds; round++) {
       // Every other round takes the systems the other way round: none is always measured first (a
       // warmer machine, a neighbour's leftover work), which would bias a before/after comparison.
@@ -106,10 +107,8 @@ export async function compareSystems(options: CompareOptions): Promise<Compariso
       for (const concurrency of options.levels) {
         for (const system of inTurn) {
           const others = systems.filter((s) => s !== system).flatMap((s) => [...s.pids.values()]);
-          const paced = options.rate ? `, paced to ${options.rate}/s` : "";
           log(`${system.id}: ${concurrency} in flight${paced}, ${options.seconds} s${options.rounds > 1 ? `, round ${round}/${options.rounds}` : ""}`);
-          const command = { concurrency, seconds: options.seconds, ...(options.rate ? { rate: options.rate } : {}) };
-          const r = { ...(await measureLevel(system, command, others)), round };
+          const r = { ...(await measureLevel(system, { concurrency, seconds: options.seconds, rate: options.rate }, others)), round };
           log(
             r.error
               ? `  FAILED: ${r.error.split("\n")[0]}`

@@ -21,7 +21,7 @@ export interface BenchSystem {
   readonly pids: ReadonlyMap<string, number>;
   /** What the level needs beforehand that is no part of a call (toolgate: the runs the calls go into). */
   prepare(command: LevelCommand): Promise<void>;
-  /** One closed-loop level in its producer process. */
+  /** One level in its producer process: a closed loop, or paced (`LevelCommand.rate`). */
   level(command: LevelCommand): Promise<LevelOutcome>;
   /** Its counters, once the last call's writes have landed. */
   snapshot(): Promise<Snapshot>;
