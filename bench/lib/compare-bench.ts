@@ -24,10 +24,12 @@ import { markdownReport } from "./compare-report.js";
 import { runsToolgate, systemFactories, systemIdsFromEnv, type SystemId } from "./systems/registry.js";
 import { buildTree, checkoutBaseline, currentTree, type ToolgateTree } from "./toolgate-tree.js";
 
+/** What every numeric setting of a bench must be (NaN and Infinity are not). */
+const isPositiveFinite = (v: number) => v > 0 && Number.isFinite(v);
+
 const positiveNumbers = (name: string, fallback: string): number[] => {
   const values = (process.env[name] ?? fallback).split(",").map(Number);
-  if (values.some((v) => !(v > 0) || !Number.isFinite(v)))
-    throw new Error(`${name}=${process.env[name]}: positive numbers, comma-separated (e.g. ${fallback})`);
+  if (!values.every(isPositiveFinite)) throw new Error(`${name}=${process.env[name]}: positive numbers, comma-separated (e.g. ${fallback})`);
   return values;
 };
 
@@ -36,7 +38,7 @@ const optionalPositiveNumber = (name: string, what: string): number | undefined 
   const text = process.env[name];
   if (text === undefined || text === "") return undefined;
   const value = Number(text);
-  if (!(value > 0) || !Number.isFinite(value)) throw new Error(`${name}=${text}: one positive number, ${what}`);
+  if (!isPositiveFinite(value)) throw new Error(`${name}=${text}: one positive number, ${what}`);
   return value;
 };
 
